@@ -1,0 +1,136 @@
+/** The local limiter algorithms; each is pure with time passed in. */
+export type AlgorithmName =
+  | 'gcra'
+  | 'token-bucket'
+  | 'fixed-window'
+  | 'sliding-window-counter'
+  | 'sliding-window-log'
+  | 'leaky-bucket';
+
+export const ALGORITHMS: readonly AlgorithmName[] = [
+  'gcra',
+  'token-bucket',
+  'fixed-window',
+  'sliding-window-counter',
+  'sliding-window-log',
+  'leaky-bucket',
+];
+
+/** What to do when the limiter cannot decide (not started, internal error, isolated beyond fallback). */
+export type FailureMode = 'open' | 'closed';
+
+/** `controlled` shares the headroom between nodes (default); `naive` spends whenever estimate + cost <= limit. */
+export type OverAdmission = 'controlled' | 'naive';
+
+/**
+ * A local algorithm: `limit` cells per `windowMs` (the rate), with algorithm
+ * specific extras. As user input every field is validated by the policy compiler.
+ */
+export interface LocalAlgorithmSpec {
+  algorithm: AlgorithmName;
+  /** Cells admitted per window (the sustained rate is limit / windowMs). */
+  limit: number;
+  windowMs: number;
+  /** gcra, token-bucket: the most cells admitted at once. Default: limit. */
+  burst?: number;
+  /** sliding-window-counter: sub-buckets per window. Default: 10. */
+  buckets?: number;
+  /** leaky-bucket: queue capacity in cost units. Default: limit. */
+  queue?: number;
+  /** leaky-bucket: the longest a request may be told to wait. Default: windowMs. */
+  deadlineMs?: number;
+}
+
+/** A named limit, as users write it. */
+export interface PolicySpec {
+  name: string;
+  /**
+   * `global` (default): enforced on the mesh-wide estimate kept in the windowed
+   * G-counter. `local`: enforced by `algorithm` on this process alone.
+   */
+  scope?: 'global' | 'local';
+  /** Cells per window: L. */
+  limit: number;
+  /** Window W in milliseconds. */
+  windowMs: number;
+  /** global: buckets per window (k) of the G-counter. Default 10. */
+  buckets?: number;
+  /** local scope only: the algorithm. Default gcra. */
+  algorithm?: AlgorithmName;
+  /** local scope only: see {@link LocalAlgorithmSpec}. */
+  burst?: number;
+  queue?: number;
+  deadlineMs?: number;
+  /** global scope only: a local algorithm checked in front of the global one (absorbs bursts). */
+  local?: LocalAlgorithmSpec;
+  /** Default `open`. */
+  failureMode?: FailureMode;
+  /** Decide and count, but always allow. Default false. */
+  shadow?: boolean;
+  /** Largest cost one request may carry. Default: limit. Costs above the limit are denied, never admitted. */
+  maxCost?: number;
+  /** global scope only. Default `controlled`. */
+  overAdmission?: OverAdmission;
+  /** global scope only: fall back to L/N when the view of peers is stale. Default true. */
+  fallback?: boolean;
+}
+
+/** A validated policy with every default filled in. Produced only by the policy compiler. */
+export interface Policy {
+  readonly name: string;
+  readonly scope: 'global' | 'local';
+  readonly limit: number;
+  readonly windowMs: number;
+  readonly buckets: number;
+  /** scope local: the algorithm; scope global: the front local algorithm, if any. */
+  readonly local: Readonly<Required<LocalAlgorithmSpec>> | undefined;
+  readonly failureMode: FailureMode;
+  readonly shadow: boolean;
+  readonly maxCost: number;
+  readonly overAdmission: OverAdmission;
+  readonly fallback: boolean;
+}
+
+/** How a decision was reached. */
+export type DecisionMode = 'global' | 'fallback' | 'local';
+
+/** Why a decision came out as it did. */
+export type DecisionRule =
+  /** Every key had room. */
+  | 'allow'
+  /** The estimated global sum plus the cost exceeds the limit. */
+  | 'global-limit'
+  /** This node has spent its share of the remaining global headroom. */
+  | 'headroom-share'
+  /** Stale view: this node's own counts reached L/N. */
+  | 'fallback-share'
+  /** The local algorithm (local scope, or the front limiter) refused. */
+  | 'local-limit'
+  /** The cost is larger than the limit: it can never be admitted. */
+  | 'cost-exceeds-limit';
+
+/** The outcome of one check. Being limited is a value, never a throw. */
+export interface Decision {
+  /** Whether the caller should serve the request (true in shadow mode even when limited). */
+  allowed: boolean;
+  /** Whether the limit was reached (in shadow mode the request is still allowed). */
+  limited: boolean;
+  /** The policy that decided: the first that refused, else the one with the least remaining. */
+  policy: string;
+  /** The key that decided. */
+  key: string;
+  rule: DecisionRule;
+  mode: DecisionMode;
+  /** The deciding policy's limit. */
+  limit: number;
+  /** Cells left for the deciding key after this decision (never negative). */
+  remaining: number;
+  /** When denied: ms until a request of this cost may be admitted; 0 when allowed; -1 when never. */
+  retryAfterMs: number;
+  /** ms until the deciding key's window has room for a full limit again. */
+  resetMs: number;
+  /** leaky-bucket only: ms the caller should wait before proceeding; 0 otherwise. */
+  delayMs: number;
+  /** True when the deciding policy is in shadow mode. */
+  shadow: boolean;
+}
