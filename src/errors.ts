@@ -24,6 +24,8 @@ export const ErrorCodes = {
   CODEC_INVALID: 'ERR_CODEC_INVALID',
   /** The limiter is not running (not started, or stopped). */
   NOT_STARTED: 'ERR_NOT_STARTED',
+  /** An HTTP request to the daemon is malformed (bad JSON, wrong shape); `field` names the part. */
+  REQUEST_INVALID: 'ERR_REQUEST_INVALID',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];

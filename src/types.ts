@@ -134,3 +134,35 @@ export interface Decision {
   /** True when the deciding policy is in shadow mode. */
   shadow: boolean;
 }
+
+/** One (policy, key) part of a multi-policy check, as reported back. */
+export interface KeyOutcome {
+  policy: string;
+  key: string;
+  limit: number;
+  windowMs: number;
+  remaining: number;
+  resetMs: number;
+  limited: boolean;
+  shadow: boolean;
+}
+
+/** A (policy, key) pair to check. */
+export type PolicyKey = readonly [policy: string, key: string];
+
+/**
+ * What every ratemesh limiter offers (a purely local one and a mesh one alike).
+ * `check` is synchronous: no network on the hot path. A request spends only if
+ * every key allows; a denied request spends nothing on any key. Invalid input
+ * (unknown policy, bad key, bad cost) throws a RateMeshError; being limited never throws.
+ */
+export interface RateLimiter {
+  /** Check and, if allowed, spend `cost` (default 1) on every key under one policy. */
+  check(policy: string, keys: string | readonly string[], cost?: number): Decision;
+  /** Check several (policy, key) pairs as one request; `outcomes` lists every pair. */
+  checkAll(pairs: readonly PolicyKey[], cost?: number): Decision & { outcomes: KeyOutcome[] };
+  /** The validated policy of that name, if configured. */
+  policy(name: string): Policy | undefined;
+  /** Whether the limiter can decide now (started and not failed). */
+  readonly ready: boolean;
+}

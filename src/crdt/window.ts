@@ -1,0 +1,205 @@
+/**
+ * Windowed G-counter for one (policy, key).
+ *
+ * Time is cut into buckets of width `bw = W / k`, keyed by wall-clock bucket id
+ * `floor(t / bw)`. In each bucket there is one count per origin node; only the
+ * origin writes its own entry and merging takes the max per entry, so merges are
+ * commutative, associative and idempotent. A ring of `k + 2` slots holds buckets
+ * `c-k .. c+1` where `c` is the current bucket: `c-k` is the oldest, partly inside
+ * the window, and `c+1` takes counts from peers whose clocks run slightly ahead.
+ * Older buckets expire when the ring rolls.
+ *
+ * Per slot the sum over origins is kept up to date, and so is the sum of the
+ * full-weight slots, so the estimate is O(1):
+ *   estimate(t) = Σ_{b=c-k+1}^{c+1} S[b] + (1 - frac(t / bw)) · S[c-k]
+ * (the sliding-window-counter estimate: the oldest bucket is weighted by the part
+ * of it still inside the window).
+ *
+ * Entries of peer origins live in one Float64Array per origin, of length R + 2:
+ * R slot counts, then the origin's reported demand (cost offered over a window)
+ * and the local time of that report.
+ */
+export class KeyWindow {
+  /** Slots in the ring: k + 2. */
+  readonly r: number;
+  readonly k: number;
+  /** The current bucket id the ring is rolled to (-Infinity before first use). */
+  cur = Number.NEGATIVE_INFINITY;
+  /** Bucket id held by each slot (NaN = none). */
+  readonly ids: Float64Array;
+  /** Own admitted cost per slot. */
+  readonly own: Float64Array;
+  /** Own offered cost per slot (admitted or not): this node's demand. */
+  readonly offered: Float64Array;
+  /** Σ over every origin (own included) per slot. */
+  readonly sum: Float64Array;
+  /** Per origin index (>= 1) its counts, demand and report time; undefined when never heard. */
+  peers: (Float64Array | undefined)[] = [];
+  /** Σ sum over the full-weight buckets c-k+1 .. c+1. */
+  full = 0;
+  /** Σ own over the full-weight buckets. */
+  ownFull = 0;
+  /** Σ offered over the full-weight buckets. */
+  offeredFull = 0;
+  /** Slot of bucket c-k (the partly weighted one). */
+  oldest = 0;
+  /** Slot of bucket c. */
+  curSlot = 0;
+
+  // ---- decision-side state kept with the key to avoid a second map lookup ----
+  /** Controlled mode: this node's demand-weighted share of the key's headroom. */
+  share = 0;
+  /** The engine view stamp the share belongs to. */
+  shareStamp = -1;
+  /** Gossip: the last tick this key changed locally (own counts or demand). */
+  touchTick = -1;
+  /** Gossip: whether the key is in the engine's dirty set. */
+  inDirty = false;
+  /** Own cost admitted since the last gossip that carried this key. */
+  unsynced = 0;
+  /** When this node first saw the key (its time). */
+  created = 0;
+  /** A local front limiter's state, when the policy has one. */
+  local: unknown = undefined;
+
+  constructor(k: number) {
+    this.k = k;
+    this.r = k + 2;
+    this.ids = new Float64Array(this.r).fill(Number.NaN);
+    this.own = new Float64Array(this.r);
+    this.offered = new Float64Array(this.r);
+    this.sum = new Float64Array(this.r);
+  }
+
+  /** Slot index of bucket id `b`. */
+  slotOf(b: number): number {
+    const s = b % this.r;
+    return s < 0 ? s + this.r : s;
+  }
+
+  /**
+   * Move the ring to current bucket `c`; buckets outside `c-k .. c+1` expire.
+   * A `c` earlier than the current one is ignored (time never runs backwards here).
+   */
+  roll(c: number): void {
+    if (c <= this.cur) return;
+    const { r, k, ids, own, offered, sum, peers } = this;
+    let full = 0;
+    let ownFull = 0;
+    let offeredFull = 0;
+    for (let b = c - k; b <= c + 1; b++) {
+      const s = this.slotOf(b);
+      if (ids[s] !== b) {
+        ids[s] = b;
+        own[s] = 0;
+        offered[s] = 0;
+        sum[s] = 0;
+        for (let o = 1; o < peers.length; o++) {
+          const p = peers[o];
+          if (p !== undefined) p[s] = 0;
+        }
+      }
+      if (b > c - k) {
+        full += sum[s]!;
+        ownFull += own[s]!;
+        offeredFull += offered[s]!;
+      }
+    }
+    this.full = full;
+    this.ownFull = ownFull;
+    this.offeredFull = offeredFull;
+    this.cur = c;
+    this.oldest = this.slotOf(c - k);
+    this.curSlot = this.slotOf(c);
+    void r;
+  }
+
+  /** The global estimate given `w`, the weight (0..1] of the oldest bucket still inside the window. */
+  estimate(w: number): number {
+    return this.full + this.sum[this.oldest]! * w;
+  }
+
+  /** This node's own admitted cost in the window, weighted the same way. */
+  ownEstimate(w: number): number {
+    return this.ownFull + this.own[this.oldest]! * w;
+  }
+
+  /** This node's own offered cost in the window (its demand), weighted the same way. */
+  offeredEstimate(w: number): number {
+    return this.offeredFull + this.offered[this.oldest]! * w;
+  }
+
+  /** Record own admitted cost in the current bucket (call after roll). */
+  addOwn(cost: number): void {
+    const s = this.curSlot;
+    this.own[s] = this.own[s]! + cost;
+    this.sum[s] = this.sum[s]! + cost;
+    this.full += cost;
+    this.ownFull += cost;
+    this.unsynced += cost;
+  }
+
+  /** Record own offered cost in the current bucket (call after roll). */
+  addOffered(cost: number): void {
+    const s = this.curSlot;
+    this.offered[s] = this.offered[s]! + cost;
+    this.offeredFull += cost;
+  }
+
+  /** The entry array of origin `o`, created on first use. */
+  peer(o: number): Float64Array {
+    let p = this.peers[o];
+    if (p === undefined) {
+      p = new Float64Array(this.r + 2);
+      while (this.peers.length < o) this.peers.push(undefined);
+      this.peers[o] = p;
+    }
+    return p;
+  }
+
+  /**
+   * Merge origin `o`'s count for bucket `b` (max per entry). Returns the increase
+   * applied (0 when the entry already held as much, or `b` is outside the ring).
+   * Call after roll.
+   */
+  mergeEntry(o: number, b: number, count: number): number {
+    if (b < this.cur - this.k || b > this.cur + 1) return 0;
+    const s = this.slotOf(b);
+    const p = this.peer(o);
+    const delta = count - p[s]!;
+    if (delta <= 0) return 0;
+    p[s] = count;
+    this.sum[s] = this.sum[s]! + delta;
+    if (b > this.cur - this.k) this.full += delta;
+    return delta;
+  }
+
+  /** Origin `o`'s estimate in the window (0 when never heard). */
+  peerEstimate(o: number, w: number): number {
+    const p = this.peers[o];
+    if (p === undefined) return 0;
+    let total = p[this.oldest]! * w;
+    for (let s = 0; s < this.r; s++) if (s !== this.oldest) total += p[s]!;
+    return total;
+  }
+
+  /** True when nobody has anything left in the window (safe to forget the key). */
+  isEmpty(): boolean {
+    if (this.full > 0 || this.offeredFull > 0) return false;
+    return this.sum[this.oldest] === 0 && this.offered[this.oldest] === 0;
+  }
+
+  /** Forget origin `o` (it departed; its counts would age out anyway). */
+  dropOrigin(o: number): void {
+    const p = this.peers[o];
+    if (p === undefined) return;
+    for (let s = 0; s < this.r; s++) {
+      const v = p[s]!;
+      if (v === 0) continue;
+      this.sum[s] = this.sum[s]! - v;
+      const b = this.ids[s]!;
+      if (b > this.cur - this.k && b <= this.cur + 1) this.full -= v;
+    }
+    this.peers[o] = undefined;
+  }
+}

@@ -1,0 +1,222 @@
+import { writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { isRateMeshError } from '../errors.js';
+import { LOG_LEVELS, loadConfig, NODE_FLAGS, parseNodeArgs } from './config.js';
+import { type Daemon, startDaemon } from './daemon.js';
+
+/** Exit codes: 0 clean stop, 1 runtime failure, 2 bad usage or configuration. */
+export const EXIT = { OK: 0, FAILURE: 1, USAGE: 2 } as const;
+
+const MAIN_HELP = `ratemesh — a store-less peer-to-peer rate limiter mesh
+
+Usage:
+  ratemesh node --config <file.yaml> [flags]   run a mesh node with the HTTP check API
+  ratemesh keygen --out <file> [--force]       write a new libp2p private key (Ed25519)
+  ratemesh psk --out <file> [--force]          write a new pnet swarm key for a private mesh
+  ratemesh help [command]
+
+Run 'ratemesh node --help' for the node's flags and endpoints.
+`;
+
+function nodeHelp(): string {
+  const rows = Object.entries(NODE_FLAGS).map(([name, f]) => {
+    const left = `  --${name} ${f.arg}`;
+    return `${left.padEnd(34)}${f.help}\n${''.padEnd(34)}env ${f.env}`;
+  });
+  return `Usage: ratemesh node --config <file.yaml> [flags]
+
+Runs one mesh node and serves its HTTP API. Precedence: flag, environment
+variable, config file, default. The config file (YAML or JSON; see
+examples/daemon.yaml) holds http, mesh, log, stats and policies (or policyFile).
+
+Flags:
+${rows.join('\n')}
+  -h, --help                      this help
+
+Endpoints:
+  POST /v1/check   {"policy":"api","key":"ip:1.2.3.4","cost":1}  (or "keys":[...],
+                   or "checks":[{"policy":..,"key":..}]) -> the decision as JSON;
+                   200 when allowed, 429 when limited (with Retry-After)
+  GET  /v1/peers   peer id, multiaddrs and peers with freshness and clock offset
+  GET  /v1/stats   hottest keys by admitted rate (?top=N) and mesh counters
+  GET  /healthz    200 when started with a view of the mesh, else 503 with a reason
+  GET  /metrics    Prometheus exposition
+
+Log levels: ${LOG_LEVELS.join(', ')}. Logs are JSON lines on stdout; the line
+"ratemesh node started" carries "http" (the bound URL) and "peerId".
+SIGTERM or SIGINT drains in-flight requests, stops the node and exits 0.
+Exit codes: 0 clean stop, 1 runtime failure, 2 bad usage or configuration.
+`;
+}
+
+/** Output streams and process hooks, injectable for tests. */
+export interface CliIo {
+  stdout: (s: string) => void;
+  stderr: (s: string) => void;
+  env: Readonly<Record<string, string | undefined>>;
+  cwd: string;
+}
+
+const defaultIo = (): CliIo => ({
+  stdout: (s) => process.stdout.write(s),
+  stderr: (s) => process.stderr.write(s),
+  env: process.env,
+  cwd: process.cwd(),
+});
+
+/**
+ * Runs the CLI. For `node` it resolves once the daemon has started and
+ * installs signal handlers that drain and exit; other commands resolve with
+ * their exit code.
+ */
+export async function main(argv: readonly string[], io: CliIo = defaultIo()): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case undefined:
+    case '-h':
+    case '--help':
+      io.stdout(MAIN_HELP);
+      return command === undefined ? EXIT.USAGE : EXIT.OK;
+    case 'help':
+      io.stdout(rest[0] === 'node' ? nodeHelp() : MAIN_HELP);
+      return EXIT.OK;
+    case 'node':
+      return runNode(rest, io);
+    case 'keygen':
+    case 'psk':
+      return writeKey(command, rest, io);
+    default:
+      io.stderr(`ratemesh: unknown command ${JSON.stringify(command)}\n\n${MAIN_HELP}`);
+      return EXIT.USAGE;
+  }
+}
+
+async function runNode(argv: readonly string[], io: CliIo): Promise<number> {
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    if (parseNodeArgs(argv).help) {
+      io.stdout(nodeHelp());
+      return EXIT.OK;
+    }
+    config = loadConfig({ argv, env: io.env, cwd: io.cwd });
+  } catch (err) {
+    io.stderr(`ratemesh: invalid configuration: ${describe(err)}\n`);
+    return EXIT.USAGE;
+  }
+
+  const logger = pino({ name: 'ratemesh', level: config.log.level });
+  let daemon: Daemon;
+  try {
+    daemon = await startDaemon({ config, logger, meshLogger: logger.child({ component: 'mesh' }) });
+  } catch (err) {
+    if (isRateMeshError(err)) {
+      io.stderr(`ratemesh: invalid configuration: ${describe(err)}\n`);
+      return EXIT.USAGE;
+    }
+    logger.fatal({ err: { message: describe(err) } }, 'failed to start');
+    io.stderr(`ratemesh: failed to start: ${describe(err)}\n`);
+    return EXIT.FAILURE;
+  }
+
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals++;
+    if (signals > 1) {
+      logger.warn({ signal }, 'second signal: exiting without draining');
+      process.exit(EXIT.FAILURE);
+    }
+    logger.info({ signal }, 'signal received: draining');
+    // If stopping hangs, the process still ends.
+    setTimeout(() => {
+      logger.error({}, 'stop did not finish in time: exiting');
+      process.exit(EXIT.FAILURE);
+    }, config.http.drainTimeoutMs + 10_000).unref();
+    daemon.stop().then(
+      () => {
+        process.exitCode = EXIT.OK;
+        // Handles the limiter should have closed must not keep the process up.
+        setTimeout(() => {
+          logger.warn({}, 'handles still open after stop: exiting anyway');
+          process.exit(EXIT.OK);
+        }, 2_000).unref();
+        process.off('SIGTERM', onSignal);
+        process.off('SIGINT', onSignal);
+      },
+      (err: unknown) => {
+        logger.error({ err: { message: describe(err) } }, 'stop failed');
+        process.exit(EXIT.FAILURE);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  return EXIT.OK;
+}
+
+async function writeKey(command: 'keygen' | 'psk', argv: readonly string[], io: CliIo): Promise<number> {
+  let out: string;
+  let force: boolean;
+  try {
+    const { values } = parseArgs({
+      args: [...argv],
+      options: {
+        out: { type: 'string', short: 'o' },
+        force: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+    });
+    if (values.help) {
+      io.stdout(`Usage: ratemesh ${command} --out <file> [--force]\n`);
+      return EXIT.OK;
+    }
+    if (values.out === undefined) throw new Error('--out <file> is required');
+    out = resolve(io.cwd, values.out);
+    force = values.force === true;
+  } catch (err) {
+    io.stderr(`ratemesh ${command}: ${describe(err)}\n`);
+    return EXIT.USAGE;
+  }
+  try {
+    if (command === 'keygen') {
+      const { generateKeyPair, privateKeyToProtobuf } = await import('@libp2p/crypto/keys');
+      const key = await generateKeyPair('Ed25519');
+      writeFileSync(out, privateKeyToProtobuf(key), { mode: 0o600, flag: force ? 'w' : 'wx' });
+      io.stdout(`${JSON.stringify({ keyFile: out, peerId: key.publicKey.toString() })}\n`);
+    } else {
+      const { generateKey } = await import('@libp2p/pnet');
+      const psk = new Uint8Array(95);
+      generateKey(psk);
+      writeFileSync(out, psk, { mode: 0o600, flag: force ? 'w' : 'wx' });
+      io.stdout(`${JSON.stringify({ pskFile: out })}\n`);
+    }
+  } catch (err) {
+    io.stderr(`ratemesh ${command}: cannot write ${out}: ${describe(err)}\n`);
+    return EXIT.FAILURE;
+  }
+  return EXIT.OK;
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Runs `main` when this file is the entry point (`tsx src/daemon/cli.ts`, `node dist/daemon/cli.js`). */
+export function runAsScript(argv = process.argv.slice(2)): void {
+  main(argv).then(
+    (code) => {
+      if (code !== EXIT.OK) process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`ratemesh: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exitCode = EXIT.FAILURE;
+    },
+  );
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  runAsScript();
+}

@@ -1,0 +1,451 @@
+import { readFileSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { privateKeyFromProtobuf } from '@libp2p/crypto/keys';
+import { parse as parseYaml } from 'yaml';
+import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
+import { compilePolicies } from '../policy/compile.js';
+import type { PolicySpec } from '../types.js';
+import {
+  fail,
+  finite,
+  integer,
+  numberText,
+  objectOf,
+  oneOf,
+  shown,
+  string,
+  stringArray,
+} from './validate.js';
+
+/** pino's level names, plus `silent`. */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Defaults of the daemon's own settings (the mesh's defaults live with the mesh limiter). */
+export const DAEMON_DEFAULTS = {
+  httpHost: '127.0.0.1',
+  httpPort: 8080,
+  /** Largest `POST /v1/check` body, bytes. */
+  maxBodyBytes: 16 * 1024,
+  /** How long SIGTERM waits for in-flight requests before closing their sockets, ms. */
+  drainTimeoutMs: 10_000,
+  /** Keys tracked by the hottest-keys table of `GET /v1/stats`. */
+  hotKeys: 128,
+  logLevel: 'info' as LogLevel,
+} as const;
+
+/** Largest config or policy file read, bytes. */
+export const MAX_CONFIG_BYTES = 1024 * 1024;
+const MAX_ADDRS = 256;
+
+/** The daemon's validated configuration; every field filled or deliberately absent. */
+export interface DaemonConfig {
+  /** The config file read, absolute; undefined when none was given. */
+  configFile: string | undefined;
+  http: { host: string; port: number; maxBodyBytes: number; drainTimeoutMs: number };
+  mesh: {
+    /** libp2p listen multiaddrs; the mesh limiter's default when absent. */
+    listen: string[] | undefined;
+    bootstrap: string[];
+    gossipIntervalMs: number | undefined;
+    expectedDelayMs: number | undefined;
+    /** Absolute path of a protobuf-encoded libp2p private key (`ratemesh keygen`). */
+    keyFile: string | undefined;
+    /** Absolute path of a libp2p pnet swarm key (`ratemesh psk`). */
+    pskFile: string | undefined;
+    injectDelayMs: number | undefined;
+    injectLoss: number | undefined;
+    /** Contents of keyFile, checked to decode as a libp2p private key. */
+    privateKey: Uint8Array | undefined;
+    /** Contents of pskFile, checked to be a pnet v1 swarm key. */
+    psk: Uint8Array | undefined;
+  };
+  log: { level: LogLevel };
+  stats: { hotKeys: number };
+  /** Validated by the policy compiler at load time, so a bad policy never fails later. */
+  policies: PolicySpec[];
+}
+
+/**
+ * Command-line flags of `ratemesh node`, each with its environment fallback.
+ * Precedence: flag, then environment variable, then config file, then default.
+ */
+export const NODE_FLAGS = {
+  config: { env: 'RATEMESH_CONFIG', arg: '<file>', help: 'YAML or JSON config file' },
+  listen: {
+    env: 'RATEMESH_LISTEN',
+    arg: '<multiaddr>',
+    help: 'libp2p listen address (repeatable, or a comma list)',
+  },
+  bootstrap: {
+    env: 'RATEMESH_BOOTSTRAP',
+    arg: '<addr>',
+    help: 'peer multiaddr or dns:<name>:<port> (repeatable, or a comma list)',
+  },
+  http: { env: 'RATEMESH_HTTP', arg: '<host:port>', help: 'check API address; port 0 picks a free port' },
+  'gossip-ms': { env: 'RATEMESH_GOSSIP_MS', arg: '<ms>', help: 'gossip interval' },
+  'policy-file': { env: 'RATEMESH_POLICY_FILE', arg: '<file>', help: 'YAML or JSON list of policies' },
+  'log-level': { env: 'RATEMESH_LOG_LEVEL', arg: '<level>', help: LOG_LEVELS.join('|') },
+  'key-file': { env: 'RATEMESH_KEY_FILE', arg: '<file>', help: 'libp2p private key (ratemesh keygen)' },
+  'psk-file': { env: 'RATEMESH_PSK_FILE', arg: '<file>', help: 'pnet swarm key (ratemesh psk)' },
+  'inject-delay-ms': {
+    env: 'RATEMESH_INJECT_DELAY_MS',
+    arg: '<ms>',
+    help: 'EXPERIMENTS ONLY: hold received gossip this long',
+  },
+  'inject-loss': {
+    env: 'RATEMESH_INJECT_LOSS',
+    arg: '<0..1>',
+    help: 'EXPERIMENTS ONLY: drop this fraction of received gossip',
+  },
+} as const;
+type FlagName = keyof typeof NODE_FLAGS;
+const REPEATABLE: readonly FlagName[] = ['listen', 'bootstrap'];
+
+/** Where the loader reads from; injectable for tests. */
+export interface ConfigSources {
+  argv: readonly string[];
+  env?: Readonly<Record<string, string | undefined>>;
+  cwd?: string;
+  readFile?: (path: string) => Buffer;
+}
+
+/** The flags of `ratemesh node` as given (strings), plus `help`. Throws CONFIG_INVALID naming a bad flag. */
+export function parseNodeArgs(argv: readonly string[]): {
+  help: boolean;
+  values: Partial<Record<FlagName, string[]>>;
+} {
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {
+    help: { type: 'boolean', short: 'h' },
+  };
+  for (const name of Object.keys(NODE_FLAGS)) options[name] = { type: 'string', multiple: true };
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false });
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    throw new RateMeshError(ErrorCodes.CONFIG_INVALID, `${msg} (see ratemesh node --help)`, 'argv');
+  }
+  const values: Partial<Record<FlagName, string[]>> = {};
+  for (const name of Object.keys(NODE_FLAGS) as FlagName[]) {
+    const v = parsed.values[name];
+    if (v === undefined) continue;
+    const list = (v as string[]).flatMap((s) => (REPEATABLE.includes(name) ? splitList(s) : [s]));
+    if (!REPEATABLE.includes(name) && list.length > 1) {
+      throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'given more than once', `--${name}`);
+    }
+    values[name] = list;
+  }
+  return { help: parsed.values.help === true, values };
+}
+
+function splitList(s: string): string[] {
+  return s
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0);
+}
+
+/**
+ * Loads the daemon configuration: the config file (`--config` or
+ * `RATEMESH_CONFIG`; optional when policies come from `--policy-file`), then
+ * environment variables, then flags, each layer overriding the one before.
+ * Everything is validated; the first problem throws a RateMeshError
+ * (`ERR_CONFIG_INVALID`, or the policy compiler's code) whose field names
+ * where it came from: `config.http.port`, `--http`, `RATEMESH_GOSSIP_MS`,
+ * `config.policies[1].limit`.
+ */
+export function loadConfig(src: ConfigSources): DaemonConfig {
+  const env = src.env ?? {};
+  const cwd = src.cwd ?? process.cwd();
+  const read = src.readFile ?? readCapped;
+  const { values } = parseNodeArgs(src.argv);
+
+  /** The flag's value, else the environment's, with the name to blame. */
+  const pick = (name: FlagName): { value: string[]; path: string } | undefined => {
+    const flag = values[name];
+    if (flag !== undefined) return { value: flag, path: `--${name}` };
+    const envName = NODE_FLAGS[name].env;
+    const e = env[envName];
+    if (e !== undefined && e.trim() !== '') {
+      return { value: REPEATABLE.includes(name) ? splitList(e) : [e.trim()], path: envName };
+    }
+    return undefined;
+  };
+
+  const cfg: DaemonConfig = {
+    configFile: undefined,
+    http: {
+      host: DAEMON_DEFAULTS.httpHost,
+      port: DAEMON_DEFAULTS.httpPort,
+      maxBodyBytes: DAEMON_DEFAULTS.maxBodyBytes,
+      drainTimeoutMs: DAEMON_DEFAULTS.drainTimeoutMs,
+    },
+    mesh: {
+      listen: undefined,
+      bootstrap: [],
+      gossipIntervalMs: undefined,
+      expectedDelayMs: undefined,
+      keyFile: undefined,
+      pskFile: undefined,
+      injectDelayMs: undefined,
+      injectLoss: undefined,
+      privateKey: undefined,
+      psk: undefined,
+    },
+    log: { level: DAEMON_DEFAULTS.logLevel },
+    stats: { hotKeys: DAEMON_DEFAULTS.hotKeys },
+    policies: [],
+  };
+
+  const configArg = pick('config');
+  let policiesFromFile = false;
+  const keySource = { key: 'config.mesh.keyFile', psk: 'config.mesh.pskFile' };
+  if (configArg !== undefined) {
+    const file = resolve(cwd, configArg.value[0] ?? '');
+    cfg.configFile = file;
+    const raw = parseFile(read, file, configArg.path);
+    policiesFromFile = applyConfigFile(cfg, raw, dirname(file), read);
+  }
+
+  // Environment and flags: each value validated under its own name.
+  const listen = pick('listen');
+  if (listen) cfg.mesh.listen = stringArray(listen.value, listen.path, MAX_ADDRS);
+  const bootstrap = pick('bootstrap');
+  if (bootstrap) cfg.mesh.bootstrap = stringArray(bootstrap.value, bootstrap.path, MAX_ADDRS);
+  const http = pick('http');
+  if (http) Object.assign(cfg.http, parseHostPort(http.value[0] ?? '', http.path));
+  const gossip = pick('gossip-ms');
+  if (gossip)
+    cfg.mesh.gossipIntervalMs = gossipMs(numberText(gossip.value[0] ?? '', gossip.path), gossip.path);
+  const level = pick('log-level');
+  if (level) cfg.log.level = oneOf(level.value[0], level.path, LOG_LEVELS);
+  const keyFile = pick('key-file');
+  if (keyFile) {
+    cfg.mesh.keyFile = resolve(cwd, string(keyFile.value[0], keyFile.path));
+    keySource.key = keyFile.path;
+  }
+  const pskFile = pick('psk-file');
+  if (pskFile) {
+    cfg.mesh.pskFile = resolve(cwd, string(pskFile.value[0], pskFile.path));
+    keySource.psk = pskFile.path;
+  }
+  const delay = pick('inject-delay-ms');
+  if (delay) cfg.mesh.injectDelayMs = injectDelay(numberText(delay.value[0] ?? '', delay.path), delay.path);
+  const loss = pick('inject-loss');
+  if (loss) cfg.mesh.injectLoss = injectLoss(numberText(loss.value[0] ?? '', loss.path), loss.path);
+  const policyFile = pick('policy-file');
+  if (policyFile) {
+    const file = resolve(cwd, string(policyFile.value[0], policyFile.path));
+    cfg.policies = loadPolicyFile(read, file, policyFile.path);
+    policiesFromFile = true;
+  }
+
+  if (cfg.mesh.keyFile !== undefined)
+    cfg.mesh.privateKey = readPrivateKey(read, cfg.mesh.keyFile, keySource.key);
+  if (cfg.mesh.pskFile !== undefined) cfg.mesh.psk = readPsk(read, cfg.mesh.pskFile, keySource.psk);
+
+  if (!policiesFromFile) {
+    throw new RateMeshError(
+      ErrorCodes.CONFIG_INVALID,
+      configArg === undefined
+        ? 'no policies: give --config <file> with a `policies` list, or --policy-file <file>'
+        : 'no policies: the config file needs a `policies` list or a `policyFile`, or give --policy-file',
+      configArg === undefined ? '--config' : 'config.policies',
+    );
+  }
+  return cfg;
+}
+
+/** Reads a file of at most {@link MAX_CONFIG_BYTES}. */
+function readCapped(path: string): Buffer {
+  const st = statSync(path);
+  if (!st.isFile()) throw new Error('not a regular file');
+  if (st.size > MAX_CONFIG_BYTES) throw new Error(`larger than ${MAX_CONFIG_BYTES} bytes`);
+  return readFileSync(path);
+}
+
+/** Reads and parses YAML (a superset of JSON); `path` names who pointed at the file. */
+function parseFile(read: (p: string) => Buffer, file: string, path: string): unknown {
+  let buf: Buffer;
+  try {
+    buf = read(file);
+  } catch (err) {
+    fail(path, `cannot read ${file}: ${errText(err)}`);
+  }
+  if (buf.length > MAX_CONFIG_BYTES) fail(path, `${file} is larger than ${MAX_CONFIG_BYTES} bytes`);
+  try {
+    // uniqueKeys rejects duplicate keys; maxAliasCount bounds alias expansion ("billion laughs").
+    return parseYaml(buf.toString('utf8'), { uniqueKeys: true, maxAliasCount: 100 });
+  } catch (err) {
+    fail(path, `${file} is not valid YAML or JSON: ${errText(err).split('\n')[0]}`);
+  }
+}
+
+const TOP_FIELDS = ['http', 'mesh', 'log', 'stats', 'policies', 'policyFile'] as const;
+const HTTP_FIELDS = ['host', 'port', 'maxBodyBytes', 'drainTimeoutMs'] as const;
+const MESH_FIELDS = [
+  'listen',
+  'bootstrap',
+  'gossipIntervalMs',
+  'expectedDelayMs',
+  'keyFile',
+  'pskFile',
+  'injectDelayMs',
+  'injectLoss',
+] as const;
+
+/** Validates the parsed config file into `cfg`; returns whether it supplied policies. */
+function applyConfigFile(
+  cfg: DaemonConfig,
+  raw: unknown,
+  baseDir: string,
+  read: (p: string) => Buffer,
+): boolean {
+  const top = objectOf(raw ?? {}, 'config', TOP_FIELDS);
+  if (top.http !== undefined) {
+    const h = objectOf(top.http, 'config.http', HTTP_FIELDS);
+    if (h.host !== undefined) cfg.http.host = host(h.host, 'config.http.host');
+    if (h.port !== undefined) cfg.http.port = integer(h.port, 'config.http.port', 0, 65535);
+    if (h.maxBodyBytes !== undefined) {
+      cfg.http.maxBodyBytes = integer(h.maxBodyBytes, 'config.http.maxBodyBytes', 256, 1024 * 1024);
+    }
+    if (h.drainTimeoutMs !== undefined) {
+      cfg.http.drainTimeoutMs = integer(h.drainTimeoutMs, 'config.http.drainTimeoutMs', 0, 600_000);
+    }
+  }
+  if (top.mesh !== undefined) {
+    const m = objectOf(top.mesh, 'config.mesh', MESH_FIELDS);
+    if (m.listen !== undefined) cfg.mesh.listen = stringArray(m.listen, 'config.mesh.listen', MAX_ADDRS);
+    if (m.bootstrap !== undefined) {
+      cfg.mesh.bootstrap = stringArray(m.bootstrap, 'config.mesh.bootstrap', MAX_ADDRS);
+    }
+    if (m.gossipIntervalMs !== undefined) {
+      cfg.mesh.gossipIntervalMs = gossipMs(m.gossipIntervalMs, 'config.mesh.gossipIntervalMs');
+    }
+    if (m.expectedDelayMs !== undefined) {
+      cfg.mesh.expectedDelayMs = finite(m.expectedDelayMs, 'config.mesh.expectedDelayMs', 0, 60_000);
+    }
+    if (m.keyFile !== undefined)
+      cfg.mesh.keyFile = resolve(baseDir, string(m.keyFile, 'config.mesh.keyFile'));
+    if (m.pskFile !== undefined)
+      cfg.mesh.pskFile = resolve(baseDir, string(m.pskFile, 'config.mesh.pskFile'));
+    if (m.injectDelayMs !== undefined) {
+      cfg.mesh.injectDelayMs = injectDelay(m.injectDelayMs, 'config.mesh.injectDelayMs');
+    }
+    if (m.injectLoss !== undefined) cfg.mesh.injectLoss = injectLoss(m.injectLoss, 'config.mesh.injectLoss');
+  }
+  if (top.log !== undefined) {
+    const l = objectOf(top.log, 'config.log', ['level']);
+    if (l.level !== undefined) cfg.log.level = oneOf(l.level, 'config.log.level', LOG_LEVELS);
+  }
+  if (top.stats !== undefined) {
+    const s = objectOf(top.stats, 'config.stats', ['hotKeys']);
+    if (s.hotKeys !== undefined) cfg.stats.hotKeys = integer(s.hotKeys, 'config.stats.hotKeys', 1, 10_000);
+  }
+  if (top.policies !== undefined && top.policyFile !== undefined) {
+    fail('config.policyFile', 'give either `policies` or `policyFile`, not both');
+  }
+  if (top.policies !== undefined) {
+    cfg.policies = checkPolicies(top.policies, 'config.');
+    return true;
+  }
+  if (top.policyFile !== undefined) {
+    const file = resolve(baseDir, string(top.policyFile, 'config.policyFile'));
+    cfg.policies = loadPolicyFile(read, file, 'config.policyFile');
+    return true;
+  }
+  return false;
+}
+
+/**
+ * A policy file holds a list of policies, or an object with a `policies` list.
+ * Errors inside it are named `policies[i].field` and say which file.
+ */
+function loadPolicyFile(read: (p: string) => Buffer, file: string, path: string): PolicySpec[] {
+  const raw = parseFile(read, file, path);
+  const list = Array.isArray(raw) ? raw : objectOf(raw, path, ['policies']).policies;
+  return checkPolicies(list, '', file);
+}
+
+/** Runs the policy compiler now so a bad policy stops the daemon before it starts. */
+function checkPolicies(raw: unknown, prefix: string, file?: string): PolicySpec[] {
+  try {
+    compilePolicies(raw);
+  } catch (err) {
+    if (isRateMeshError(err)) {
+      const where = file === undefined ? '' : ` (in ${file})`;
+      const reason = err.field === undefined ? err.message : err.message.slice(err.field.length + 2);
+      throw new RateMeshError(err.code, `${reason}${where}`, `${prefix}${err.field ?? 'policies'}`);
+    }
+    throw err;
+  }
+  return raw as PolicySpec[];
+}
+
+function readPrivateKey(read: (p: string) => Buffer, file: string, path: string): Uint8Array {
+  let buf: Buffer;
+  try {
+    buf = read(file);
+  } catch (err) {
+    fail(path, `cannot read ${file}: ${errText(err)}`);
+  }
+  try {
+    privateKeyFromProtobuf(buf);
+  } catch (err) {
+    fail(
+      path,
+      `${file} is not a protobuf-encoded libp2p private key (make one with ratemesh keygen): ${errText(err)}`,
+    );
+  }
+  return new Uint8Array(buf);
+}
+
+/** The pnet v1 swarm key format: a header line, an encoding line, 32 bytes in hex. */
+const PSK_PATTERN = /^\/key\/swarm\/psk\/1\.0\.0\/\r?\n\/base16\/\r?\n[0-9a-f]{64}(\r?\n\s*)?$/;
+
+function readPsk(read: (p: string) => Buffer, file: string, path: string): Uint8Array {
+  let buf: Buffer;
+  try {
+    buf = read(file);
+  } catch (err) {
+    fail(path, `cannot read ${file}: ${errText(err)}`);
+  }
+  if (!PSK_PATTERN.test(buf.toString('latin1'))) {
+    fail(
+      path,
+      `${file} is not a libp2p pnet swarm key (/key/swarm/psk/1.0.0/, /base16/, 64 lowercase hex digits; make one with ratemesh psk)`,
+    );
+  }
+  return new Uint8Array(buf);
+}
+
+/** Parses `host:port` or `[v6]:port`. */
+export function parseHostPort(s: string, path: string): { host: string; port: number } {
+  const m = /^\[([0-9A-Fa-f:.]+)\]:(\d{1,5})$/.exec(s) ?? /^([^\s:[\]/]+):(\d{1,5})$/.exec(s);
+  if (!m) fail(path, `must be host:port or [ipv6]:port (got ${shown(s)})`);
+  return { host: host(m[1], path), port: integer(Number(m[2]), path, 0, 65535) };
+}
+
+function host(v: unknown, path: string): string {
+  const h = string(v, path, 253);
+  if (/[\s/]/.test(h)) fail(path, `must be a host name or IP address (got ${shown(v)})`);
+  return h;
+}
+
+function gossipMs(v: unknown, path: string): number {
+  return integer(v, path, 1, 60_000);
+}
+
+function injectDelay(v: unknown, path: string): number {
+  return finite(v, path, 0, 60_000);
+}
+
+function injectLoss(v: unknown, path: string): number {
+  return finite(v, path, 0, 1);
+}
+
+function errText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

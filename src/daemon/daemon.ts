@@ -1,0 +1,156 @@
+import type { AddressInfo } from 'node:net';
+import { type Clock, systemClock } from '../clock.js';
+import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
+import type { Logger, MeshLimiter, MeshLimiterOptions } from '../mesh/types.js';
+import type { DaemonConfig } from './config.js';
+import { HotKeys } from './hot-keys.js';
+import { DaemonMetrics } from './metrics.js';
+import { createCheckServer } from './server.js';
+
+/** Builds the limiter the daemon runs; the real mesh limiter unless a test injects another. */
+export type LimiterFactory = (options: MeshLimiterOptions) => MeshLimiter | Promise<MeshLimiter>;
+
+export interface DaemonOptions {
+  config: DaemonConfig;
+  /** The daemon's own log (HTTP, lifecycle). */
+  logger: Logger;
+  /** Handed to the mesh limiter; `logger` when absent. */
+  meshLogger?: Logger;
+  createLimiter?: LimiterFactory;
+  clock?: Clock;
+}
+
+/** A running daemon. */
+export interface Daemon {
+  readonly limiter: MeshLimiter;
+  readonly metrics: DaemonMetrics;
+  /** The bound HTTP address (the real port when the config asked for 0). */
+  readonly http: { host: string; port: number; url: string };
+  /**
+   * Drains and stops: marks the node unhealthy, stops accepting connections,
+   * lets in-flight requests finish (closing their sockets after
+   * `http.drainTimeoutMs`), then stops the limiter. Idempotent.
+   */
+  stop(): Promise<void>;
+}
+
+/** The mesh limiter options a config stands for. */
+export function limiterOptions(config: DaemonConfig, logger: Logger, clock?: Clock): MeshLimiterOptions {
+  const m = config.mesh;
+  const opts: MeshLimiterOptions = { policies: config.policies, bootstrap: m.bootstrap, logger };
+  if (m.listen !== undefined) opts.listen = m.listen;
+  if (m.privateKey !== undefined) opts.privateKey = m.privateKey;
+  if (m.psk !== undefined) opts.psk = m.psk;
+  if (m.gossipIntervalMs !== undefined) opts.gossipIntervalMs = m.gossipIntervalMs;
+  if (m.expectedDelayMs !== undefined) opts.expectedDelayMs = m.expectedDelayMs;
+  if (m.injectDelayMs !== undefined && m.injectDelayMs > 0) opts.injectDelayMs = m.injectDelayMs;
+  if (m.injectLoss !== undefined && m.injectLoss > 0) opts.injectLoss = m.injectLoss;
+  if (clock !== undefined) opts.clock = clock;
+  return opts;
+}
+
+async function realLimiter(options: MeshLimiterOptions): Promise<MeshLimiter> {
+  const { createMeshLimiter } = await import('../mesh/mesh-limiter.js');
+  return createMeshLimiter(options);
+}
+
+/**
+ * Starts a daemon: builds and starts the mesh limiter, then serves the HTTP
+ * API. Logs one `ratemesh node started` line with `http` (URL), `peerId` and
+ * `multiaddrs`, for scripts to scrape. On failure nothing is left running.
+ */
+export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
+  const { config, logger } = options;
+  const clock = options.clock ?? systemClock;
+  const create = options.createLimiter ?? realLimiter;
+
+  if (config.mesh.injectDelayMs || config.mesh.injectLoss) {
+    logger.warn(
+      { injectDelayMs: config.mesh.injectDelayMs ?? 0, injectLoss: config.mesh.injectLoss ?? 0 },
+      'EXPERIMENT KNOBS ON: received gossip is delayed and/or dropped on purpose; never run this in production',
+    );
+  }
+
+  let limiter: MeshLimiter;
+  try {
+    limiter = await create(limiterOptions(config, options.meshLogger ?? logger, options.clock));
+  } catch (err) {
+    // The mesh validates its options at construction; name them as the config does.
+    if (isRateMeshError(err, ErrorCodes.CONFIG_INVALID) && err.field !== undefined) {
+      const message = err.message.slice(err.field.length + 2);
+      throw new RateMeshError(err.code, message, `mesh.${err.field}`);
+    }
+    throw err;
+  }
+  try {
+    await limiter.start();
+  } catch (err) {
+    await limiter.stop().catch(() => {});
+    throw err;
+  }
+
+  const metrics = new DaemonMetrics(limiter);
+  const hotKeys = new HotKeys(config.stats.hotKeys, clock);
+  const { server, state } = createCheckServer({
+    limiter,
+    metrics,
+    hotKeys,
+    logger,
+    maxBodyBytes: config.http.maxBodyBytes,
+    standalone: config.mesh.bootstrap.length === 0,
+  });
+
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.http.port, config.http.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (err) {
+    await limiter.stop().catch(() => {});
+    const e = err as NodeJS.ErrnoException;
+    throw new Error(`cannot listen on ${config.http.host}:${config.http.port}: ${e.code ?? e.message}`);
+  }
+  server.on('error', (err) => logger.error({ err: { message: err.message } }, 'http server error'));
+
+  const addr = server.address() as AddressInfo;
+  const urlHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const http = { host: addr.address, port: addr.port, url: `http://${urlHost}:${addr.port}` };
+  logger.info(
+    {
+      http: http.url,
+      peerId: limiter.peerId,
+      multiaddrs: limiter.multiaddrs(),
+      policies: config.policies.map((p) => p.name),
+      bootstrap: config.mesh.bootstrap,
+      config: config.configFile,
+    },
+    'ratemesh node started',
+  );
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      state.draining = true;
+      logger.info({ drainTimeoutMs: config.http.drainTimeoutMs }, 'draining');
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          logger.warn({}, 'drain timeout: closing remaining connections');
+          server.closeAllConnections();
+        }, config.http.drainTimeoutMs);
+        server.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+        server.closeIdleConnections();
+      });
+      await limiter.stop();
+      logger.info({}, 'ratemesh node stopped');
+    })();
+    return stopping;
+  };
+
+  return { limiter, metrics, http, stop };
+}

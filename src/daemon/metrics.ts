@@ -1,0 +1,237 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { MeshLimiter, MeshStats } from '../mesh/types.js';
+import type { DecisionMode } from '../types.js';
+
+/** `allowed`; `limited` (denied); `shadow` (limited, but allowed because the policy is in shadow mode). */
+export type DecisionResult = 'allowed' | 'limited' | 'shadow';
+
+/** Routes as metric labels: a fixed set, so unknown paths cannot grow the label space. */
+export type RouteLabel = '/v1/check' | '/v1/peers' | '/v1/stats' | '/healthz' | '/metrics' | 'other';
+
+/** Bounds of the decision latency histogram, seconds: 1 µs to 10 ms. */
+const LATENCY_BUCKETS = [1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2];
+
+/**
+ * The daemon's Prometheus metrics in its own Registry (never the global one, so
+ * several daemons can share a process in tests). Decision figures are recorded
+ * as checks happen; gossip, peer and view figures are read from the limiter at
+ * scrape time through `collect()` callbacks.
+ *
+ * | series | type | labels |
+ * | --- | --- | --- |
+ * | `ratemesh_decisions_total` | counter | policy, result, mode |
+ * | `ratemesh_decision_duration_seconds` | histogram | |
+ * | `ratemesh_check_errors_total` | counter | code |
+ * | `ratemesh_http_requests_total` | counter | route, status |
+ * | `ratemesh_gossip_messages_total` | counter | direction (in, out) |
+ * | `ratemesh_gossip_bytes_total` | counter | direction (in, out) |
+ * | `ratemesh_gossip_dropped_total` | counter | reason |
+ * | `ratemesh_sync_bytes_total` | counter | direction |
+ * | `ratemesh_peers_live`, `ratemesh_peers_stale` | gauge | |
+ * | `ratemesh_fallback_active` | gauge (0/1) | |
+ * | `ratemesh_view_age_seconds` | gauge | |
+ * | `ratemesh_clock_offset_seconds` | gauge | peer |
+ * | `ratemesh_info` | gauge (1) | peer_id, topic |
+ *
+ * plus prom-client's default process and Node.js metrics.
+ */
+export class DaemonMetrics {
+  readonly registry = new Registry();
+  private readonly decisions: Counter<'policy' | 'result' | 'mode'>;
+  private readonly latency: Histogram<string>;
+  private readonly checkErrors: Counter<'code'>;
+  private readonly requests: Counter<'route' | 'status'>;
+
+  constructor(limiter: MeshLimiter) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry });
+
+    this.decisions = new Counter({
+      name: 'ratemesh_decisions_total',
+      help: 'Checks decided, by deciding policy, result (allowed, limited, shadow) and mode (global, fallback, local).',
+      labelNames: ['policy', 'result', 'mode'],
+      registers,
+    });
+    this.latency = new Histogram({
+      name: 'ratemesh_decision_duration_seconds',
+      help: 'Time spent in the limiter deciding one check (excludes HTTP parsing).',
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.checkErrors = new Counter({
+      name: 'ratemesh_check_errors_total',
+      help: 'Check requests refused as invalid, by error code.',
+      labelNames: ['code'],
+      registers,
+    });
+    this.requests = new Counter({
+      name: 'ratemesh_http_requests_total',
+      help: 'HTTP requests served, by route and status code.',
+      labelNames: ['route', 'status'],
+      registers,
+    });
+
+    // Scrape-time views of the limiter. A stats() failure must not break the scrape.
+    const stats = (): MeshStats | undefined => {
+      try {
+        return limiter.stats();
+      } catch {
+        return undefined;
+      }
+    };
+    const peers = () => {
+      try {
+        return limiter.peers();
+      } catch {
+        return [];
+      }
+    };
+
+    new Counter({
+      name: 'ratemesh_gossip_messages_total',
+      help: 'Gossip messages received (in) and published (out).',
+      labelNames: ['direction'],
+      registers,
+      collect() {
+        const s = stats();
+        this.reset();
+        this.inc({ direction: 'in' }, num(s?.gossip?.msgsIn));
+        this.inc({ direction: 'out' }, num(s?.gossip?.msgsOut));
+      },
+    });
+    new Counter({
+      name: 'ratemesh_gossip_bytes_total',
+      help: 'Gossip payload bytes received (in) and published (out).',
+      labelNames: ['direction'],
+      registers,
+      collect() {
+        const s = stats();
+        this.reset();
+        this.inc({ direction: 'in' }, num(s?.gossip?.bytesIn));
+        this.inc({ direction: 'out' }, num(s?.gossip?.bytesOut));
+      },
+    });
+    new Counter({
+      name: 'ratemesh_sync_bytes_total',
+      help: 'Sync protocol bytes received (in) and sent (out).',
+      labelNames: ['direction'],
+      registers,
+      collect() {
+        const s = stats();
+        this.reset();
+        this.inc({ direction: 'in' }, num(s?.sync?.bytesIn));
+        this.inc({ direction: 'out' }, num(s?.sync?.bytesOut));
+      },
+    });
+    new Counter({
+      name: 'ratemesh_gossip_dropped_total',
+      help: 'Gossip messages dropped, by reason: transport drops (oversize, unsigned, ...) and ones the engine refused.',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        const s = stats();
+        this.reset();
+        const byReason = new Map<string, number>();
+        for (const table of [s?.drops, s?.gossip?.rejected]) {
+          for (const [reason, n] of Object.entries(table ?? {})) {
+            byReason.set(reason, (byReason.get(reason) ?? 0) + num(n));
+          }
+        }
+        for (const [reason, n] of byReason) this.inc({ reason }, n);
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_peers_live',
+      help: 'Peers whose data is fresh.',
+      registers,
+      collect() {
+        this.set(peers().filter((p) => !p.stale).length);
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_peers_stale',
+      help: 'Known peers whose data is stale.',
+      registers,
+      collect() {
+        this.set(peers().filter((p) => p.stale).length);
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_fallback_active',
+      help: '1 when every known peer is stale, so global policies enforce the static L/N share.',
+      registers,
+      collect() {
+        this.set(fallbackActive(peers()) ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_view_age_seconds',
+      help: "Age of the oldest peer data this node's view holds (0 with no peers).",
+      registers,
+      collect() {
+        this.set(viewAgeMs(peers()) / 1000);
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_clock_offset_seconds',
+      help: "Estimated clock offset of each peer (peer's wall clock minus ours).",
+      labelNames: ['peer'],
+      registers,
+      collect() {
+        this.reset();
+        for (const p of peers())
+          if (Number.isFinite(p.clockOffsetMs)) this.set({ peer: p.id }, p.clockOffsetMs / 1000);
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_info',
+      help: 'Always 1; labels identify this node and its gossip topic (policy version).',
+      labelNames: ['peer_id', 'topic'],
+      registers,
+      collect() {
+        this.reset();
+        let topic = '';
+        try {
+          topic = limiter.topic;
+        } catch {}
+        this.set({ peer_id: limiter.peerId, topic }, 1);
+      },
+    });
+  }
+
+  /** Records one decision and how long the limiter took, seconds. */
+  decision(policy: string, result: DecisionResult, mode: DecisionMode, seconds: number): void {
+    this.decisions.inc({ policy, result, mode });
+    this.latency.observe(seconds);
+  }
+
+  checkError(code: string): void {
+    this.checkErrors.inc({ code });
+  }
+
+  request(route: RouteLabel, status: number): void {
+    this.requests.inc({ route, status: String(status) });
+  }
+
+  /** The exposition text and its content type. */
+  async expose(): Promise<{ body: string; contentType: string }> {
+    return { body: await this.registry.metrics(), contentType: this.registry.contentType };
+  }
+}
+
+/** A number from an untyped stats table; 0 for anything else. */
+function num(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0;
+}
+
+/** Every known peer is stale: the node enforces L/N on its own counts. */
+export function fallbackActive(peers: readonly { stale: boolean }[]): boolean {
+  return peers.length > 0 && peers.every((p) => p.stale);
+}
+
+/** The oldest peer data in the view, ms; 0 with no peers. */
+export function viewAgeMs(peers: readonly { ageMs: number }[]): number {
+  let max = 0;
+  for (const p of peers) if (Number.isFinite(p.ageMs) && p.ageMs > max) max = p.ageMs;
+  return max;
+}

@@ -1,0 +1,463 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
+import type { Logger, MeshLimiter } from '../mesh/types.js';
+import type { Decision, KeyOutcome, PolicyKey } from '../types.js';
+import type { HotKeys } from './hot-keys.js';
+import { type DaemonMetrics, fallbackActive, type RouteLabel, viewAgeMs } from './metrics.js';
+import { isPlainObject, shown } from './validate.js';
+
+/**
+ * Error codes of the HTTP layer itself, beside the library's {@link ErrorCodes}
+ * (which a check can also return: ERR_POLICY_UNKNOWN, ERR_KEY_INVALID,
+ * ERR_COST_INVALID, ERR_NOT_STARTED).
+ */
+export const HttpErrorCodes = {
+  NOT_FOUND: 'ERR_NOT_FOUND',
+  METHOD_NOT_ALLOWED: 'ERR_METHOD_NOT_ALLOWED',
+  BODY_TOO_LARGE: 'ERR_BODY_TOO_LARGE',
+  UNSUPPORTED_MEDIA_TYPE: 'ERR_UNSUPPORTED_MEDIA_TYPE',
+  INTERNAL: 'ERR_INTERNAL',
+} as const;
+
+/** Most keys (or pairs) one check may carry. */
+export const MAX_KEYS_PER_CHECK = 32;
+/** Most rows `GET /v1/stats?top=N` returns. */
+export const MAX_TOP = 1000;
+
+/** What the check server needs. */
+export interface CheckServerDeps {
+  limiter: MeshLimiter;
+  metrics: DaemonMetrics;
+  hotKeys: HotKeys;
+  logger: Logger;
+  maxBodyBytes: number;
+  /** True when no bootstrap peers are configured: a lone node's own view is complete. */
+  standalone: boolean;
+}
+
+/** Shared with the daemon: set while draining, so health turns 503 and connections close. */
+export interface ServerState {
+  draining: boolean;
+}
+
+/** The JSON body of an error response. */
+export interface ErrorBody {
+  error: { code: string; message: string; field?: string };
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly field?: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> = {
+  '/v1/check': { methods: ['POST'], label: '/v1/check' },
+  '/v1/peers': { methods: ['GET', 'HEAD'], label: '/v1/peers' },
+  '/v1/stats': { methods: ['GET', 'HEAD'], label: '/v1/stats' },
+  '/healthz': { methods: ['GET', 'HEAD'], label: '/healthz' },
+  '/metrics': { methods: ['GET', 'HEAD'], label: '/metrics' },
+};
+
+/**
+ * The daemon's HTTP API on node:http. Every input is untrusted: bodies are
+ * capped, content types checked, JSON validated field by field; a bad request
+ * gets a 4xx with `{ error: { code, message, field } }` and changes nothing.
+ * Nothing a client sends can crash the process.
+ *
+ * - `POST /v1/check` — `{ "policy": "api", "key": "ip:1.2.3.4" | "keys": [...], "cost": 1 }`
+ *   or `{ "checks": [{ "policy": "api", "key": "..." }, ...], "cost": 1 }`.
+ *   Answers the {@link Decision} as JSON (plus `outcomes` for `checks`):
+ *   **200 when `allowed`, 429 when not** (with `Retry-After` in seconds when a
+ *   retry can succeed), so a proxy can act on the status alone. Shadow-mode
+ *   decisions are allowed, so 200 with `limited: true`.
+ * - `GET /v1/peers`, `GET /v1/stats[?top=N]`, `GET /healthz`, `GET /metrics`.
+ */
+export function createCheckServer(deps: CheckServerDeps): { server: Server; state: ServerState } {
+  const state: ServerState = { draining: false };
+  const server = createServer((req, res) => {
+    handle(deps, state, req, res).catch((err: unknown) => {
+      deps.logger.error({ err: errorInfo(err) }, 'request handler failed');
+      if (!res.headersSent) {
+        send(res, 500, { error: { code: HttpErrorCodes.INTERNAL, message: 'internal error' } }, state);
+      } else {
+        res.destroy();
+      }
+    });
+  });
+  // Slow or stuck clients cannot hold sockets for long.
+  server.headersTimeout = 5_000;
+  server.requestTimeout = 10_000;
+  server.keepAliveTimeout = 5_000;
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (err.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const body = JSON.stringify({ error: { code: 'ERR_BAD_REQUEST', message: 'malformed HTTP request' } });
+    socket.end(
+      `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  });
+  return { server, state };
+}
+
+async function handle(
+  deps: CheckServerDeps,
+  state: ServerState,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
+  const { path, query } = splitUrl(req.url ?? '/');
+  const route = ROUTES[path];
+  const method = req.method ?? 'GET';
+  const label: RouteLabel = route?.label ?? 'other';
+  let status = 500;
+  try {
+    if (route === undefined) {
+      throw new HttpError(404, HttpErrorCodes.NOT_FOUND, `no such endpoint: ${shown(path)}`);
+    }
+    if (!route.methods.includes(method)) {
+      throw new HttpError(
+        405,
+        HttpErrorCodes.METHOD_NOT_ALLOWED,
+        `${method} is not allowed on ${path}; use ${route.methods.join(' or ')}`,
+        undefined,
+        { allow: route.methods.join(', ') },
+      );
+    }
+    switch (path) {
+      case '/v1/check':
+        status = await check(deps, state, req, res);
+        break;
+      case '/v1/peers':
+        status = send(res, 200, peersBody(deps.limiter), state);
+        break;
+      case '/v1/stats':
+        status = send(res, 200, statsBody(deps, query), state);
+        break;
+      case '/healthz': {
+        const h = health(deps, state);
+        status = send(res, h.ok ? 200 : 503, h.body, state);
+        break;
+      }
+      case '/metrics': {
+        const { body, contentType } = await deps.metrics.expose();
+        status = 200;
+        res.writeHead(200, { 'content-type': contentType, ...closeHeader(state) });
+        res.end(body);
+        break;
+      }
+    }
+  } catch (err) {
+    status = sendError(deps, state, res, err);
+  } finally {
+    deps.metrics.request(label, status);
+  }
+}
+
+/** Reads, validates and decides one `POST /v1/check`; returns the status sent. */
+async function check(
+  deps: CheckServerDeps,
+  state: ServerState,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<number> {
+  checkContentType(req.headers['content-type']);
+  const raw = await readBody(req, deps.maxBodyBytes);
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    throw new RateMeshError(
+      ErrorCodes.REQUEST_INVALID,
+      `malformed JSON: ${err instanceof Error ? err.message : String(err)}`,
+      'body',
+    );
+  }
+  const request = parseCheck(body);
+
+  const started = performance.now();
+  let decision: Decision & { outcomes?: KeyOutcome[] };
+  if (request.kind === 'one') {
+    decision = deps.limiter.check(request.policy, request.keys, request.cost);
+  } else {
+    decision = deps.limiter.checkAll(request.pairs, request.cost);
+  }
+  const seconds = (performance.now() - started) / 1000;
+
+  const result = !decision.limited ? 'allowed' : decision.allowed ? 'shadow' : 'limited';
+  deps.metrics.decision(decision.policy, result, decision.mode, seconds);
+  if (decision.allowed) {
+    const cost = request.cost ?? 1;
+    if (request.kind === 'one') for (const k of request.keys) deps.hotKeys.add(request.policy, k, cost);
+    else for (const [p, k] of request.pairs) deps.hotKeys.add(p, k, cost);
+  }
+
+  const headers: Record<string, string> = {};
+  if (!decision.allowed && decision.retryAfterMs >= 0) {
+    headers['retry-after'] = String(Math.ceil(decision.retryAfterMs / 1000));
+  }
+  return send(res, decision.allowed ? 200 : 429, decision, state, headers);
+}
+
+type CheckRequest =
+  | { kind: 'one'; policy: string; keys: string[]; cost: number | undefined }
+  | { kind: 'all'; pairs: PolicyKey[]; cost: number | undefined };
+
+const CHECK_FIELDS = ['policy', 'key', 'keys', 'cost', 'checks'];
+
+/**
+ * Validates the JSON shape of a check. Types only: the limiter validates the
+ * values themselves (policy exists, key well formed, cost in range).
+ */
+export function parseCheck(body: unknown): CheckRequest {
+  const bad = (field: string, message: string): never => {
+    throw new RateMeshError(ErrorCodes.REQUEST_INVALID, message, field);
+  };
+  if (!isPlainObject(body)) return bad('body', `must be a JSON object (got ${shown(body)})`);
+  for (const k of Object.keys(body)) {
+    if (!CHECK_FIELDS.includes(k)) bad(`body.${k}`, `unknown field (expected ${CHECK_FIELDS.join(', ')})`);
+  }
+  let cost: number | undefined;
+  if (body.cost !== undefined) {
+    if (typeof body.cost !== 'number') bad('body.cost', `must be a number (got ${shown(body.cost)})`);
+    cost = body.cost as number;
+  }
+  if (body.checks !== undefined) {
+    for (const f of ['policy', 'key', 'keys']) {
+      if (body[f] !== undefined)
+        bad(`body.${f}`, 'give either `checks` or `policy` with `key`/`keys`, not both');
+    }
+    const list = body.checks;
+    if (!Array.isArray(list) || list.length === 0 || list.length > MAX_KEYS_PER_CHECK) {
+      return bad('body.checks', `must be a list of 1..${MAX_KEYS_PER_CHECK} {policy, key} objects`);
+    }
+    const pairs = list.map((c, i): PolicyKey => {
+      const path = `body.checks[${i}]`;
+      if (!isPlainObject(c)) return bad(path, `must be an object {policy, key} (got ${shown(c)})`);
+      for (const k of Object.keys(c)) {
+        if (k !== 'policy' && k !== 'key') bad(`${path}.${k}`, 'unknown field (expected policy, key)');
+      }
+      if (typeof c.policy !== 'string') bad(`${path}.policy`, `must be a string (got ${shown(c.policy)})`);
+      if (typeof c.key !== 'string') bad(`${path}.key`, `must be a string (got ${shown(c.key)})`);
+      return [c.policy as string, c.key as string];
+    });
+    return { kind: 'all', pairs, cost };
+  }
+  if (typeof body.policy !== 'string')
+    return bad('body.policy', `must be a string (got ${shown(body.policy)})`);
+  if (body.key !== undefined && body.keys !== undefined)
+    return bad('body.keys', 'give `key` or `keys`, not both');
+  let keys: string[];
+  if (body.key !== undefined) {
+    if (typeof body.key !== 'string') return bad('body.key', `must be a string (got ${shown(body.key)})`);
+    keys = [body.key];
+  } else if (body.keys !== undefined) {
+    const list = body.keys;
+    if (!Array.isArray(list) || list.length === 0 || list.length > MAX_KEYS_PER_CHECK) {
+      return bad('body.keys', `must be a list of 1..${MAX_KEYS_PER_CHECK} strings (got ${shown(list)})`);
+    }
+    keys = list.map((k, i) =>
+      typeof k === 'string' ? k : bad(`body.keys[${i}]`, `must be a string (got ${shown(k)})`),
+    );
+  } else {
+    return bad('body.key', 'required: give `key` (a string) or `keys` (a list of strings)');
+  }
+  return { kind: 'one', policy: body.policy, keys, cost };
+}
+
+function checkContentType(header: string | undefined): void {
+  const [type, ...params] = (header ?? '').split(';').map((s) => s.trim().toLowerCase());
+  const json =
+    type === 'application/json' || (type !== undefined && /^application\/[a-z0-9.+-]+\+json$/.test(type));
+  const charset = params.find((p) => p.startsWith('charset='));
+  const utf8 = charset === undefined || /^charset="?utf-8"?$/.test(charset);
+  if (!json || !utf8) {
+    throw new HttpError(
+      415,
+      HttpErrorCodes.UNSUPPORTED_MEDIA_TYPE,
+      `content-type must be application/json (UTF-8) (got ${shown(header)})`,
+      'content-type',
+    );
+  }
+}
+
+/** Reads the body, refusing more than `max` bytes (by content-length up front, or as it streams). */
+function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
+  const tooLarge = () =>
+    new HttpError(413, HttpErrorCodes.BODY_TOO_LARGE, `request body larger than ${max} bytes`, 'body');
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > max) {
+    return Promise.reject(tooLarge());
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const finish = (err: Error | undefined, buf?: Buffer) => {
+      if (done) return;
+      done = true;
+      req.off('data', onData);
+      if (err) {
+        // Discard the rest instead of buffering it; the connection closes after the response.
+        req.resume();
+        reject(err);
+      } else {
+        resolve(buf ?? Buffer.alloc(0));
+      }
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > max) return finish(tooLarge());
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.on('end', () => finish(undefined, Buffer.concat(chunks, size)));
+    req.on('error', (err) => finish(err));
+    req.on('aborted', () => finish(new Error('request aborted')));
+  });
+}
+
+function peersBody(limiter: MeshLimiter) {
+  const peers = limiter.peers();
+  return {
+    peerId: limiter.peerId,
+    multiaddrs: limiter.multiaddrs(),
+    live: peers.filter((p) => !p.stale).length,
+    stale: peers.filter((p) => p.stale).length,
+    fallback: fallbackActive(peers),
+    peers,
+  };
+}
+
+function statsBody(deps: CheckServerDeps, query: URLSearchParams) {
+  const topText = query.get('top');
+  let top = 20;
+  if (topText !== null) {
+    top = Number(topText);
+    if (!/^\d{1,4}$/.test(topText) || top < 1 || top > MAX_TOP) {
+      throw new RateMeshError(
+        ErrorCodes.REQUEST_INVALID,
+        `must be an integer 1..${MAX_TOP} (got ${shown(topText)})`,
+        'top',
+      );
+    }
+  }
+  return {
+    peerId: deps.limiter.peerId,
+    /** Admitted through this daemon, per (policy, key); rates are per second, decayed with a 10 s half-life. */
+    hotKeys: deps.hotKeys.top(top),
+    mesh: deps.limiter.stats(),
+  };
+}
+
+/** 200 when the limiter is ready and has a view of the mesh (or runs alone); 503 with the reason otherwise. */
+function health(deps: CheckServerDeps, state: ServerState): { ok: boolean; body: object } {
+  const peers = deps.limiter.peers();
+  const live = peers.filter((p) => !p.stale).length;
+  const view = {
+    ready: deps.limiter.ready,
+    draining: state.draining,
+    standalone: deps.standalone,
+    peers: { live, stale: peers.length - live },
+    fallback: fallbackActive(peers),
+    viewAgeMs: viewAgeMs(peers),
+  };
+  let reason: string | undefined;
+  if (state.draining) reason = 'draining: shutting down';
+  else if (!deps.limiter.ready) reason = 'limiter not started';
+  else if (!deps.standalone && live === 0) {
+    reason =
+      peers.length === 0
+        ? 'no peers yet: bootstrap peers configured but none heard from'
+        : 'no live peers: every peer is stale (enforcing the L/N fallback)';
+  }
+  return reason === undefined
+    ? { ok: true, body: { status: 'ok', ...view } }
+    : { ok: false, body: { status: 'unavailable', reason, ...view } };
+}
+
+function sendError(deps: CheckServerDeps, state: ServerState, res: ServerResponse, err: unknown): number {
+  let status: number;
+  let body: ErrorBody;
+  let headers: Record<string, string> = {};
+  if (err instanceof HttpError) {
+    status = err.status;
+    body = errorBody(err.code, err.message, err.field);
+    headers = err.headers;
+    // After refusing a body we did not read, the connection cannot be reused.
+    if (status === 413 || status === 415) headers.connection = 'close';
+  } else if (isRateMeshError(err)) {
+    status = err.code === ErrorCodes.NOT_STARTED ? 503 : STATUS_400.has(err.code) ? 400 : 500;
+    const message = err.field === undefined ? err.message : err.message.slice(err.field.length + 2);
+    body = errorBody(err.code, message, err.field);
+    deps.metrics.checkError(err.code);
+  } else {
+    status = 500;
+    body = errorBody(HttpErrorCodes.INTERNAL, 'internal error');
+  }
+  if (status >= 500) deps.logger.error({ err: errorInfo(err), status }, 'request failed');
+  else deps.logger.debug({ code: body.error.code, field: body.error.field, status }, 'request refused');
+  if (res.headersSent) {
+    res.destroy();
+    return status;
+  }
+  return send(res, status, body, state, headers);
+}
+
+const STATUS_400 = new Set<string>([
+  ErrorCodes.REQUEST_INVALID,
+  ErrorCodes.POLICY_UNKNOWN,
+  ErrorCodes.KEY_INVALID,
+  ErrorCodes.COST_INVALID,
+  ErrorCodes.IP_INVALID,
+]);
+
+function errorBody(code: string, message: string, field?: string): ErrorBody {
+  return { error: field === undefined ? { code, message } : { code, message, field } };
+}
+
+function closeHeader(state: ServerState): Record<string, string> {
+  return state.draining ? { connection: 'close' } : {};
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  state: ServerState,
+  headers: Record<string, string> = {},
+): number {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+    'cache-control': 'no-store',
+    ...closeHeader(state),
+    ...headers,
+  });
+  res.end(text);
+  return status;
+}
+
+function splitUrl(url: string): { path: string; query: URLSearchParams } {
+  try {
+    const u = new URL(url, 'http://localhost');
+    return { path: u.pathname, query: u.searchParams };
+  } catch {
+    return { path: url.slice(0, 100), query: new URLSearchParams() };
+  }
+}
+
+function errorInfo(err: unknown): object {
+  return err instanceof Error
+    ? { name: err.name, message: err.message, stack: err.stack }
+    : { value: String(err) };
+}

@@ -1,0 +1,1002 @@
+import { type AlgoResult, newAlgoResult } from '../algorithms/types.js';
+import { createAlgorithm } from '../algorithms/index.js';
+import type { LocalAlgorithm } from '../algorithms/types.js';
+import { type Clock, checkTime, systemClock } from '../clock.js';
+import {
+  decodeMessage,
+  encodeGossip,
+  encodeSyncRequest,
+  encodeSyncResponse,
+  TYPE_GOSSIP,
+  TYPE_SYNC_REQUEST,
+  TYPE_SYNC_RESPONSE,
+  type WireEntry,
+} from '../crdt/codec.js';
+import { KeyWindow } from '../crdt/window.js';
+import { ErrorCodes, RateMeshError } from '../errors.js';
+import { validateKey } from '../keys/key.js';
+import { compilePolicies, type PolicySet } from '../policy/index.js';
+import type {
+  Decision,
+  DecisionMode,
+  DecisionRule,
+  KeyOutcome,
+  Policy,
+  PolicyKey,
+  PolicySpec,
+  RateLimiter,
+} from '../types.js';
+import { KeyStore } from './key-store.js';
+import { PeerTable, type PeerView } from './peers.js';
+
+/** Options of {@link Engine}; validated at construction. */
+export interface EngineOptions {
+  /** Policy specs (validated here) or an already compiled set. */
+  policies: readonly PolicySpec[] | PolicySet;
+  /** This node's id (its libp2p peer id in a mesh). Default 'local'. */
+  nodeId?: string;
+  clock?: Clock;
+  /** Gossip tick interval g, ms. Default 10. */
+  gossipIntervalMs?: number;
+  /** Expected one-way gossip delay d, ms. Default 10. */
+  expectedDelayMs?: number;
+  /** A peer is stale when its newest data is older than this. Default 3g + 2d. */
+  staleAfterMs?: number;
+  /** A silent peer stops being a member after this (while others are live). Default max(5 s, 10 × staleAfter). */
+  departAfterMs?: number;
+  /** Cap on tracked keys over all policies. Default 100,000. */
+  maxKeys?: number;
+  /** Cap on known origins (peers). Default 256. */
+  maxPeers?: number;
+  /** A touched key is carried in this many more ticks, so a lost message is repaired. Default 3. */
+  repeatTicks?: number;
+  /** Every this many ticks, every key with own counts in its window is carried (anti-entropy). Default 50. */
+  antiEntropyTicks?: number;
+  /** Ask for an early publish when a key's unsynced own count reaches this fraction of its limit. Default 0.05. */
+  earlyPublishFraction?: number;
+}
+
+/** What happened to a received message. */
+export interface ReceiveResult {
+  ok: boolean;
+  reason?: string;
+}
+
+/** Counters an engine keeps. */
+export interface EngineStats {
+  decisions: number;
+  allowed: number;
+  limited: number;
+  shadowLimited: number;
+  byMode: Record<DecisionMode, number>;
+  gossipOut: number;
+  gossipBytesOut: number;
+  gossipIn: number;
+  gossipBytesIn: number;
+  dropped: Record<string, number>;
+  capped: number;
+  keys: number;
+  evictions: number;
+  livePeers: number;
+  stalePeers: number;
+  members: number;
+  fallback: boolean;
+  clockBackwards: number;
+}
+
+interface PolicyRt {
+  readonly policy: Policy;
+  readonly idx: number;
+  /** Bucket width W / k. */
+  readonly bw: number;
+  /** Front local algorithm (global scope) or the algorithm (local scope). */
+  readonly algo: LocalAlgorithm<unknown> | undefined;
+  readonly earlyAt: number;
+  readonly local: boolean;
+}
+
+/** Per-key bookkeeping of local-scope policies. */
+interface LocalEntry {
+  state: unknown;
+  last: number;
+}
+
+/** Scratch result of evaluating one (policy, key). */
+interface Eval {
+  allowed: boolean;
+  rule: DecisionRule;
+  mode: DecisionMode;
+  remaining: number;
+  retryAfterMs: number;
+  resetMs: number;
+  delayMs: number;
+  rt: PolicyRt | undefined;
+  key: string;
+  kw: KeyWindow | undefined;
+  entry: LocalEntry | undefined;
+}
+
+function newEval(): Eval {
+  return {
+    allowed: false,
+    rule: 'allow',
+    mode: 'global',
+    remaining: 0,
+    retryAfterMs: 0,
+    resetMs: 0,
+    delayMs: 0,
+    rt: undefined,
+    key: '',
+    kw: undefined,
+    entry: undefined,
+  };
+}
+
+function copyEval(from: Eval, to: Eval): void {
+  to.allowed = from.allowed;
+  to.rule = from.rule;
+  to.mode = from.mode;
+  to.remaining = from.remaining;
+  to.retryAfterMs = from.retryAfterMs;
+  to.resetMs = from.resetMs;
+  to.delayMs = from.delayMs;
+  to.rt = from.rt;
+  to.key = from.key;
+  to.kw = from.kw;
+  to.entry = from.entry;
+}
+
+function positiveInt(v: unknown, field: string, def: number, min = 1): number {
+  if (v === undefined) return def;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
+    throw new RateMeshError(ErrorCodes.CONFIG_INVALID, `must be an integer >= ${min} (got ${String(v)})`, field);
+  }
+  return v;
+}
+
+/**
+ * The decision core of one node: policies, the windowed G-counters of every
+ * key, the peer view, and the decision rule. It is transport-free: a mesh feeds
+ * it peers' gossip and publishes what it builds, the simulator does the same on
+ * a virtual network. Every method takes its time from the injected clock.
+ *
+ * The rule for a global policy with limit L (DESIGN.md §2):
+ * - estimate E = sliding-window-counter sum over all origins;
+ * - naive: admit when E + cost <= L;
+ * - controlled (default): also admit only while this node's spend since the last
+ *   view change stays within its demand-weighted share of the headroom, where
+ *   the headroom L - E also subtracts what live peers may have spent unseen
+ *   (each bounded by its demand rate times how long it has been unseen, and by
+ *   its own share);
+ * - every member stale (and fallback on): admit while own counts + cost <= L/N;
+ * - some members stale: each stale peer is counted as spending at least L/N.
+ */
+export class Engine implements RateLimiter {
+  readonly nodeId: string;
+  readonly policies: PolicySet;
+  /** The policy-set version hash; the gossip topic and every message carry it. */
+  readonly version: string;
+  readonly gossipIntervalMs: number;
+  readonly expectedDelayMs: number;
+  readonly staleAfterMs: number;
+  readonly ready = true;
+
+  private readonly clock: Clock;
+  private readonly rts: PolicyRt[];
+  private readonly rtByName = new Map<string, PolicyRt>();
+  private readonly windows: KeyStore<KeyWindow>[];
+  private readonly locals: KeyStore<LocalEntry>[];
+  private readonly peers: PeerTable;
+  private readonly dirty = new Set<KeyWindow>();
+  private readonly repeatTicks: number;
+  private readonly antiEntropyTicks: number;
+  private readonly maxKeys: number;
+  private keyCount = 0;
+  private lastNow = Number.NEGATIVE_INFINITY;
+  private nextRefresh = Number.NEGATIVE_INFINITY;
+  private tick = 0;
+  private seq = 0;
+  /** Changes whenever the view changes (gossip in, own tick): budgets are recomputed. */
+  private stamp = 0;
+  private early = false;
+  /** Min over live peers of the time (ours) their newest data was sent. */
+  private oldestSent = Number.POSITIVE_INFINITY;
+  private readonly algoOut: AlgoResult = newAlgoResult();
+  private readonly cur: Eval = newEval();
+  private readonly worst: Eval = newEval();
+  private readonly best: Eval = newEval();
+  private readonly counters: EngineStats;
+  /** Keys of global policies, by policy index then key, for gossip entries. */
+  private readonly keyOf = new WeakMap<KeyWindow, { policy: number; key: string }>();
+
+  constructor(opts: EngineOptions) {
+    if (opts === null || typeof opts !== 'object') {
+      throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'options must be an object', 'options');
+    }
+    const ps = opts.policies as unknown;
+    this.policies =
+      ps !== null && typeof ps === 'object' && 'version' in ps && 'byName' in ps
+        ? (ps as PolicySet)
+        : compilePolicies(ps);
+    this.version = this.policies.version;
+    this.nodeId = opts.nodeId ?? 'local';
+    if (typeof this.nodeId !== 'string' || this.nodeId.length === 0 || this.nodeId.length > 128) {
+      throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'must be a string of 1..128 characters', 'nodeId');
+    }
+    this.clock = opts.clock ?? systemClock;
+    this.gossipIntervalMs = positiveInt(opts.gossipIntervalMs, 'gossipIntervalMs', 10);
+    this.expectedDelayMs = positiveInt(opts.expectedDelayMs, 'expectedDelayMs', 10, 0);
+    this.staleAfterMs = positiveInt(
+      opts.staleAfterMs,
+      'staleAfterMs',
+      3 * this.gossipIntervalMs + 2 * this.expectedDelayMs,
+    );
+    const departAfter = positiveInt(opts.departAfterMs, 'departAfterMs', Math.max(5000, 10 * this.staleAfterMs));
+    this.maxKeys = positiveInt(opts.maxKeys, 'maxKeys', 100_000);
+    const maxPeers = positiveInt(opts.maxPeers, 'maxPeers', 256);
+    this.repeatTicks = positiveInt(opts.repeatTicks, 'repeatTicks', 3, 0);
+    this.antiEntropyTicks = positiveInt(opts.antiEntropyTicks, 'antiEntropyTicks', 50);
+    const earlyFrac = opts.earlyPublishFraction ?? 0.05;
+    if (typeof earlyFrac !== 'number' || !(earlyFrac > 0 && earlyFrac <= 1)) {
+      throw new RateMeshError(ErrorCodes.CONFIG_INVALID, `must be in (0, 1] (got ${String(earlyFrac)})`, 'earlyPublishFraction');
+    }
+    this.peers = new PeerTable(this.nodeId, this.staleAfterMs, departAfter, maxPeers);
+
+    this.rts = this.policies.policies.map((policy, idx) => {
+      const rt: PolicyRt = {
+        policy,
+        idx,
+        bw: policy.windowMs / policy.buckets,
+        algo: policy.local === undefined ? undefined : (createAlgorithm(policy.local) as LocalAlgorithm<unknown>),
+        earlyAt: Math.max(1, Math.ceil(policy.limit * earlyFrac)),
+        local: policy.scope === 'local',
+      };
+      this.rtByName.set(policy.name, rt);
+      return rt;
+    });
+    this.windows = this.rts.map(
+      (rt) => new KeyStore<KeyWindow>(this.maxKeys, (kw) => this.windowExpired(rt, kw)),
+    );
+    this.locals = this.rts.map(
+      (rt) =>
+        new KeyStore<LocalEntry>(this.maxKeys, (e) => rt.algo !== undefined && rt.algo.isIdle(e.state, this.lastNow)),
+    );
+    this.counters = {
+      decisions: 0,
+      allowed: 0,
+      limited: 0,
+      shadowLimited: 0,
+      byMode: { global: 0, fallback: 0, local: 0 },
+      gossipOut: 0,
+      gossipBytesOut: 0,
+      gossipIn: 0,
+      gossipBytesIn: 0,
+      dropped: {},
+      capped: 0,
+      keys: 0,
+      evictions: 0,
+      livePeers: 0,
+      stalePeers: 0,
+      members: 1,
+      fallback: false,
+      clockBackwards: 0,
+    };
+  }
+
+  // ------------------------------------------------------------------ time
+
+  /** The clock's reading, validated and never earlier than one already used. */
+  private now(): number {
+    const t = checkTime(this.clock.now());
+    if (t < this.lastNow) {
+      this.counters.clockBackwards++;
+      return this.lastNow;
+    }
+    this.lastNow = t;
+    if (t >= this.nextRefresh) this.refresh(t);
+    return t;
+  }
+
+  private refresh(now: number): void {
+    const departed = this.peers.refresh(now);
+    if (departed.length > 0) this.stamp++;
+    this.updateOldestSent();
+    this.nextRefresh = now + Math.max(1, Math.min(this.gossipIntervalMs, this.staleAfterMs / 4));
+  }
+
+  private updateOldestSent(): void {
+    let oldest = Number.POSITIVE_INFINITY;
+    for (const p of this.peers.live) {
+      const sent = p.lastHeard - p.delayMs;
+      if (sent < oldest) oldest = sent;
+    }
+    this.oldestSent = oldest;
+  }
+
+  // ------------------------------------------------------------------ RateLimiter
+
+  policy(name: string): Policy | undefined {
+    return this.rtByName.get(name)?.policy;
+  }
+
+  check(policy: string, keys: string | readonly string[], cost = 1): Decision {
+    const rt = this.rtByName.get(policy);
+    if (rt === undefined) {
+      throw new RateMeshError(ErrorCodes.POLICY_UNKNOWN, `no policy named ${JSON.stringify(String(policy))}`, 'policy');
+    }
+    this.checkCost(rt, cost);
+    const now = this.now();
+    if (typeof keys === 'string') {
+      const e = this.cur;
+      this.evaluate(rt, keys, cost, now, e);
+      if (e.allowed) this.commit(e, cost, now);
+      return this.finish(e, e.allowed);
+    }
+    if (!Array.isArray(keys) || keys.length === 0) {
+      throw new RateMeshError(ErrorCodes.KEY_INVALID, 'must be a key or a non-empty array of keys', 'keys');
+    }
+    return this.evaluateAll(keys.length, (i) => rt, (i) => keys[i] as string, cost, now);
+  }
+
+  checkAll(pairs: readonly PolicyKey[], cost = 1): Decision & { outcomes: KeyOutcome[] } {
+    if (!Array.isArray(pairs) || pairs.length === 0) {
+      throw new RateMeshError(ErrorCodes.KEY_INVALID, 'must be a non-empty array of [policy, key] pairs', 'pairs');
+    }
+    const rts: PolicyRt[] = [];
+    for (let i = 0; i < pairs.length; i++) {
+      const pair = pairs[i];
+      const rt = Array.isArray(pair) ? this.rtByName.get(pair[0]) : undefined;
+      if (rt === undefined) {
+        throw new RateMeshError(
+          ErrorCodes.POLICY_UNKNOWN,
+          `no policy named ${JSON.stringify(String(Array.isArray(pair) ? pair[0] : pair))}`,
+          `pairs[${i}]`,
+        );
+      }
+      this.checkCost(rt, cost);
+      rts.push(rt);
+    }
+    const now = this.now();
+    const outcomes: KeyOutcome[] = [];
+    const d = this.evaluateAll(
+      pairs.length,
+      (i) => rts[i]!,
+      (i) => pairs[i]![1],
+      cost,
+      now,
+      outcomes,
+    ) as Decision & { outcomes: KeyOutcome[] };
+    d.outcomes = outcomes;
+    return d;
+  }
+
+  private checkCost(rt: PolicyRt, cost: number): void {
+    if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1 || cost > rt.policy.maxCost) {
+      throw new RateMeshError(
+        ErrorCodes.COST_INVALID,
+        `must be an integer from 1 to ${rt.policy.maxCost} (maxCost of policy "${rt.policy.name}"; got ${String(cost)})`,
+        'cost',
+      );
+    }
+  }
+
+  /** Evaluate every pair; spend on all only if all allow (shadow policies never block). */
+  private evaluateAll(
+    n: number,
+    rtAt: (i: number) => PolicyRt,
+    keyAt: (i: number) => string,
+    cost: number,
+    now: number,
+    outcomes?: KeyOutcome[],
+  ): Decision {
+    const e = this.cur;
+    const worst = this.worst;
+    const best = this.best;
+    let blocked = false;
+    let anyLimited = false;
+    const evals: Eval[] = [];
+    for (let i = 0; i < n; i++) {
+      const rt = rtAt(i);
+      this.evaluate(rt, keyAt(i), cost, now, e);
+      const kept = newEval();
+      copyEval(e, kept);
+      evals.push(kept);
+      if (!e.allowed) {
+        if (!anyLimited || (!rt.policy.shadow && worst.rt!.policy.shadow)) copyEval(e, worst);
+        anyLimited = true;
+        if (!rt.policy.shadow) blocked = true;
+      } else if (i === 0 || e.remaining / rt.policy.limit < best.remaining / best.rt!.policy.limit) {
+        copyEval(e, best);
+      }
+    }
+    if (!blocked) for (const ev of evals) if (ev.allowed) this.commit(ev, cost, now);
+    if (outcomes !== undefined) {
+      for (const ev of evals) {
+        const p = ev.rt!.policy;
+        outcomes.push({
+          policy: p.name,
+          key: ev.key,
+          limit: p.limit,
+          windowMs: p.windowMs,
+          remaining: ev.remaining,
+          resetMs: ev.resetMs,
+          limited: !ev.allowed,
+          shadow: p.shadow,
+        });
+      }
+    }
+    if (anyLimited) return this.finish(worst, !blocked);
+    return this.finish(best, true);
+  }
+
+  /** Turn an evaluation into the Decision value and count it. */
+  private finish(e: Eval, allowed: boolean): Decision {
+    const p = e.rt!.policy;
+    const limited = !e.allowed;
+    const c = this.counters;
+    c.decisions++;
+    c.byMode[e.mode]++;
+    if (limited) {
+      if (allowed) c.shadowLimited++;
+      else c.limited++;
+    } else c.allowed++;
+    return {
+      allowed: allowed,
+      limited,
+      policy: p.name,
+      key: e.key,
+      rule: e.rule,
+      mode: e.mode,
+      limit: p.limit,
+      remaining: e.remaining,
+      retryAfterMs: limited ? e.retryAfterMs : 0,
+      resetMs: e.resetMs,
+      delayMs: e.delayMs,
+      shadow: p.shadow,
+    };
+  }
+
+  // ------------------------------------------------------------------ the rule
+
+  private evaluate(rt: PolicyRt, key: string, cost: number, now: number, out: Eval): void {
+    out.rt = rt;
+    out.key = key;
+    out.delayMs = 0;
+    out.kw = undefined;
+    out.entry = undefined;
+    if (rt.local) {
+      this.evaluateLocal(rt, key, cost, now, out);
+      return;
+    }
+    const p = rt.policy;
+    const L = p.limit;
+    let kw = this.windows[rt.idx]!.get(key);
+    if (kw === undefined) kw = this.createWindow(rt, validateKey(key));
+    out.kw = kw;
+    const pos = now / rt.bw;
+    const c = Math.floor(pos);
+    if (c > kw.cur) kw.roll(c);
+    // weight of the oldest bucket still inside the window
+    const w = c < kw.cur ? 1 : 1 - (pos - c);
+    kw.addOffered(cost);
+    this.touch(kw);
+    out.resetMs = kw.full > 0 || kw.sum[kw.oldest]! > 0 ? Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now) : 0;
+
+    if (cost > L) {
+      this.deny(out, 'cost-exceeds-limit', 'global', Math.max(0, Math.floor(L - kw.estimate(w))), -1);
+      return;
+    }
+    const peers = this.peers;
+    if (peers.allStale && p.fallback) {
+      const share = Math.floor(L / peers.knownN);
+      const own = kw.ownEstimate(w);
+      if (own + cost > share) {
+        const retry = cost > share ? -1 : this.expiry(kw, kw.own, own + cost - share, now, rt);
+        this.deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), retry);
+        return;
+      }
+      if (!this.frontAllows(rt, kw, cost, now, out, 'fallback')) return;
+      this.allow(out, 'fallback', Math.floor(share - own - cost));
+      return;
+    }
+    let est = kw.estimate(w);
+    if (peers.stale.length > 0) est += this.staleReserve(kw, w, L);
+    if (est + cost > L) {
+      this.deny(out, 'global-limit', 'global', Math.max(0, Math.floor(L - est)), this.expiry(kw, kw.sum, est + cost - L, now, rt));
+      return;
+    }
+    if (p.overAdmission === 'controlled' && peers.live.length > 0) {
+      // Everything peers admitted more than U ago has reached us (U = the
+      // longest any live peer has been unseen); what they admitted since is
+      // unknown. So the headroom left for the last U ms, L - E_old, is shared
+      // by demand, and this node's own admissions in the last U ms may not
+      // exceed its share. Summed over nodes that is at most L.
+      const U = now - this.oldestSent;
+      if (U < p.windowMs) {
+        if (kw.shareStamp !== this.stamp) this.computeShare(kw, rt, w, now);
+        const tU = now - (U > 0 ? U : 0);
+        const posU = tU / rt.bw;
+        const cU = Math.floor(posU);
+        let recentAll = 0;
+        let ownRecent = 0;
+        let b = cU;
+        if (cU >= kw.cur - kw.k) {
+          const after = 1 - (posU - cU);
+          const s = kw.slotOf(cU);
+          recentAll = kw.sum[s]! * after;
+          ownRecent = kw.own[s]! * after;
+          b = cU + 1;
+        } else b = kw.cur - kw.k;
+        for (; b <= kw.cur + 1; b++) {
+          const s = kw.slotOf(b);
+          recentAll += kw.sum[s]!;
+          ownRecent += kw.own[s]!;
+        }
+        const allowance = kw.share * (L - est + recentAll);
+        if (ownRecent + cost > allowance) {
+          this.deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), this.gossipIntervalMs);
+          return;
+        }
+      }
+    }
+    if (!this.frontAllows(rt, kw, cost, now, out, 'global')) return;
+    this.allow(out, 'global', Math.floor(L - est - cost));
+  }
+
+  private frontAllows(rt: PolicyRt, kw: KeyWindow, cost: number, now: number, out: Eval, mode: DecisionMode): boolean {
+    const algo = rt.algo;
+    if (algo === undefined) return true;
+    if (kw.local === undefined) kw.local = algo.init(now);
+    const r = this.algoOut;
+    if (!algo.check(kw.local, cost, now, r)) {
+      this.deny(out, 'local-limit', mode, r.remaining, r.retryAfterMs);
+      return false;
+    }
+    out.delayMs = r.delayMs;
+    return true;
+  }
+
+  private evaluateLocal(rt: PolicyRt, key: string, cost: number, now: number, out: Eval): void {
+    const algo = rt.algo!;
+    const store = this.locals[rt.idx]!;
+    let entry = store.get(key);
+    if (entry === undefined) {
+      entry = { state: algo.init(now), last: now };
+      store.insert(validateKey(key), entry);
+    }
+    out.entry = entry;
+    const r = this.algoOut;
+    algo.check(entry.state, cost, now, r);
+    out.resetMs = r.resetMs;
+    out.delayMs = r.delayMs;
+    if (r.allowed) this.allow(out, 'local', r.remaining);
+    else this.deny(out, cost > algo.capacity ? 'cost-exceeds-limit' : 'local-limit', 'local', r.remaining, r.retryAfterMs);
+  }
+
+  private allow(out: Eval, mode: DecisionMode, remaining: number): void {
+    out.allowed = true;
+    out.rule = 'allow';
+    out.mode = mode;
+    out.remaining = remaining > 0 ? remaining : 0;
+    out.retryAfterMs = 0;
+  }
+
+  private deny(out: Eval, rule: DecisionRule, mode: DecisionMode, remaining: number, retryAfterMs: number): void {
+    out.allowed = false;
+    out.rule = rule;
+    out.mode = mode;
+    out.remaining = remaining > 0 ? remaining : 0;
+    out.retryAfterMs = retryAfterMs < 0 ? -1 : Math.max(1, Math.ceil(retryAfterMs));
+  }
+
+  private commit(e: Eval, cost: number, now: number): void {
+    const rt = e.rt!;
+    if (rt.local) {
+      rt.algo!.commit(e.entry!.state, cost, now);
+      e.entry!.last = now;
+      return;
+    }
+    const kw = e.kw!;
+    kw.addOwn(cost);
+    if (kw.local !== undefined) rt.algo!.commit(kw.local, cost, now);
+    if (kw.unsynced >= rt.earlyAt) this.early = true;
+  }
+
+  /** Controlled mode: this node's demand-weighted share for a key, until the view changes. */
+  private computeShare(kw: KeyWindow, rt: PolicyRt, w: number, now: number): void {
+    const W = rt.policy.windowMs;
+    const own = demandPerWindow(kw, now, W, rt.bw);
+    let total = own;
+    const live = this.peers.live;
+    for (let i = 0; i < live.length; i++) {
+      const arr = kw.peers[live[i]!.idx];
+      if (arr !== undefined) total += reportedDemand(arr, kw.r, now, W);
+    }
+    kw.share = total > 0 ? own / total : 1 / (live.length + 1);
+    kw.shareStamp = this.stamp;
+  }
+
+  /** Extra count assumed for stale members: each spends at least L/N. */
+  private staleReserve(kw: KeyWindow, w: number, L: number): number {
+    const perPeer = L / this.peers.knownN;
+    let extra = 0;
+    for (const p of this.peers.stale) {
+      const seen = kw.peerEstimate(p.idx, w);
+      if (seen < perPeer) extra += perPeer - seen;
+    }
+    return extra;
+  }
+
+  /**
+   * ms until `need` of the counts in `arr` have left the window, with nothing
+   * new admitted: the oldest bucket drains linearly over the rest of the current
+   * bucket, then each next bucket over one bucket width.
+   */
+  private expiry(kw: KeyWindow, arr: Float64Array, need: number, now: number, rt: PolicyRt): number {
+    if (need <= 0) return 0;
+    const bw = rt.bw;
+    const frac = now / bw - kw.cur;
+    const rest = frac < 0 ? 1 : 1 - frac;
+    const s0 = arr[kw.oldest]!;
+    if (s0 * rest >= need) return (need / s0) * bw;
+    need -= s0 * rest;
+    let t = rest * bw;
+    for (let b = kw.cur - kw.k + 1; b <= kw.cur + 1; b++) {
+      const s = arr[kw.slotOf(b)]!;
+      if (s >= need) return t + (need / s) * bw;
+      need -= s;
+      t += bw;
+    }
+    return t;
+  }
+
+  private createWindow(rt: PolicyRt, key: string): KeyWindow {
+    const kw = new KeyWindow(rt.policy.buckets);
+    kw.created = this.lastNow;
+    this.windows[rt.idx]!.insert(key, kw, (_k, v) => this.forget(v));
+    this.keyOf.set(kw, { policy: rt.idx, key });
+    return kw;
+  }
+
+  private forget(kw: KeyWindow): void {
+    if (kw.inDirty) {
+      this.dirty.delete(kw);
+      kw.inDirty = false;
+    }
+  }
+
+  private windowExpired(rt: PolicyRt, kw: KeyWindow): boolean {
+    const c = Math.floor(this.lastNow / rt.bw);
+    if (c > kw.cur + kw.k + 1) return true;
+    return c === kw.cur && kw.isEmpty();
+  }
+
+  private touch(kw: KeyWindow): void {
+    kw.touchTick = this.tick;
+    if (!kw.inDirty) {
+      kw.inDirty = true;
+      this.dirty.add(kw);
+    }
+  }
+
+  // ------------------------------------------------------------------ gossip
+
+  /** True when some key's unsynced own count crossed the early-publish threshold. */
+  wantsEarlyPublish(): boolean {
+    return this.early;
+  }
+
+  /**
+   * The message for this tick: every recently touched key's full window of own
+   * counts (so a lost message is repaired by the next) and its demand; an idle
+   * node sends only the header (a heartbeat).
+   */
+  buildGossip(): Uint8Array {
+    const now = this.now();
+    this.tick++;
+    this.stamp++;
+    this.early = false;
+    const anti = this.tick % this.antiEntropyTicks === 0;
+    const entries: WireEntry[] = [];
+    for (const kw of this.dirty) {
+      const meta = this.keyOf.get(kw)!;
+      const rt = this.rts[meta.policy]!;
+      const pos = now / rt.bw;
+      const c = Math.floor(pos);
+      if (c > kw.cur) kw.roll(c);
+      const ownLeft = kw.ownEstimate(1);
+      const recent = this.tick - kw.touchTick <= this.repeatTicks + 1;
+      if (!recent && ownLeft === 0) {
+        this.dirty.delete(kw);
+        kw.inDirty = false;
+        continue;
+      }
+      if (!recent && !anti) continue;
+      entries.push(this.ownEntry(kw, meta.policy, meta.key, 0, now, rt));
+      kw.unsynced = 0;
+    }
+    this.seq++;
+    const bytes = encodeGossip({
+      version: this.version,
+      seq: this.seq,
+      sentAt: now,
+      members: this.peers.live.length + 1,
+      entries,
+    });
+    this.counters.gossipOut++;
+    this.counters.gossipBytesOut += bytes.length;
+    return bytes;
+  }
+
+  private ownEntry(kw: KeyWindow, policy: number, key: string, origin: number, now: number, rt: PolicyRt): WireEntry {
+    const counts: number[] = [];
+    for (let b = kw.cur - kw.k; b <= kw.cur; b++) counts.push(kw.own[kw.slotOf(b)]!);
+    return {
+      origin,
+      policy,
+      key,
+      base: kw.cur - kw.k,
+      counts,
+      demand: Math.ceil(demandPerWindow(kw, now, rt.policy.windowMs, rt.bw)),
+    };
+  }
+
+  private drop(reason: string): ReceiveResult {
+    this.counters.dropped[reason] = (this.counters.dropped[reason] ?? 0) + 1;
+    return { ok: false, reason };
+  }
+
+  /**
+   * Merge a peer's gossip. The message is decoded and every entry validated
+   * before anything is merged: a bad message is dropped whole and counted by
+   * reason. Counts above what the origin could have admitted are capped.
+   */
+  receiveGossip(from: string, bytes: Uint8Array): ReceiveResult {
+    const now = this.now();
+    if (from === this.nodeId) return this.drop('self');
+    const dec = decodeMessage(bytes, this.version);
+    if (!dec.ok) return this.drop(dec.reason);
+    const m = dec.message;
+    if (m.type !== TYPE_GOSSIP) return this.drop('bad-type');
+    const bad = this.validateEntries(m.entries);
+    if (bad !== undefined) return this.drop(bad);
+    const peer = this.peers.ensure(from);
+    if (peer === undefined) return this.drop('too-many-peers');
+    // A restarted peer starts its sequence again: accept when its clock moved on.
+    if (m.seq <= peer.seq && m.sentAt <= peer.lastSentAt) return this.drop('duplicate');
+    this.counters.gossipIn++;
+    this.counters.gossipBytesIn += bytes.length;
+    for (const e of m.entries) this.mergeEntry(peer.idx, e, now);
+    const wasMember = peer.member;
+    peer.member = true;
+    peer.messages++;
+    peer.seq = m.seq;
+    peer.lastSentAt = m.sentAt;
+    peer.lastHeard = now;
+    peer.members = m.members;
+    const delay = now - (m.sentAt - peer.clockOffsetMs);
+    peer.delayMs = delay < 0 ? 0 : delay > 60_000 ? 60_000 : delay;
+    this.stamp++;
+    if (!wasMember || peer.stale) this.refresh(now);
+    else this.updateOldestSent();
+    return { ok: true };
+  }
+
+  private validateEntries(entries: readonly WireEntry[]): string | undefined {
+    for (const e of entries) {
+      const rt = this.rts[e.policy];
+      if (rt === undefined || rt.local) return 'unknown-policy';
+      if (!isValidKey(e.key)) return 'bad-key';
+      if (e.counts.length > rt.policy.buckets + 2) return 'bad-field';
+    }
+    return undefined;
+  }
+
+  private mergeEntry(origin: number, e: WireEntry, now: number): void {
+    const rt = this.rts[e.policy]!;
+    const L = rt.policy.limit;
+    let kw = this.windows[rt.idx]!.get(e.key);
+    if (kw === undefined) kw = this.createWindow(rt, e.key);
+    const c = Math.floor(now / rt.bw);
+    if (c > kw.cur) kw.roll(c);
+    let capped = false;
+    let total = 0;
+    for (let i = 0; i < e.counts.length; i++) {
+      let v = e.counts[i]!;
+      // No node can admit more than L in a bucket, nor more than 2L over the ring.
+      if (v > L) {
+        v = L;
+        capped = true;
+      }
+      if (total + v > 2 * L) {
+        v = Math.max(0, 2 * L - total);
+        capped = true;
+      }
+      total += v;
+      if (origin === 0) this.mergeOwn(kw, e.base + i, v);
+      else kw.mergeEntry(origin, e.base + i, v);
+    }
+    if (capped) this.counters.capped++;
+    if (origin !== 0) {
+      const arr = kw.peer(origin);
+      const demandCap = 1000 * L;
+      arr[kw.r] = e.demand > demandCap ? demandCap : e.demand;
+      arr[kw.r + 1] = now;
+    }
+  }
+
+  /** Counts of our own origin learned back from a peer (after a restart): max-merge into own. */
+  private mergeOwn(kw: KeyWindow, b: number, v: number): void {
+    if (b < kw.cur - kw.k || b > kw.cur + 1) return;
+    const s = kw.slotOf(b);
+    const delta = v - kw.own[s]!;
+    if (delta <= 0) return;
+    kw.own[s] = v;
+    kw.sum[s] = kw.sum[s]! + delta;
+    if (b > kw.cur - kw.k) {
+      kw.full += delta;
+      kw.ownFull += delta;
+    }
+  }
+
+  // ------------------------------------------------------------------ sync
+
+  /** A request for a peer's full state; carries our time for the clock-offset estimate. */
+  buildSyncRequest(): Uint8Array {
+    return encodeSyncRequest({ version: this.version, t0: this.now() });
+  }
+
+  /** Answer a sync request with every key's window of every origin we hold. */
+  answerSync(from: string, request: Uint8Array): Uint8Array | ReceiveResult {
+    const now = this.now();
+    const dec = decodeMessage(request, this.version);
+    if (!dec.ok) return this.drop(`sync-${dec.reason}`);
+    if (dec.message.type !== TYPE_SYNC_REQUEST) return this.drop('sync-bad-type');
+    void from;
+    const origins = [this.nodeId];
+    const originRef = new Map<number, number>();
+    const entries: WireEntry[] = [];
+    for (const rt of this.rts) {
+      if (rt.local) continue;
+      for (const [key, kw] of this.windows[rt.idx]!.map) {
+        const c = Math.floor(now / rt.bw);
+        if (c > kw.cur) kw.roll(c);
+        if (kw.isEmpty()) continue;
+        if (kw.ownEstimate(1) > 0) entries.push(this.ownEntry(kw, rt.idx, key, 0, now, rt));
+        for (let o = 1; o < kw.peers.length; o++) {
+          const arr = kw.peers[o];
+          const peer = this.peers.byIdx[o];
+          if (arr === undefined || peer === undefined) continue;
+          let ref = originRef.get(o);
+          if (ref === undefined) {
+            ref = origins.length;
+            origins.push(peer.id);
+            originRef.set(o, ref);
+          }
+          const counts: number[] = [];
+          let any = false;
+          for (let b = kw.cur - kw.k; b <= kw.cur + 1; b++) {
+            const v = arr[kw.slotOf(b)]!;
+            if (v > 0) any = true;
+            counts.push(v);
+          }
+          if (any) entries.push({ origin: ref, policy: rt.idx, key, base: kw.cur - kw.k, counts, demand: arr[kw.r]! });
+        }
+      }
+    }
+    return encodeSyncResponse({ version: this.version, t0: dec.message.t0, t1: now, origins, entries });
+  }
+
+  /** Merge a sync response and take a clock-offset sample from its round trip. */
+  receiveSyncResponse(from: string, response: Uint8Array): ReceiveResult {
+    const now = this.now();
+    const dec = decodeMessage(response, this.version);
+    if (!dec.ok) return this.drop(`sync-${dec.reason}`);
+    const m = dec.message;
+    if (m.type !== TYPE_SYNC_RESPONSE) return this.drop('sync-bad-type');
+    if (m.origins[0] !== from) return this.drop('sync-wrong-origin');
+    const bad = this.validateEntries(m.entries);
+    if (bad !== undefined) return this.drop(`sync-${bad}`);
+    const refs: number[] = [];
+    for (const id of m.origins) {
+      if (id === this.nodeId) refs.push(0);
+      else {
+        const p = this.peers.ensure(id);
+        if (p === undefined) return this.drop('too-many-peers');
+        refs.push(p.idx);
+      }
+    }
+    const peer = this.peers.get(from)!;
+    if (m.t0 <= now && now - m.t0 < 60_000) {
+      peer.clockOffsetMs = m.t1 - (m.t0 + now) / 2;
+      peer.offsetMeasured = true;
+    }
+    for (const e of m.entries) this.mergeEntry(refs[e.origin]!, e, now);
+    this.stamp++;
+    return { ok: true };
+  }
+
+  /** The transport saw a peer leave: it stops being a member (its counts age out). */
+  peerDeparted(id: string): void {
+    const p = this.peers.get(id);
+    if (p === undefined) return;
+    p.member = false;
+    this.stamp++;
+    this.refresh(this.now());
+  }
+
+  // ------------------------------------------------------------------ introspection
+
+  peerViews(): PeerView[] {
+    return this.peers.views(this.now());
+  }
+
+  /** Whether the stale-view fallback is in force now. */
+  get fallbackActive(): boolean {
+    this.now();
+    return this.peers.allStale;
+  }
+
+  stats(): EngineStats {
+    const now = this.now();
+    void now;
+    let keys = 0;
+    let evictions = 0;
+    for (const s of this.windows) {
+      keys += s.size;
+      evictions += s.evictions;
+    }
+    for (const s of this.locals) {
+      keys += s.size;
+      evictions += s.evictions;
+    }
+    const c = this.counters;
+    c.keys = keys;
+    c.evictions = evictions;
+    c.livePeers = this.peers.live.length;
+    c.stalePeers = this.peers.stale.length;
+    c.members = this.peers.knownN;
+    c.fallback = this.peers.allStale;
+    return { ...c, byMode: { ...c.byMode }, dropped: { ...c.dropped } };
+  }
+
+  /** This node's estimate of the global count for a key now (for tests and tools). */
+  estimate(policy: string, key: string): number {
+    const rt = this.rtByName.get(policy);
+    if (rt === undefined || rt.local) return 0;
+    const now = this.now();
+    const kw = this.windows[rt.idx]!.get(key);
+    if (kw === undefined) return 0;
+    const c = Math.floor(now / rt.bw);
+    if (c > kw.cur) kw.roll(c);
+    return kw.estimate(1 - (now / rt.bw - kw.cur));
+  }
+}
+
+/**
+ * This node's demand for a key in cost per window: what it was offered in the
+ * window, scaled up while the key is younger than a window so that nodes that
+ * compare demands compare rates.
+ */
+function demandPerWindow(kw: KeyWindow, now: number, W: number, bw: number): number {
+  const w = Math.min(1, 1 - (now / bw - kw.cur));
+  const offered = kw.offeredEstimate(w);
+  const age = now - kw.created;
+  return age >= W ? offered : (offered * W) / Math.max(age, bw);
+}
+
+function isValidKey(key: string): boolean {
+  try {
+    validateKey(key);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A peer's reported demand for a key (cost offered over a window), fading over one window after the report. */
+function reportedDemand(arr: Float64Array, r: number, now: number, W: number): number {
+  const age = now - arr[r + 1]!;
+  if (!(age < W)) return 0;
+  return arr[r]! * (1 - age / W);
+}

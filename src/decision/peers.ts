@@ -1,0 +1,153 @@
+/** What this node knows of one other node. */
+export interface PeerState {
+  readonly id: string;
+  /** Origin index in every KeyWindow (>= 1; 0 is this node). */
+  readonly idx: number;
+  /** Heard directly by gossip (a member); origins known only through sync are not. */
+  member: boolean;
+  /** Local time of the newest gossip from it (-Infinity when never). */
+  lastHeard: number;
+  /** Its wall time when it sent that gossip. */
+  lastSentAt: number;
+  /** Newest gossip sequence number seen. */
+  seq: number;
+  /** Estimated one-way delay of its gossip, ms. */
+  delayMs: number;
+  /** Estimated clock offset: its wall clock minus ours, ms (from sync round trips). */
+  clockOffsetMs: number;
+  /** Whether a round trip has measured the offset. */
+  offsetMeasured: boolean;
+  stale: boolean;
+  /** Live members it reports, itself included. */
+  members: number;
+  messages: number;
+}
+
+/** One peer as reported to users. */
+export interface PeerView {
+  id: string;
+  ageMs: number;
+  stale: boolean;
+  delayMs: number;
+  clockOffsetMs: number;
+  members: number;
+  messages: number;
+}
+
+/**
+ * The peer table: origin indexes, freshness and the membership view the
+ * decision rule needs (live count, stale count, N for the L/N fallback).
+ */
+export class PeerTable {
+  private readonly byId = new Map<string, PeerState>();
+  /** By origin index; [0] is unused (this node). */
+  readonly byIdx: (PeerState | undefined)[] = [undefined];
+  /** Members that are not stale, refreshed by {@link refresh}. */
+  live: PeerState[] = [];
+  /** Members that are stale. */
+  stale: PeerState[] = [];
+  /** Members (live + stale) plus this node, as last known while any peer was live. */
+  knownN = 1;
+  /** There are members and none is live: the view is stale. */
+  allStale = false;
+
+  constructor(
+    readonly selfId: string,
+    private readonly staleAfterMs: number,
+    private readonly departAfterMs: number,
+    private readonly maxOrigins: number,
+  ) {}
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  get(id: string): PeerState | undefined {
+    return this.byId.get(id);
+  }
+
+  /** The peer for `id`, created when new; undefined when the table is full. */
+  ensure(id: string): PeerState | undefined {
+    let p = this.byId.get(id);
+    if (p !== undefined) return p;
+    if (this.byId.size >= this.maxOrigins) return undefined;
+    let idx = this.byIdx.indexOf(undefined, 1);
+    if (idx === -1) idx = this.byIdx.length;
+    p = {
+      id,
+      idx,
+      member: false,
+      lastHeard: Number.NEGATIVE_INFINITY,
+      lastSentAt: Number.NEGATIVE_INFINITY,
+      seq: -1,
+      delayMs: 0,
+      clockOffsetMs: 0,
+      offsetMeasured: false,
+      stale: true,
+      members: 1,
+      messages: 0,
+    };
+    this.byId.set(id, p);
+    this.byIdx[idx] = p;
+    return p;
+  }
+
+  /** Forget a peer entirely (its origin index may be reused). Returns its index. */
+  remove(id: string): number {
+    const p = this.byId.get(id);
+    if (p === undefined) return -1;
+    this.byId.delete(id);
+    this.byIdx[p.idx] = undefined;
+    return p.idx;
+  }
+
+  /**
+   * Recompute freshness at `now`. A member is stale when its newest data is
+   * older than staleAfterMs. While any member is live, members silent for longer
+   * than departAfterMs stop being members and N is updated; when every member
+   * is stale nothing departs and N stays as last known.
+   * Returns the ids of members that departed.
+   */
+  refresh(now: number): string[] {
+    const live: PeerState[] = [];
+    const stale: PeerState[] = [];
+    for (const p of this.byId.values()) {
+      if (!p.member) continue;
+      p.stale = now - p.lastHeard > this.staleAfterMs;
+      (p.stale ? stale : live).push(p);
+    }
+    const departed: string[] = [];
+    if (live.length > 0) {
+      for (let i = stale.length - 1; i >= 0; i--) {
+        const p = stale[i]!;
+        if (now - p.lastHeard > this.departAfterMs) {
+          p.member = false;
+          departed.push(p.id);
+          stale.splice(i, 1);
+        }
+      }
+      this.knownN = live.length + stale.length + 1;
+    }
+    this.live = live;
+    this.stale = stale;
+    this.allStale = live.length === 0 && stale.length > 0;
+    return departed;
+  }
+
+  views(now: number): PeerView[] {
+    const out: PeerView[] = [];
+    for (const p of this.byId.values()) {
+      if (!p.member) continue;
+      out.push({
+        id: p.id,
+        ageMs: Math.max(0, now - p.lastHeard),
+        stale: now - p.lastHeard > this.staleAfterMs,
+        delayMs: p.delayMs,
+        clockOffsetMs: p.clockOffsetMs,
+        members: p.members,
+        messages: p.messages,
+      });
+    }
+    return out;
+  }
+}

@@ -1,0 +1,531 @@
+/**
+ * The one request → keys → decision → response path every adapter shares.
+ * Adapters supply a few hooks (raw request, header sink, how to send a body);
+ * everything else, from proxy handling to failure policy, lives here.
+ *
+ * The path is synchronous unless a user function returns a promise: the
+ * node:http guard then returns a plain boolean and allocates no promise.
+ * Every path ends in a decision, a logged failure outcome, or both: nothing
+ * here throws to the caller or rejects unhandled.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isRateMeshError } from '../errors.js';
+import { accountKey, endpointKey, ipKey, validateKey } from '../keys/index.js';
+import type { Decision, FailureMode, KeyOutcome, PolicyKey } from '../types.js';
+import { clientIp } from './client-ip.js';
+import {
+  type HeaderMember,
+  partitionKey,
+  retryAfterSeconds,
+  type SetHeader,
+  seconds,
+  setLegacyHeaders,
+  setRetryAfter,
+  setStandardHeaders,
+} from './headers.js';
+import {
+  type CompiledRoute,
+  type HttpConfig,
+  type LimitInfo,
+  type MaybePromise,
+  parseOptions,
+  type RateMeshHttpOptions,
+} from './options.js';
+
+/** Why a request could not be decided; each is counted and logged. */
+export type FailureReason =
+  | 'not-ready'
+  | 'limiter-error'
+  | 'key-error'
+  | 'skip-error'
+  | 'no-client-address'
+  | 'forwarded-too-long'
+  | 'forwarded-malformed'
+  | 'forwarded-unknown'
+  | 'ip-invalid';
+
+/** Outcome counters of one guard, middleware or plugin instance. */
+export interface HttpCounters {
+  /** Requests seen. */
+  requests: number;
+  /** Forwarded after the limiter allowed them (shadow would-be denials included). */
+  allowed: number;
+  /** Answered with the denial status (429). */
+  limited: number;
+  /** Would have been denied by a shadow policy; forwarded. */
+  shadowLimited: number;
+  /** Not limited: `skip` said so, no rule matched, or no key applied (anonymous on account-only policies). */
+  skipped: number;
+  /** Undecidable and forwarded (fail-open). */
+  failOpen: number;
+  /** Undecidable and answered 503 (fail-closed). */
+  failClosed: number;
+  /** Answered 503 by the concurrency ceiling. */
+  overloaded: number;
+  /** Denial handlers that threw (the default body was sent instead). */
+  handlerErrors: number;
+  /** Requests in flight now (only tracked with `maxInFlight`). */
+  inFlight: number;
+  /** Undecidable requests by reason. */
+  failures: Partial<Record<FailureReason, number>>;
+}
+
+/** What an adapter tells the core about its framework. */
+export interface AdapterHooks<Req, Res> {
+  raw(req: Req): IncomingMessage;
+  rawRes(res: Res): ServerResponse;
+  /** The path rules match against (query included is fine: it is cut off). */
+  url(req: Req): string | undefined;
+  setHeader(res: Res, name: string, value: string): void;
+  /** Sends a complete response (the adapter's own way, so the framework knows). */
+  send(res: Res, status: number, contentType: string, body: string): void;
+}
+
+const PROBLEM_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+const DEFAULT_MESSAGE = 'Too many requests, please try again later.';
+
+function isThenable<T>(v: MaybePromise<T>): v is Promise<T> {
+  return typeof v === 'object' && v !== null && typeof (v as Promise<T>).then === 'function';
+}
+
+function pathOf(url: string | undefined): string {
+  if (url === undefined) return '/';
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+class Failure {
+  constructor(
+    readonly reason: FailureReason,
+    readonly error?: unknown,
+  ) {}
+}
+
+function errorInfo(err: unknown): unknown {
+  if (err instanceof Error) {
+    return isRateMeshError(err)
+      ? { code: err.code, message: err.message }
+      : { name: err.name, message: err.message };
+  }
+  return err;
+}
+
+/**
+ * The shared core. Adapters construct one per middleware instance and call
+ * {@link RateMeshCore.handle} per request.
+ */
+export class RateMeshCore<Req, Res> {
+  readonly config: HttpConfig<Req, Res>;
+  private readonly hooks: AdapterHooks<Req, Res>;
+  private readonly c: HttpCounters = {
+    requests: 0,
+    allowed: 0,
+    limited: 0,
+    shadowLimited: 0,
+    skipped: 0,
+    failOpen: 0,
+    failClosed: 0,
+    overloaded: 0,
+    handlerErrors: 0,
+    inFlight: 0,
+    failures: {},
+  };
+  private readonly release = (): void => {
+    this.c.inFlight--;
+  };
+
+  constructor(options: RateMeshHttpOptions<Req, Res>, hooks: AdapterHooks<Req, Res>) {
+    this.config = parseOptions(options);
+    this.hooks = hooks;
+  }
+
+  /** A snapshot of the outcome counters. */
+  counters(): HttpCounters {
+    return { ...this.c, failures: { ...this.c.failures } };
+  }
+
+  /**
+   * Runs the guard: returns true when the request should proceed, false when a
+   * response has been sent (429, or 503 for overload or fail-closed). Never
+   * throws, and a returned promise never rejects.
+   */
+  handle(req: Req, res: Res): boolean | Promise<boolean> {
+    const c = this.c;
+    c.requests++;
+    const cfg = this.config;
+    if (cfg.maxInFlight > 0) {
+      // First, before any user code or the limiter: the ceiling holds whatever else fails.
+      if (c.inFlight >= cfg.maxInFlight) return this.overloaded(res);
+      c.inFlight++;
+      this.hooks.rawRes(res).once('close', this.release);
+    }
+    let route: CompiledRoute<Req> | undefined;
+    try {
+      route = this.match(req);
+    } catch (err) {
+      return this.fail(req, res, undefined, new Failure('key-error', err));
+    }
+    if (route === undefined) {
+      c.skipped++;
+      return true;
+    }
+    if (route.skip !== undefined) {
+      let skipped: MaybePromise<boolean>;
+      try {
+        skipped = route.skip(req);
+      } catch (err) {
+        return this.fail(req, res, route, new Failure('skip-error', err));
+      }
+      if (isThenable(skipped)) {
+        const r = route;
+        return skipped.then(
+          (s) => (s ? this.skipped() : this.keysThenDecide(req, res, r)),
+          (err: unknown) => this.fail(req, res, r, new Failure('skip-error', err)),
+        );
+      }
+      if (skipped) return this.skipped();
+    }
+    return this.keysThenDecide(req, res, route);
+  }
+
+  private skipped(): true {
+    this.c.skipped++;
+    return true;
+  }
+
+  private match(req: Req): CompiledRoute<Req> | undefined {
+    const routes = this.config.routes;
+    if (routes.length === 1 && routes[0]!.label === '*') return routes[0];
+    const raw = this.hooks.raw(req);
+    const method = raw.method ?? 'GET';
+    const path = pathOf(this.hooks.url(req));
+    for (const r of routes) {
+      if (r.methods !== undefined && !r.methods.has(method)) continue;
+      if (r.exact !== undefined && r.exact !== path) continue;
+      if (r.prefix !== undefined && !path.startsWith(r.prefix) && path !== r.prefix.slice(0, -1)) continue;
+      if (r.regex !== undefined && !r.regex.test(path)) continue;
+      return r;
+    }
+    return undefined;
+  }
+
+  /** The ip key of the request, or a Failure. */
+  private ipKeyOf(req: Req): string | Failure {
+    const cfg = this.config;
+    const raw = this.hooks.raw(req);
+    const header = cfg.trustProxy === undefined ? undefined : raw.headers[cfg.proxyHeader];
+    const ip = clientIp(raw.socket?.remoteAddress, header, cfg.trustProxy, cfg.proxyHeader);
+    if (
+      ip === 'no-client-address' ||
+      ip === 'forwarded-malformed' ||
+      ip === 'forwarded-too-long' ||
+      ip === 'forwarded-unknown'
+    ) {
+      return new Failure(ip);
+    }
+    try {
+      return ipKey(ip, { ipv6Subnet: cfg.ipv6Subnet });
+    } catch (err) {
+      return new Failure('ip-invalid', err);
+    }
+  }
+
+  private keysThenDecide(req: Req, res: Res, route: CompiledRoute<Req>): boolean | Promise<boolean> {
+    const keys = this.keysOf(req, route);
+    if (keys instanceof Failure) return this.fail(req, res, route, keys);
+    if (isThenable(keys)) {
+      return keys.then(
+        (k) => (k instanceof Failure ? this.fail(req, res, route, k) : this.decide(req, res, route, k)),
+        (err: unknown) => this.fail(req, res, route, new Failure('key-error', err)),
+      );
+    }
+    return this.decide(req, res, route, keys);
+  }
+
+  /**
+   * (policy, key) pairs for the route. Sync unless a user function is async.
+   * A binding whose key does not apply (anonymous request on an account policy) is left out.
+   */
+  private keysOf(
+    req: Req,
+    route: CompiledRoute<Req>,
+  ): PolicyKey[] | Failure | Promise<PolicyKey[] | Failure> {
+    const cfg = this.config;
+    let ip: string | Failure | undefined;
+    if (route.needsIp) {
+      ip = this.ipKeyOf(req);
+      if (ip instanceof Failure) return ip;
+    }
+    let custom: MaybePromise<string> | undefined;
+    let acct: MaybePromise<string | undefined> | undefined;
+    let endpoint: MaybePromise<string | undefined> | undefined;
+    try {
+      for (const b of route.bindings) {
+        if (b.by === 'key' && cfg.keyGenerator !== undefined && custom === undefined)
+          custom = cfg.keyGenerator(req);
+        else if (b.by === 'account' || b.by === 'endpoint') {
+          if (acct === undefined) acct = cfg.account!(req);
+          if (b.by === 'endpoint' && endpoint === undefined) endpoint = cfg.endpoint!(req);
+        }
+      }
+    } catch (err) {
+      return new Failure('key-error', err);
+    }
+    const build = (
+      k: string | undefined,
+      a: string | undefined,
+      e: string | undefined,
+    ): PolicyKey[] | Failure => {
+      try {
+        const pairs: PolicyKey[] = [];
+        const customKey = k === undefined ? undefined : validateKey(k);
+        const acctKey = a === undefined ? undefined : accountKey(a);
+        for (const b of route.bindings) {
+          switch (b.by) {
+            case 'ip':
+              pairs.push([b.policy, ip as string]);
+              break;
+            case 'key':
+              pairs.push([b.policy, customKey ?? (ip as string)]);
+              break;
+            case 'account':
+              if (acctKey !== undefined) pairs.push([b.policy, acctKey]);
+              break;
+            case 'endpoint':
+              if (a !== undefined && e !== undefined) pairs.push([b.policy, endpointKey(a, e)]);
+              break;
+          }
+        }
+        return pairs;
+      } catch (err) {
+        return new Failure('key-error', err);
+      }
+    };
+    if (isThenable(custom) || isThenable(acct) || isThenable(endpoint)) {
+      return Promise.all([custom, acct, endpoint]).then(([k, a, e]) => build(k, a, e));
+    }
+    return build(custom, acct, endpoint);
+  }
+
+  private decide(
+    req: Req,
+    res: Res,
+    route: CompiledRoute<Req>,
+    pairs: PolicyKey[],
+  ): boolean | Promise<boolean> {
+    const c = this.c;
+    if (pairs.length === 0) return this.skipped();
+    const cfg = this.config;
+    const limiter = cfg.limiter;
+    let decision: Decision & { outcomes: KeyOutcome[] };
+    try {
+      if (!limiter.ready) return this.fail(req, res, route, new Failure('not-ready'));
+      decision = limiter.checkAll(pairs);
+    } catch (err) {
+      return this.fail(req, res, route, new Failure('limiter-error', err));
+    }
+    const denied = !decision.allowed;
+    // Retry-After for a denial; undefined when no wait helps (cost above the limit).
+    const retryAfter =
+      denied && decision.retryAfterMs >= 0 ? retryAfterSeconds(decision.retryAfterMs) : undefined;
+    if (cfg.standardHeaders !== false || cfg.legacyHeaders)
+      this.writeHeaders(res, route, decision, retryAfter);
+    if (denied) {
+      c.limited++;
+      return this.deny(req, res, decision, retryAfter);
+    }
+    if (decision.limited || (decision.outcomes.length > 1 && decision.outcomes.some((o) => o.limited))) {
+      c.shadowLimited++;
+      cfg.logger?.info?.(
+        { route: route.label, policy: decision.policy, rule: decision.rule },
+        'shadow policy would have denied this request',
+      );
+    }
+    c.allowed++;
+    if (decision.delayMs > 0) {
+      // leaky-bucket shaping: hold the request (and its concurrency slot) for the scheduled delay.
+      return new Promise<boolean>((resolve) => setTimeout(resolve, decision.delayMs, true));
+    }
+    return true;
+  }
+
+  private writeHeaders(
+    res: Res,
+    route: CompiledRoute<Req>,
+    d: Decision & { outcomes: KeyOutcome[] },
+    retryAfter: number | undefined,
+  ): void {
+    const cfg = this.config;
+    const set: SetHeader = (name, value) => this.hooks.setHeader(res, name, value);
+    const members: HeaderMember[] = [];
+    let main: HeaderMember | undefined;
+    let mainKey = d.key;
+    for (const o of d.outcomes) {
+      // Shadow policies are dark-launched: clients see nothing of them.
+      if (o.shadow) continue;
+      const deciding = o.policy === d.policy && o.key === d.key;
+      const m: HeaderMember = {
+        policy: o.policy,
+        limit: o.limit,
+        windowMs: o.windowMs,
+        remaining: o.limited ? 0 : o.remaining,
+        // On a denial the deciding policy's `t` is the Retry-After point (draft-8 §5; draft-11 §6).
+        resetSeconds: deciding && retryAfter !== undefined ? retryAfter : seconds(o.resetMs),
+        pk: cfg.partitionKey ? partitionKey(o.key) : undefined,
+      };
+      members.push(m);
+      if (deciding || main === undefined) {
+        main = m;
+        mainKey = o.key;
+      }
+    }
+    if (main !== undefined) {
+      if (cfg.standardHeaders !== false) {
+        const fixed =
+          !cfg.partitionKey && members.length === route.bindings.length ? route.policyHeader : undefined;
+        setStandardHeaders(set, cfg.standardHeaders, members, main, mainKey, fixed);
+      }
+      if (cfg.legacyHeaders) setLegacyHeaders(set, main, cfg.clock.now());
+    }
+    if (retryAfter !== undefined) setRetryAfter(set, retryAfter);
+  }
+
+  private deny(
+    req: Req,
+    res: Res,
+    d: Decision & { outcomes: KeyOutcome[] },
+    retryAfter: number | undefined,
+  ): false | Promise<false> {
+    const cfg = this.config;
+    const violated: string[] = [];
+    for (const o of d.outcomes)
+      if (o.limited && !o.shadow && !violated.includes(o.policy)) violated.push(o.policy);
+    if (violated.length === 0) violated.push(d.policy);
+    const info: LimitInfo = {
+      statusCode: cfg.statusCode,
+      retryAfter,
+      policy: d.policy,
+      violatedPolicies: violated,
+      decision: d,
+    };
+    if (cfg.handler === undefined) {
+      this.sendDenial(req, res, info);
+      return false;
+    }
+    let out: MaybePromise<void>;
+    try {
+      out = cfg.handler(req, res, info);
+    } catch (err) {
+      this.handlerFailed(req, res, info, err);
+      return false;
+    }
+    if (isThenable(out)) {
+      return out.then(
+        () => false as const,
+        (err: unknown) => {
+          this.handlerFailed(req, res, info, err);
+          return false as const;
+        },
+      );
+    }
+    return false;
+  }
+
+  private handlerFailed(req: Req, res: Res, info: LimitInfo, err: unknown): void {
+    this.c.handlerErrors++;
+    this.config.logger?.warn({ err: errorInfo(err) }, 'denial handler threw; sent the default denial');
+    this.sendDenial(req, res, info);
+  }
+
+  private sendDenial(req: Req, res: Res, info: LimitInfo): void {
+    const cfg = this.config;
+    if (this.hooks.rawRes(res).headersSent) {
+      this.hooks.rawRes(res).end();
+      return;
+    }
+    let m: string | Readonly<Record<string, unknown>> = DEFAULT_MESSAGE;
+    try {
+      if (typeof cfg.message === 'function') m = cfg.message(req, info);
+      else if (cfg.message !== undefined) m = cfg.message;
+    } catch (err) {
+      this.c.handlerErrors++;
+      cfg.logger?.warn({ err: errorInfo(err) }, 'message function threw; sent the default message');
+    }
+    let body: string;
+    let type: string;
+    if (cfg.problemJson) {
+      type = 'application/problem+json';
+      const detail = typeof m === 'string' ? { detail: m } : m;
+      body = JSON.stringify({
+        type: PROBLEM_TYPE,
+        title: 'Request cannot be satisfied as assigned quota has been exceeded',
+        status: info.statusCode,
+        ...detail,
+        'violated-policies': info.violatedPolicies,
+        ...(info.retryAfter === undefined ? {} : { 'retry-after': info.retryAfter }),
+      });
+    } else {
+      type = 'application/json; charset=utf-8';
+      body =
+        typeof m === 'string'
+          ? JSON.stringify({
+              error: 'too_many_requests',
+              message: m,
+              policy: info.policy,
+              ...(info.retryAfter === undefined ? {} : { retryAfter: info.retryAfter }),
+            })
+          : JSON.stringify(m);
+    }
+    this.hooks.send(res, info.statusCode, type, body);
+  }
+
+  private overloaded(res: Res): false {
+    this.c.overloaded++;
+    this.send503(
+      res,
+      this.config.overloadRetryAfter,
+      'over_capacity',
+      'Too many requests in flight; retry shortly.',
+    );
+    return false;
+  }
+
+  private send503(res: Res, retryAfter: number, error: string, message: string): void {
+    if (this.hooks.rawRes(res).headersSent) return;
+    this.hooks.setHeader(res, 'Retry-After', String(retryAfter));
+    this.hooks.send(res, 503, 'application/json; charset=utf-8', JSON.stringify({ error, message }));
+  }
+
+  /** The route's failure policy for an undecidable request; logs why. */
+  private fail(req: Req, res: Res, route: CompiledRoute<Req> | undefined, f: Failure): boolean {
+    void req;
+    const c = this.c;
+    c.failures[f.reason] = (c.failures[f.reason] ?? 0) + 1;
+    const mode: FailureMode = route?.failureMode ?? 'open';
+    this.config.logger?.warn(
+      {
+        reason: f.reason,
+        route: route?.label,
+        failureMode: mode,
+        ...(f.error === undefined ? {} : { err: errorInfo(f.error) }),
+      },
+      mode === 'open' ? 'could not decide; failing open' : 'could not decide; failing closed',
+    );
+    if (mode === 'open') {
+      c.failOpen++;
+      return true;
+    }
+    c.failClosed++;
+    try {
+      this.send503(
+        res,
+        this.config.failureRetryAfter,
+        'rate_limiter_unavailable',
+        'The rate limiter could not decide.',
+      );
+    } catch {
+      // The response is already broken; nothing more can be sent.
+    }
+    return false;
+  }
+}

@@ -1,0 +1,27 @@
+/** Defaults of the mesh layer; every one can be overridden through MeshLimiterOptions. */
+export const DEFAULT_LISTEN: readonly string[] = ['/ip4/0.0.0.0/tcp/0'];
+export const DEFAULT_GOSSIP_INTERVAL_MS = 10;
+export const DEFAULT_EXPECTED_DELAY_MS = 10;
+/** Small mesh degree: a ratemesh mesh is a handful of nodes and every forward costs a signature check. */
+export const DEFAULT_MESH_DEGREE = { D: 3, Dlo: 2, Dhi: 4 } as const;
+export const DEFAULT_HEARTBEAT_MS = 700;
+export const DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024;
+export const DEFAULT_MAX_SYNC_BYTES = 16 * 1024 * 1024;
+export const DEFAULT_SYNC_TIMEOUT_MS = 5_000;
+export const DEFAULT_DISCOVERY_INTERVAL_MS = 2_000;
+export const MIN_DEPART_AFTER_MS = 5_000;
+export const DEPART_AFTER_GOSSIP_INTERVALS = 50;
+/** libp2p's default is 5 per second per host, which a loopback mesh (one host) exceeds at once. */
+export const DEFAULT_INBOUND_CONNECTION_THRESHOLD = 100;
+export const DEFAULT_MAX_CONNECTIONS = 64;
+export const DIAL_TIMEOUT_MS = 5_000;
+/** Publishes allowed in flight before a tick is skipped (the next one carries the same full window). */
+export const MAX_PUBLISHES_IN_FLIGHT = 8;
+/** Sync pulls retried this many times per connection, spaced by SYNC_RETRY_MS × attempt. */
+export const SYNC_ATTEMPTS = 3;
+export const SYNC_RETRY_MS = 500;
+export const SYNC_MAX_INBOUND_STREAMS = 4;
+/** Gossipsub frames may batch several messages (IWANT replies): cap frames at this multiple of a message. */
+export const RPC_FRAME_MESSAGES = 4;
+/** The gossip topic prefix; the policy-set version follows. */
+export const TOPIC_PREFIX = 'ratemesh/';

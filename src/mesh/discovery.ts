@@ -1,0 +1,206 @@
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import { type Multiaddr, multiaddr } from '@multiformats/multiaddr';
+import { ErrorCodes, RateMeshError } from '../errors.js';
+import { deadline } from './deadline.js';
+import type { MeshNode } from './node.js';
+import type { Logger } from './types.js';
+
+const CODE_IP4 = 4;
+const CODE_IP6 = 41;
+const CODE_TCP = 6;
+const CODE_P2P = 421;
+
+/** One parsed `bootstrap` entry. */
+export type BootstrapEntry =
+  | { kind: 'static'; addr: Multiaddr; peerId: string | undefined; text: string }
+  | { kind: 'dns'; name: string; port: number; text: string };
+
+/** Resolves a name to every address it has (A and AAAA); injectable for tests. */
+export type Resolver = (name: string) => Promise<string[]>;
+
+/** The default resolver: node:dns `lookup` with `all` (reads /etc/hosts too, as Docker service names need). */
+export const systemResolver: Resolver = async (name) => {
+  const found = await lookup(name, { all: true, verbatim: true });
+  return found.map((a) => a.address);
+};
+
+/**
+ * Parses bootstrap entries: multiaddrs (with or without `/p2p/<id>`) or
+ * `dns:<name>:<port>`. Throws CONFIG_INVALID naming `bootstrap[i]`.
+ */
+export function parseBootstrap(entries: readonly string[]): BootstrapEntry[] {
+  return entries.map((text, i) => {
+    const field = `bootstrap[${i}]`;
+    if (typeof text !== 'string' || text.length === 0) {
+      throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'must be a non-empty string', field);
+    }
+    if (text.startsWith('dns:')) {
+      const rest = text.slice(4);
+      const at = rest.lastIndexOf(':');
+      const name = rest.slice(0, at);
+      const port = Number(rest.slice(at + 1));
+      if (at <= 0 || !/^[A-Za-z0-9.-]+$/.test(name) || !Number.isInteger(port) || port < 1 || port > 65535) {
+        throw new RateMeshError(
+          ErrorCodes.CONFIG_INVALID,
+          `expected dns:<name>:<port> with port 1-65535 (got ${JSON.stringify(text)})`,
+          field,
+        );
+      }
+      return { kind: 'dns', name, port, text };
+    }
+    let addr: Multiaddr;
+    try {
+      addr = multiaddr(text);
+    } catch (err) {
+      throw new RateMeshError(
+        ErrorCodes.CONFIG_INVALID,
+        `not a multiaddr (${(err as Error).message}): ${JSON.stringify(text)}`,
+        field,
+      );
+    }
+    const parts = addr.getComponents();
+    if (!parts.some((c) => c.code === CODE_TCP)) {
+      throw new RateMeshError(
+        ErrorCodes.CONFIG_INVALID,
+        `multiaddr needs a /tcp/<port> part: ${text}`,
+        field,
+      );
+    }
+    const p2p = parts.find((c) => c.code === CODE_P2P);
+    return { kind: 'static', addr, peerId: p2p?.value, text };
+  });
+}
+
+/** `ip:port` of a TCP multiaddr, or undefined. */
+function hostPort(addr: Multiaddr): string | undefined {
+  let ip: string | undefined;
+  let port: string | undefined;
+  for (const c of addr.getComponents()) {
+    if (c.code === CODE_IP4 || c.code === CODE_IP6) ip = c.value;
+    else if (c.code === CODE_TCP) port = c.value;
+  }
+  return ip === undefined || port === undefined ? undefined : `${ip}:${port}`;
+}
+
+function tcpMultiaddr(ip: string, port: number): Multiaddr {
+  return multiaddr(`/${isIP(ip) === 6 ? 'ip6' : 'ip4'}/${ip}/tcp/${port}`);
+}
+
+export interface DiscoveryStats {
+  dials: number;
+  dialErrors: number;
+  dnsErrors: number;
+  /** Addresses the last round produced (static plus resolved). */
+  lastResolved: number;
+}
+
+export interface DiscoveryConfig {
+  entries: readonly BootstrapEntry[];
+  intervalMs: number;
+  dialTimeoutMs: number;
+  resolve: Resolver;
+  logger: Logger;
+}
+
+/**
+ * Keeps us connected to the bootstrap set: dials every static address and
+ * every address a DNS entry resolves to, now and every `intervalMs`, skipping
+ * ones already connected and our own. Peer ids are learned on connect.
+ */
+export class Discovery {
+  readonly stats: DiscoveryStats = { dials: 0, dialErrors: 0, dnsErrors: 0, lastResolved: 0 };
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+  private round: Promise<void> | undefined;
+  private abort = new AbortController();
+  /** host:port → the peer id found there, so a connected address is not redialled. */
+  private readonly learned = new Map<string, string>();
+
+  constructor(
+    private readonly node: MeshNode,
+    private readonly cfg: DiscoveryConfig,
+  ) {}
+
+  start(): void {
+    if (this.running || this.cfg.entries.length === 0) return;
+    this.running = true;
+    this.abort = new AbortController();
+    this.kick();
+    this.timer = setInterval(() => this.kick(), this.cfg.intervalMs);
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+    this.abort.abort();
+    await this.round;
+  }
+
+  /** Runs one round unless the previous one is still going. */
+  kick(): void {
+    if (!this.running || this.round !== undefined) return;
+    this.round = this.runRound()
+      .catch((err: unknown) => this.cfg.logger.warn({ err: String(err) }, 'ratemesh discovery round failed'))
+      .finally(() => {
+        this.round = undefined;
+      });
+  }
+
+  private async targets(): Promise<Array<{ addr: Multiaddr; peerId: string | undefined }>> {
+    const out: Array<{ addr: Multiaddr; peerId: string | undefined }> = [];
+    for (const e of this.cfg.entries) {
+      if (e.kind === 'static') {
+        out.push({ addr: e.addr, peerId: e.peerId });
+        continue;
+      }
+      try {
+        const ips = await this.cfg.resolve(e.name);
+        for (const ip of ips) out.push({ addr: tcpMultiaddr(ip, e.port), peerId: undefined });
+      } catch (err) {
+        this.stats.dnsErrors++;
+        this.cfg.logger.debug({ name: e.name, err: String(err) }, 'ratemesh dns lookup failed');
+      }
+      if (!this.running) break;
+    }
+    return out;
+  }
+
+  private async runRound(): Promise<void> {
+    const targets = await this.targets();
+    this.stats.lastResolved = targets.length;
+    const own = new Set<string>();
+    for (const a of this.node.getMultiaddrs()) {
+      const hp = hostPort(a);
+      if (hp !== undefined) own.add(hp);
+    }
+    const connected = new Set(this.node.getConnections().map((c) => c.remotePeer.toString()));
+    const self = this.node.peerId.toString();
+    const dials: Promise<void>[] = [];
+    for (const t of targets) {
+      if (!this.running) break;
+      const hp = hostPort(t.addr);
+      if (hp !== undefined && own.has(hp)) continue;
+      const known = t.peerId ?? (hp === undefined ? undefined : this.learned.get(hp));
+      if (known === self) continue;
+      if (known !== undefined && connected.has(known)) continue;
+      dials.push(this.dial(t.addr, hp));
+    }
+    await Promise.all(dials);
+  }
+
+  private async dial(addr: Multiaddr, hp: string | undefined): Promise<void> {
+    this.stats.dials++;
+    const d = deadline(this.cfg.dialTimeoutMs, this.abort.signal);
+    try {
+      const conn = await this.node.dial(addr, { signal: d.signal });
+      if (hp !== undefined) this.learned.set(hp, conn.remotePeer.toString());
+    } catch (err) {
+      this.stats.dialErrors++;
+      this.cfg.logger.debug({ addr: addr.toString(), err: String(err) }, 'ratemesh dial failed');
+    } finally {
+      d.clear();
+    }
+  }
+}

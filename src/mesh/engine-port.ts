@@ -1,0 +1,53 @@
+import type { Clock } from '../clock.js';
+import type { PolicySpec, RateLimiter } from '../types.js';
+
+/** The outcome of handing peer bytes to the engine; it never throws, it counts and explains. */
+export interface Receipt {
+  ok: boolean;
+  reason?: string;
+}
+
+/** What the engine knows of one peer. */
+export interface EnginePeer {
+  id: string;
+  ageMs: number;
+  stale: boolean;
+  clockOffsetMs: number;
+}
+
+/**
+ * The part of the decision engine (src/decision/engine.ts) the network layer
+ * drives. The mesh only carries bytes: it never looks inside them. `now` is
+ * the reading of the shared clock at the event; an engine that reads the clock
+ * itself may ignore it.
+ */
+export interface MeshEngine extends RateLimiter {
+  /** Policy-set version hash; the gossip topic is `ratemesh/<version>`. */
+  readonly version: string;
+  /** This tick's message: every touched key's window of own counts, or a heartbeat. */
+  buildGossip(now?: number): Uint8Array;
+  /** Cheap; true when unsynced own counts crossed the early-publish threshold. */
+  wantsEarlyPublish(): boolean;
+  /** Never throws; a refused message is counted inside and explained by `reason`. */
+  receiveGossip(from: string, bytes: Uint8Array, now?: number): Receipt;
+  buildSyncRequest(now?: number): Uint8Array;
+  /** The response bytes, or a refusal (bad or foreign-version request). */
+  answerSync(from: string, request: Uint8Array, now?: number): Uint8Array | Receipt;
+  receiveSyncResponse(from: string, response: Uint8Array, now?: number): Receipt;
+  peerDeparted(id: string): void;
+  peerViews(now?: number): EnginePeer[];
+  stats(): object;
+}
+
+/** What the engine is built from. */
+export interface EngineInit {
+  policies: readonly PolicySpec[];
+  /** Our libp2p peer id. */
+  nodeId: string;
+  clock: Clock;
+  gossipIntervalMs: number;
+  expectedDelayMs: number;
+}
+
+/** Builds an engine; the mesh limiter uses the real one unless a test injects another. */
+export type EngineFactory = (init: EngineInit) => MeshEngine;

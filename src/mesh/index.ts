@@ -1,0 +1,6 @@
+export { TOPIC_PREFIX } from './constants.js';
+export { type BootstrapEntry, parseBootstrap, type Resolver } from './discovery.js';
+export type { EngineFactory, EngineInit, EnginePeer, MeshEngine, Receipt } from './engine-port.js';
+export { createMeshLimiter } from './mesh-limiter.js';
+export { SYNC_PROTOCOL } from './sync.js';
+export type { Logger, MeshLimiter, MeshLimiterOptions, MeshStats, PeerInfo } from './types.js';

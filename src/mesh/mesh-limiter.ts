@@ -1,0 +1,519 @@
+import type { Message, SubscriptionChangeData, TopicValidatorFn } from '@libp2p/gossipsub';
+import { TopicValidatorResult } from '@libp2p/gossipsub';
+import type { PeerId } from '@libp2p/interface';
+import type { Decision, KeyOutcome, Policy, PolicyKey } from '../types.js';
+import {
+  DIAL_TIMEOUT_MS,
+  MAX_PUBLISHES_IN_FLIGHT,
+  RPC_FRAME_MESSAGES,
+  SYNC_ATTEMPTS,
+  SYNC_MAX_INBOUND_STREAMS,
+  SYNC_RETRY_MS,
+  TOPIC_PREFIX,
+} from './constants.js';
+import { defaultEngineFactory } from './default-engine.js';
+import { Discovery, systemResolver } from './discovery.js';
+import type { MeshEngine } from './engine-port.js';
+import { peerIdOf } from './identity.js';
+import { createMeshNode, type MeshNode } from './node.js';
+import { type MeshConfig, parseOptions } from './options.js';
+import { SyncService } from './sync.js';
+import type { MeshLimiter, MeshLimiterOptions, MeshStats, PeerInfo } from './types.js';
+
+/** What we track of one mesh member (a peer on our topic or heard in our gossip). */
+interface Member {
+  peerId: PeerId | undefined;
+  lastHeard: number;
+  synced: boolean;
+  syncing: boolean;
+  syncAttempts: number;
+}
+
+type State = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
+
+/** xorshift32: the injected-loss draw, seeded so experiment runs repeat. */
+function xorshift32(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 0x1_0000_0000;
+  };
+}
+
+function bump(counts: Record<string, number>, reason: string): void {
+  counts[reason] = (counts[reason] ?? 0) + 1;
+}
+
+class MeshLimiterImpl implements MeshLimiter {
+  readonly peerId: string;
+  readonly topic: string;
+  private readonly engine: MeshEngine;
+  private readonly rng: () => number;
+  private state: State = 'idle';
+  private starting: Promise<void> | undefined;
+  private stopping: Promise<void> | undefined;
+  private node: MeshNode | undefined;
+  private sync: SyncService | undefined;
+  private discovery: Discovery | undefined;
+  private tickTimer: NodeJS.Timeout | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private earlyImmediate: NodeJS.Immediate | undefined;
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private publishesInFlight = 0;
+  private readonly members = new Map<string, Member>();
+  private departed = 0;
+  private readonly warnedVersions = new Set<string>();
+  private readonly counters: Omit<
+    MeshStats,
+    'peerId' | 'topic' | 'running' | 'peers' | 'sync' | 'discovery' | 'engine'
+  >;
+
+  constructor(private readonly cfg: MeshConfig) {
+    this.peerId = peerIdOf(cfg.privateKey);
+    const factory = cfg.engineFactory ?? defaultEngineFactory;
+    this.engine = factory({
+      policies: cfg.policies,
+      nodeId: this.peerId,
+      clock: cfg.clock,
+      gossipIntervalMs: cfg.gossipIntervalMs,
+      expectedDelayMs: cfg.expectedDelayMs,
+    });
+    this.topic = `${TOPIC_PREFIX}${this.engine.version}`;
+    this.rng = xorshift32(cfg.injectSeed);
+    this.counters = {
+      gossip: {
+        ticks: 0,
+        earlyPublishes: 0,
+        msgsOut: 0,
+        bytesOut: 0,
+        publishErrors: 0,
+        msgsIn: 0,
+        bytesIn: 0,
+        rejected: {},
+      },
+      drops: {},
+      injected: { delayMs: cfg.injectDelayMs, loss: cfg.injectLoss, delayed: 0, dropped: 0 },
+      versionMismatch: { events: 0, peers: {} },
+    };
+  }
+
+  // ---- RateLimiter: synchronous, no network ----
+
+  check(policy: string, keys: string | readonly string[], cost?: number): Decision {
+    const d = this.engine.check(policy, keys, cost);
+    this.pollEarlyPublish();
+    return d;
+  }
+
+  checkAll(pairs: readonly PolicyKey[], cost?: number): Decision & { outcomes: KeyOutcome[] } {
+    const d = this.engine.checkAll(pairs, cost);
+    this.pollEarlyPublish();
+    return d;
+  }
+
+  policy(name: string): Policy | undefined {
+    return this.engine.policy(name);
+  }
+
+  get ready(): boolean {
+    return this.state === 'running' && this.engine.ready;
+  }
+
+  // ---- lifecycle ----
+
+  start(): Promise<void> {
+    if (this.state === 'running') return Promise.resolve();
+    if (this.starting !== undefined) return this.starting;
+    if (this.stopping !== undefined) {
+      this.starting = this.stopping.then(() => this.doStart());
+    } else {
+      this.starting = this.doStart();
+    }
+    const p = this.starting;
+    void p.then(
+      () => {
+        this.starting = undefined;
+      },
+      () => {
+        this.starting = undefined;
+      },
+    );
+    return p;
+  }
+
+  private async doStart(): Promise<void> {
+    const cfg = this.cfg;
+    this.state = 'starting';
+    const node = await createMeshNode({
+      listen: cfg.listen,
+      privateKey: cfg.privateKey,
+      psk: cfg.psk,
+      degree: cfg.meshDegree,
+      heartbeatMs: cfg.heartbeatMs,
+      maxRpcBytes: cfg.maxMessageBytes * RPC_FRAME_MESSAGES + 64 * 1024,
+      inboundConnectionThreshold: cfg.inboundConnectionThreshold,
+      maxConnections: cfg.maxConnections,
+      dialTimeoutMs: DIAL_TIMEOUT_MS,
+    });
+    this.node = node;
+    try {
+      const pubsub = node.services.pubsub;
+      pubsub.addEventListener('message', this.onMessage);
+      pubsub.addEventListener('subscription-change', this.onSubscriptionChange);
+      node.addEventListener('peer:disconnect', this.onPeerDisconnect);
+      pubsub.topicValidators.set(this.topic, this.validate);
+      this.sync = new SyncService(
+        node,
+        this.engine,
+        cfg.clock,
+        {
+          maxFrameBytes: cfg.maxSyncBytes,
+          timeoutMs: cfg.syncTimeoutMs,
+          maxInboundStreams: SYNC_MAX_INBOUND_STREAMS,
+        },
+        cfg.logger,
+      );
+      await this.sync.start();
+      await node.start();
+      pubsub.subscribe(this.topic);
+      this.discovery = new Discovery(node, {
+        entries: cfg.bootstrap,
+        intervalMs: cfg.discoveryIntervalMs,
+        dialTimeoutMs: DIAL_TIMEOUT_MS,
+        resolve: systemResolver,
+        logger: cfg.logger,
+      });
+      this.state = 'running';
+      this.tickTimer = setInterval(this.onTick, cfg.gossipIntervalMs);
+      this.sweepTimer = setInterval(this.onSweep, Math.min(1_000, Math.max(50, cfg.departAfterMs / 4)));
+      this.discovery.start();
+      this.warnKnobs();
+      cfg.logger.info(
+        { peerId: this.peerId, topic: this.topic, addrs: this.multiaddrs() },
+        'ratemesh mesh node started',
+      );
+    } catch (err) {
+      await this.teardown();
+      this.state = 'stopped';
+      throw err;
+    }
+  }
+
+  stop(): Promise<void> {
+    if (this.stopping !== undefined) return this.stopping;
+    if (this.state === 'idle' || this.state === 'stopped') return Promise.resolve();
+    const after = this.starting ?? Promise.resolve();
+    this.stopping = after
+      .catch(() => undefined)
+      .then(async () => {
+        this.state = 'stopping';
+        await this.teardown();
+        this.state = 'stopped';
+        this.cfg.logger.info({ peerId: this.peerId }, 'ratemesh mesh node stopped');
+      })
+      .finally(() => {
+        this.stopping = undefined;
+      });
+    return this.stopping;
+  }
+
+  /** Releases everything start() took: timers, discovery, sync streams, libp2p. */
+  private async teardown(): Promise<void> {
+    if (this.tickTimer !== undefined) clearInterval(this.tickTimer);
+    if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
+    if (this.earlyImmediate !== undefined) clearImmediate(this.earlyImmediate);
+    this.tickTimer = undefined;
+    this.sweepTimer = undefined;
+    this.earlyImmediate = undefined;
+    for (const t of this.timers) clearTimeout(t);
+    if (this.timers.size > 0)
+      this.counters.drops.stopped = (this.counters.drops.stopped ?? 0) + this.timers.size;
+    this.timers.clear();
+    await this.discovery?.stop();
+    this.discovery = undefined;
+    const node = this.node;
+    if (node !== undefined) {
+      const pubsub = node.services.pubsub;
+      pubsub.removeEventListener('message', this.onMessage);
+      pubsub.removeEventListener('subscription-change', this.onSubscriptionChange);
+      node.removeEventListener('peer:disconnect', this.onPeerDisconnect);
+      pubsub.topicValidators.delete(this.topic);
+    }
+    await this.sync?.stop();
+    await node?.stop();
+    this.node = undefined;
+    for (const m of this.members.values()) {
+      m.synced = false;
+      m.syncing = false;
+      m.syncAttempts = 0;
+    }
+  }
+
+  private warnKnobs(): void {
+    const { injectDelayMs, injectLoss, injectSeed } = this.cfg;
+    if (injectDelayMs > 0 || injectLoss > 0) {
+      this.cfg.logger.warn(
+        { injectDelayMs, injectLoss, injectSeed, peerId: this.peerId },
+        '!!! ratemesh EXPERIMENT KNOBS ON: received gossip is artificially delayed and/or dropped; never use in production !!!',
+      );
+    }
+  }
+
+  // ---- gossip out ----
+
+  private readonly onTick = (): void => {
+    this.counters.gossip.ticks++;
+    this.publish(false);
+  };
+
+  private pollEarlyPublish(): void {
+    if (this.state !== 'running' || this.earlyImmediate !== undefined) return;
+    if (!this.engine.wantsEarlyPublish()) return;
+    this.earlyImmediate = setImmediate(() => {
+      this.earlyImmediate = undefined;
+      this.counters.gossip.earlyPublishes++;
+      this.publish(true);
+    });
+  }
+
+  private publish(_early: boolean): void {
+    const node = this.node;
+    if (this.state !== 'running' || node === undefined) return;
+    if (this.publishesInFlight >= MAX_PUBLISHES_IN_FLIGHT) {
+      // The next message carries the same full window, so skipping one loses nothing for good.
+      bump(this.counters.drops, 'publish-backlog');
+      return;
+    }
+    const data = this.engine.buildGossip(this.cfg.clock.now());
+    this.publishesInFlight++;
+    node.services.pubsub.publish(this.topic, data).then(
+      () => {
+        this.publishesInFlight--;
+        this.counters.gossip.msgsOut++;
+        this.counters.gossip.bytesOut += data.byteLength;
+      },
+      (err: unknown) => {
+        this.publishesInFlight--;
+        this.counters.gossip.publishErrors++;
+        if (this.state === 'running') this.cfg.logger.debug({ err: String(err) }, 'ratemesh publish failed');
+      },
+    );
+  }
+
+  // ---- gossip in ----
+
+  /** Transport checks that run before gossipsub forwards a message: signed, not oversized. */
+  private readonly validate: TopicValidatorFn = (_peer, msg) => {
+    if (msg.type !== 'signed') {
+      bump(this.counters.drops, 'unsigned');
+      return TopicValidatorResult.Reject;
+    }
+    if (msg.data.byteLength > this.cfg.maxMessageBytes) {
+      bump(this.counters.drops, 'oversize');
+      return TopicValidatorResult.Reject;
+    }
+    return TopicValidatorResult.Accept;
+  };
+
+  private readonly onMessage = (evt: CustomEvent<Message>): void => {
+    const msg = evt.detail;
+    if (msg.topic !== this.topic) {
+      bump(this.counters.drops, 'wrong-topic');
+      return;
+    }
+    if (msg.type !== 'signed') {
+      bump(this.counters.drops, 'unsigned');
+      return;
+    }
+    const from = msg.from.toString();
+    if (from === this.peerId) {
+      bump(this.counters.drops, 'self');
+      return;
+    }
+    const { injectLoss, injectDelayMs } = this.cfg;
+    if (injectLoss > 0 && this.rng() < injectLoss) {
+      this.counters.injected.dropped++;
+      return;
+    }
+    if (injectDelayMs > 0) {
+      this.counters.injected.delayed++;
+      const t = setTimeout(() => {
+        this.timers.delete(t);
+        this.deliver(from, msg.from, msg.data);
+      }, injectDelayMs);
+      this.timers.add(t);
+      return;
+    }
+    this.deliver(from, msg.from, msg.data);
+  };
+
+  private deliver(from: string, peerId: PeerId, data: Uint8Array): void {
+    if (this.state !== 'running') {
+      bump(this.counters.drops, 'stopped');
+      return;
+    }
+    const now = this.cfg.clock.now();
+    const g = this.counters.gossip;
+    g.msgsIn++;
+    g.bytesIn += data.byteLength;
+    this.member(from, peerId, now);
+    const r = this.engine.receiveGossip(from, data, now);
+    if (!r.ok) bump(g.rejected, r.reason ?? 'rejected');
+  }
+
+  // ---- membership and sync ----
+
+  private member(id: string, peerId: PeerId | undefined, now: number): Member {
+    let m = this.members.get(id);
+    if (m === undefined) {
+      m = { peerId, lastHeard: now, synced: false, syncing: false, syncAttempts: 0 };
+      this.members.set(id, m);
+    } else {
+      m.lastHeard = now;
+      if (m.peerId === undefined) m.peerId = peerId;
+    }
+    return m;
+  }
+
+  private readonly onSubscriptionChange = (evt: CustomEvent<SubscriptionChangeData>): void => {
+    const { peerId, subscriptions } = evt.detail;
+    const id = peerId.toString();
+    for (const s of subscriptions) {
+      if (!s.subscribe) continue;
+      if (s.topic === this.topic) {
+        const m = this.member(id, peerId, this.cfg.clock.now());
+        this.maybeSync(id, m);
+      } else if (s.topic.startsWith(TOPIC_PREFIX)) {
+        const version = s.topic.slice(TOPIC_PREFIX.length);
+        const vm = this.counters.versionMismatch;
+        vm.events++;
+        vm.peers[id] = version;
+        const key = `${id}/${version}`;
+        if (!this.warnedVersions.has(key)) {
+          this.warnedVersions.add(key);
+          this.cfg.logger.warn(
+            { peer: id, theirVersion: version, ourVersion: this.engine.version },
+            'ratemesh peer runs a different policy version: its gossip is not merged',
+          );
+        }
+      }
+    }
+  };
+
+  private maybeSync(id: string, m: Member): void {
+    const sync = this.sync;
+    if (this.state !== 'running' || sync === undefined || m.peerId === undefined) return;
+    if (m.synced || m.syncing || m.syncAttempts >= SYNC_ATTEMPTS) return;
+    m.syncing = true;
+    m.syncAttempts++;
+    void sync.pull(m.peerId).then((ok) => {
+      m.syncing = false;
+      if (ok) {
+        m.synced = true;
+        this.cfg.logger.debug({ peer: id }, 'ratemesh synced from peer');
+        return;
+      }
+      if (this.state !== 'running' || m.syncAttempts >= SYNC_ATTEMPTS) return;
+      const t = setTimeout(() => {
+        this.timers.delete(t);
+        if (this.node?.getConnections(m.peerId).length) this.maybeSync(id, m);
+      }, SYNC_RETRY_MS * m.syncAttempts);
+      this.timers.add(t);
+    });
+  }
+
+  private readonly onPeerDisconnect = (evt: CustomEvent<PeerId>): void => {
+    const m = this.members.get(evt.detail.toString());
+    if (m === undefined) return;
+    // A reconnecting peer is pulled again: it may have missed our gossip or we its.
+    m.synced = false;
+    m.syncAttempts = 0;
+  };
+
+  private readonly onSweep = (): void => {
+    const node = this.node;
+    if (this.state !== 'running' || node === undefined) return;
+    const now = this.cfg.clock.now();
+    const connected = new Set(node.getPeers().map((p) => p.toString()));
+    for (const [id, m] of this.members) {
+      if (connected.has(id)) {
+        m.lastHeard = now;
+        continue;
+      }
+      if (now - m.lastHeard > this.cfg.departAfterMs) {
+        this.members.delete(id);
+        this.departed++;
+        this.engine.peerDeparted(id);
+        this.cfg.logger.info({ peer: id }, 'ratemesh peer departed');
+      }
+    }
+  };
+
+  // ---- introspection ----
+
+  multiaddrs(): string[] {
+    return this.node?.getMultiaddrs().map((a) => a.toString()) ?? [];
+  }
+
+  peers(): PeerInfo[] {
+    const addrs = new Map<string, string[]>();
+    for (const c of this.node?.getConnections() ?? []) {
+      const id = c.remotePeer.toString();
+      const list = addrs.get(id) ?? [];
+      list.push(c.remoteAddr.toString());
+      addrs.set(id, list);
+    }
+    return this.engine.peerViews(this.cfg.clock.now()).map((p) => ({
+      id: p.id,
+      ageMs: p.ageMs,
+      stale: p.stale,
+      clockOffsetMs: p.clockOffsetMs,
+      addrs: addrs.get(p.id) ?? [],
+    }));
+  }
+
+  stats(): MeshStats {
+    const c = this.counters;
+    return {
+      peerId: this.peerId,
+      topic: this.topic,
+      running: this.state === 'running',
+      peers: {
+        connected: this.node?.getPeers().length ?? 0,
+        members: this.members.size,
+        departed: this.departed,
+      },
+      gossip: { ...c.gossip, rejected: { ...c.gossip.rejected } },
+      drops: { ...c.drops },
+      injected: { ...c.injected },
+      sync:
+        this.sync === undefined
+          ? emptySync()
+          : { ...this.sync.stats, failures: { ...this.sync.stats.failures } },
+      versionMismatch: { events: c.versionMismatch.events, peers: { ...c.versionMismatch.peers } },
+      discovery: this.discovery === undefined ? emptyDiscovery() : { ...this.discovery.stats },
+      engine: this.engine.stats(),
+    };
+  }
+}
+
+function emptySync(): MeshStats['sync'] {
+  return { pulls: 0, pullsOk: 0, pullsFailed: 0, served: 0, bytesIn: 0, bytesOut: 0, failures: {} };
+}
+
+function emptyDiscovery(): MeshStats['discovery'] {
+  return { dials: 0, dialErrors: 0, dnsErrors: 0, lastResolved: 0 };
+}
+
+/**
+ * Creates one mesh node (not yet started). Every option is validated here;
+ * errors are RateMeshError CONFIG_INVALID naming the field. `check` works at
+ * once and never touches the network; `start()` joins the mesh.
+ */
+export function createMeshLimiter(opts: MeshLimiterOptions): MeshLimiter {
+  return new MeshLimiterImpl(parseOptions(opts));
+}

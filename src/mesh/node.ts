@@ -1,0 +1,99 @@
+import './polyfill.js';
+import { noise } from '@chainsafe/libp2p-noise';
+import { yamux } from '@chainsafe/libp2p-yamux';
+import { type GossipSub, gossipsub, StrictSign } from '@libp2p/gossipsub';
+import { type Identify, identify } from '@libp2p/identify';
+import type { ConnectionProtector, Libp2p, PrivateKey } from '@libp2p/interface';
+import { preSharedKey } from '@libp2p/pnet';
+import { tcp } from '@libp2p/tcp';
+import { createLibp2p } from 'libp2p';
+
+/** The libp2p services a ratemesh node runs. */
+export interface MeshServices {
+  [key: string]: unknown;
+  pubsub: GossipSub;
+  identify: Identify;
+}
+
+/** A started-or-not libp2p node with ratemesh's services. */
+export type MeshNode = Libp2p<MeshServices>;
+
+/** Gossipsub mesh degrees; small by default because a ratemesh mesh is a handful of nodes. */
+export interface MeshDegree {
+  D: number;
+  Dlo: number;
+  Dhi: number;
+}
+
+/** What {@link createMeshNode} needs; every field already validated by the caller. */
+export interface MeshNodeConfig {
+  listen: readonly string[];
+  /** The node's identity key (its peer id derives from it). */
+  privateKey: PrivateKey;
+  /** pnet swarm key file contents. */
+  psk?: Uint8Array | undefined;
+  degree: MeshDegree;
+  /** Gossipsub heartbeat, ms (mesh maintenance, not our gossip tick). */
+  heartbeatMs: number;
+  /** Largest RPC frame gossipsub reads from a peer, bytes. */
+  maxRpcBytes: number;
+  /** Connections per second one host may open to us. */
+  inboundConnectionThreshold: number;
+  maxConnections: number;
+  dialTimeoutMs: number;
+}
+
+/** Origin + sequence number: what StrictSign's message id is made of, without hashing or verifying. */
+function fastMsgId(msg: { from?: Uint8Array; seqno?: Uint8Array; data?: Uint8Array }): string {
+  if (msg.from === undefined || msg.seqno === undefined) {
+    // Unsigned messages are rejected later anyway; give each a unique id so none is mistaken for another.
+    return `u${Math.random()}`;
+  }
+  return Buffer.from(msg.from).toString('base64') + Buffer.from(msg.seqno).toString('hex');
+}
+
+/** Builds (does not start) the libp2p node: TCP, noise, yamux, identify, gossipsub, optional pnet. */
+export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
+  const { D, Dlo, Dhi } = cfg.degree;
+  const protector: (() => ConnectionProtector) | undefined =
+    cfg.psk === undefined ? undefined : preSharedKey({ psk: cfg.psk });
+  return createLibp2p<MeshServices>({
+    privateKey: cfg.privateKey,
+    addresses: { listen: [...cfg.listen] },
+    transports: [tcp()],
+    connectionEncrypters: [noise()],
+    streamMuxers: [yamux()],
+    ...(protector === undefined ? {} : { connectionProtector: protector }),
+    connectionManager: {
+      maxConnections: cfg.maxConnections,
+      inboundConnectionThreshold: cfg.inboundConnectionThreshold,
+      maxIncomingPendingConnections: Math.max(10, cfg.inboundConnectionThreshold),
+      dialTimeout: cfg.dialTimeoutMs,
+      // We redial our bootstrap set ourselves (discovery.ts); libp2p's reconnect queue would double it.
+      reconnectRetries: 0,
+    },
+    services: {
+      identify: identify(),
+      pubsub: gossipsub({
+        D,
+        Dlo,
+        Dhi,
+        Dout: Math.max(0, Math.min(Dlo - 1, Math.floor(D / 2))),
+        Dscore: Math.min(Dlo, 2),
+        heartbeatInterval: cfg.heartbeatMs,
+        // Every message names and proves its origin: the engine keys counts by it.
+        globalSignaturePolicy: StrictSign,
+        allowPublishToZeroTopicPeers: true,
+        ignoreDuplicatePublishError: true,
+        emitSelf: false,
+        fallbackToFloodsub: false,
+        maxInboundDataLength: cfg.maxRpcBytes,
+        // Duplicates (the relayed copies of a message we already have) are recognised by origin and
+        // sequence number before the signature check, so they cost a lookup instead of a verify.
+        fastMsgIdFn: fastMsgId,
+        // Each node publishes only its own counts: straight to every subscriber (one hop) is what bounds delay.
+        floodPublish: true,
+      }),
+    },
+  });
+}

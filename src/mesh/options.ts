@@ -1,0 +1,233 @@
+import type { PrivateKey } from '@libp2p/interface';
+import { preSharedKey } from '@libp2p/pnet';
+import { multiaddr } from '@multiformats/multiaddr';
+import { type Clock, systemClock } from '../clock.js';
+import { ErrorCodes, RateMeshError } from '../errors.js';
+import type { PolicySpec } from '../types.js';
+import {
+  DEFAULT_DISCOVERY_INTERVAL_MS,
+  DEFAULT_EXPECTED_DELAY_MS,
+  DEFAULT_GOSSIP_INTERVAL_MS,
+  DEFAULT_HEARTBEAT_MS,
+  DEFAULT_INBOUND_CONNECTION_THRESHOLD,
+  DEFAULT_LISTEN,
+  DEFAULT_MAX_CONNECTIONS,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  DEFAULT_MAX_SYNC_BYTES,
+  DEFAULT_MESH_DEGREE,
+  DEFAULT_SYNC_TIMEOUT_MS,
+  DEPART_AFTER_GOSSIP_INTERVALS,
+  MIN_DEPART_AFTER_MS,
+} from './constants.js';
+import { type BootstrapEntry, parseBootstrap } from './discovery.js';
+import type { EngineFactory } from './engine-port.js';
+import { generateIdentity, identityFromProtobuf } from './identity.js';
+import { stderrLogger } from './logger.js';
+import type { Logger, MeshLimiterOptions } from './types.js';
+
+/** MeshLimiterOptions parsed once: defaults filled, every field checked. */
+export interface MeshConfig {
+  policies: readonly PolicySpec[];
+  listen: readonly string[];
+  bootstrap: readonly BootstrapEntry[];
+  privateKey: PrivateKey;
+  psk: Uint8Array | undefined;
+  gossipIntervalMs: number;
+  expectedDelayMs: number;
+  logger: Logger;
+  clock: Clock;
+  injectDelayMs: number;
+  injectLoss: number;
+  injectSeed: number;
+  meshDegree: { D: number; Dlo: number; Dhi: number };
+  heartbeatMs: number;
+  maxMessageBytes: number;
+  maxSyncBytes: number;
+  syncTimeoutMs: number;
+  discoveryIntervalMs: number;
+  departAfterMs: number;
+  inboundConnectionThreshold: number;
+  maxConnections: number;
+  engineFactory: EngineFactory | undefined;
+}
+
+const KNOWN = new Set<string>([
+  'policies',
+  'listen',
+  'bootstrap',
+  'privateKey',
+  'psk',
+  'gossipIntervalMs',
+  'expectedDelayMs',
+  'logger',
+  'clock',
+  'injectDelayMs',
+  'injectLoss',
+  'injectSeed',
+  'meshDegree',
+  'heartbeatMs',
+  'maxMessageBytes',
+  'maxSyncBytes',
+  'syncTimeoutMs',
+  'discoveryIntervalMs',
+  'departAfterMs',
+  'inboundConnectionThreshold',
+  'maxConnections',
+  'engineFactory',
+]);
+
+function bad(field: string, message: string): never {
+  throw new RateMeshError(ErrorCodes.CONFIG_INVALID, message, field);
+}
+
+function num(field: string, value: unknown, dflt: number, min: number, max: number, integer = false): number {
+  if (value === undefined) return dflt;
+  if (typeof value !== 'number' || !Number.isFinite(value))
+    bad(field, `must be a finite number (got ${String(value)})`);
+  if (integer && !Number.isInteger(value)) bad(field, `must be an integer (got ${value})`);
+  if (value < min || value > max) bad(field, `must be between ${min} and ${max} (got ${value})`);
+  return value;
+}
+
+function bytes(field: string, value: unknown): Uint8Array | undefined {
+  if (value === undefined) return undefined;
+  if (!(value instanceof Uint8Array) || value.byteLength === 0) bad(field, 'must be a non-empty Uint8Array');
+  return value;
+}
+
+function strings(field: string, value: unknown, dflt: readonly string[]): readonly string[] {
+  if (value === undefined) return dflt;
+  if (!Array.isArray(value)) bad(field, 'must be an array of strings');
+  value.forEach((v, i) => {
+    if (typeof v !== 'string' || v.length === 0) bad(`${field}[${i}]`, 'must be a non-empty string');
+  });
+  return value as string[];
+}
+
+/** Validates every option (errors are CONFIG_INVALID naming the field) and fills the defaults. */
+export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
+  if (opts === null || typeof opts !== 'object') bad('options', 'must be an object');
+  for (const k of Object.keys(opts)) {
+    if (!KNOWN.has(k)) bad(k, 'unknown option');
+  }
+  if (!Array.isArray(opts.policies) || opts.policies.length === 0) {
+    bad('policies', 'must be a non-empty array of policies');
+  }
+  const listen = strings('listen', opts.listen, DEFAULT_LISTEN);
+  if (listen.length === 0) bad('listen', 'must name at least one address');
+  listen.forEach((a, i) => {
+    try {
+      multiaddr(a);
+    } catch (err) {
+      bad(`listen[${i}]`, `not a multiaddr (${(err as Error).message}): ${JSON.stringify(a)}`);
+    }
+  });
+  const bootstrap = parseBootstrap(strings('bootstrap', opts.bootstrap, []));
+
+  const keyBytes = bytes('privateKey', opts.privateKey);
+  let privateKey: PrivateKey;
+  if (keyBytes === undefined) {
+    privateKey = generateIdentity();
+  } else {
+    try {
+      privateKey = identityFromProtobuf(keyBytes);
+    } catch (err) {
+      bad('privateKey', `not a protobuf-encoded libp2p private key (${(err as Error).message})`);
+    }
+  }
+  const psk = bytes('psk', opts.psk);
+  if (psk !== undefined) {
+    try {
+      preSharedKey({ psk })();
+    } catch (err) {
+      bad('psk', `not a libp2p swarm key file (/key/swarm/psk/1.0.0/) (${(err as Error).message})`);
+    }
+  }
+
+  const gossipIntervalMs = num(
+    'gossipIntervalMs',
+    opts.gossipIntervalMs,
+    DEFAULT_GOSSIP_INTERVAL_MS,
+    1,
+    60_000,
+  );
+  const expectedDelayMs = num('expectedDelayMs', opts.expectedDelayMs, DEFAULT_EXPECTED_DELAY_MS, 0, 60_000);
+
+  const logger = opts.logger ?? stderrLogger;
+  for (const m of ['debug', 'info', 'warn', 'error'] as const) {
+    if (typeof (logger as unknown as Record<string, unknown>)[m] !== 'function') {
+      bad('logger', `must have a ${m}(obj, msg) method`);
+    }
+  }
+  const clock = opts.clock ?? systemClock;
+  if (typeof clock?.now !== 'function') bad('clock', 'must have a now() method');
+
+  const degree = opts.meshDegree ?? DEFAULT_MESH_DEGREE;
+  if (degree === null || typeof degree !== 'object') bad('meshDegree', 'must be { D, Dlo, Dhi }');
+  const D = num('meshDegree.D', degree.D, 0, 1, 64, true);
+  const Dlo = num('meshDegree.Dlo', degree.Dlo, 0, 1, 64, true);
+  const Dhi = num('meshDegree.Dhi', degree.Dhi, 0, 1, 64, true);
+  if (!(Dlo <= D && D <= Dhi)) bad('meshDegree', `needs Dlo <= D <= Dhi (got ${Dlo}, ${D}, ${Dhi})`);
+
+  if (opts.engineFactory !== undefined && typeof opts.engineFactory !== 'function') {
+    bad('engineFactory', 'must be a function');
+  }
+
+  return {
+    policies: opts.policies,
+    listen,
+    bootstrap,
+    privateKey,
+    psk,
+    gossipIntervalMs,
+    expectedDelayMs,
+    logger,
+    clock,
+    injectDelayMs: num('injectDelayMs', opts.injectDelayMs, 0, 0, 60_000),
+    injectLoss: num('injectLoss', opts.injectLoss, 0, 0, 1),
+    injectSeed: num(
+      'injectSeed',
+      opts.injectSeed,
+      (Math.random() * 0xffffffff) >>> 0 || 1,
+      1,
+      0xffffffff,
+      true,
+    ),
+    meshDegree: { D, Dlo, Dhi },
+    heartbeatMs: num('heartbeatMs', opts.heartbeatMs, DEFAULT_HEARTBEAT_MS, 50, 60_000),
+    maxMessageBytes: num(
+      'maxMessageBytes',
+      opts.maxMessageBytes,
+      DEFAULT_MAX_MESSAGE_BYTES,
+      64,
+      64 * 2 ** 20,
+      true,
+    ),
+    maxSyncBytes: num('maxSyncBytes', opts.maxSyncBytes, DEFAULT_MAX_SYNC_BYTES, 1024, 256 * 2 ** 20, true),
+    syncTimeoutMs: num('syncTimeoutMs', opts.syncTimeoutMs, DEFAULT_SYNC_TIMEOUT_MS, 100, 600_000),
+    discoveryIntervalMs: num(
+      'discoveryIntervalMs',
+      opts.discoveryIntervalMs,
+      DEFAULT_DISCOVERY_INTERVAL_MS,
+      100,
+      3_600_000,
+    ),
+    departAfterMs: num(
+      'departAfterMs',
+      opts.departAfterMs,
+      Math.max(MIN_DEPART_AFTER_MS, DEPART_AFTER_GOSSIP_INTERVALS * gossipIntervalMs),
+      gossipIntervalMs,
+      86_400_000,
+    ),
+    inboundConnectionThreshold: num(
+      'inboundConnectionThreshold',
+      opts.inboundConnectionThreshold,
+      DEFAULT_INBOUND_CONNECTION_THRESHOLD,
+      1,
+      1_000_000,
+      true,
+    ),
+    maxConnections: num('maxConnections', opts.maxConnections, DEFAULT_MAX_CONNECTIONS, 1, 100_000, true),
+    engineFactory: opts.engineFactory,
+  };
+}

@@ -1,0 +1,115 @@
+import type { Clock } from '../clock.js';
+import type { PolicySpec, RateLimiter } from '../types.js';
+import type { EngineFactory } from './engine-port.js';
+
+/** A minimal structured logger (pino satisfies it). */
+export interface Logger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+/** Options of {@link MeshLimiter}; validated at construction (errors name the field). */
+export interface MeshLimiterOptions {
+  policies: readonly PolicySpec[];
+  /** libp2p listen multiaddrs, e.g. ['/ip4/127.0.0.1/tcp/0']. */
+  listen?: readonly string[];
+  /** Multiaddrs of peers to dial (with /p2p/<id> or without), or `dns:<name>:<port>` entries resolved to every address. */
+  bootstrap?: readonly string[];
+  /** Protobuf-encoded libp2p private key (Ed25519); a new one when absent. */
+  privateKey?: Uint8Array;
+  /** Pre-shared key (libp2p pnet swarm key file contents) so outsiders cannot join. */
+  psk?: Uint8Array;
+  /** Gossip tick interval, ms. Default 10. */
+  gossipIntervalMs?: number;
+  /** Expected one-way gossip delay, ms (feeds staleness). Default 10. */
+  expectedDelayMs?: number;
+  logger?: Logger;
+  clock?: Clock;
+  /** Experiments only: hold received gossip this long, ms. Logged loudly when set. */
+  injectDelayMs?: number;
+  /** Experiments only: drop this fraction of received gossip. Logged loudly when set. */
+  injectLoss?: number;
+  /** Experiments only: seed of the loss draw (xorshift32), so runs repeat. Default: random. */
+  injectSeed?: number;
+  /** Gossipsub mesh degree. Default { D: 3, Dlo: 2, Dhi: 4 }. */
+  meshDegree?: { D: number; Dlo: number; Dhi: number };
+  /** Gossipsub heartbeat (mesh upkeep), ms. Default 700. */
+  heartbeatMs?: number;
+  /** Largest gossip message accepted from a peer, bytes; larger ones are dropped and counted. Default 1 MiB. */
+  maxMessageBytes?: number;
+  /** Largest sync request / response frame, bytes. Default 16 MiB. */
+  maxSyncBytes?: number;
+  /** A sync exchange (dial, request, response) must finish within this, ms. Default 5000. */
+  syncTimeoutMs?: number;
+  /** How often bootstrap entries are re-resolved and unconnected ones redialled, ms. Default 2000. */
+  discoveryIntervalMs?: number;
+  /** A peer that is disconnected and silent this long has departed, ms. Default max(5000, 50 gossip intervals). */
+  departAfterMs?: number;
+  /** Connections per second one host may open to us (libp2p's default of 5 breaks a loopback mesh). Default 100. */
+  inboundConnectionThreshold?: number;
+  /** Most libp2p connections kept. Default 64. */
+  maxConnections?: number;
+  /** Tests only: builds the engine instead of the real decision engine. */
+  engineFactory?: EngineFactory;
+}
+
+/** One peer as seen by this node. */
+export interface PeerInfo {
+  id: string;
+  /** ms since its newest data was produced. */
+  ageMs: number;
+  stale: boolean;
+  /** Estimated clock offset (peer wall - our wall), ms. */
+  clockOffsetMs: number;
+  addrs: string[];
+}
+
+/** A rate limiter that is one node of a ratemesh mesh. `check` never touches the network. */
+export interface MeshLimiter extends RateLimiter {
+  start(): Promise<void>;
+  /** Leaves no handles, sockets or timers behind. */
+  stop(): Promise<void>;
+  readonly peerId: string;
+  multiaddrs(): string[];
+  peers(): PeerInfo[];
+  stats(): MeshStats;
+  /** The gossip topic, `ratemesh/<policy version>`. */
+  readonly topic: string;
+}
+
+/** Counters of the network layer; the engine's own figures are under `engine`. */
+export interface MeshStats {
+  peerId: string;
+  topic: string;
+  running: boolean;
+  peers: { connected: number; members: number; departed: number };
+  gossip: {
+    ticks: number;
+    earlyPublishes: number;
+    msgsOut: number;
+    bytesOut: number;
+    publishErrors: number;
+    msgsIn: number;
+    bytesIn: number;
+    /** Messages the engine refused, by its reason (the engine keeps its own detailed counts). */
+    rejected: Record<string, number>;
+  };
+  /** Transport-level drops, by reason (oversize, unsigned, self, stopped, ...). */
+  drops: Record<string, number>;
+  injected: { delayMs: number; loss: number; delayed: number; dropped: number };
+  sync: {
+    pulls: number;
+    pullsOk: number;
+    pullsFailed: number;
+    served: number;
+    bytesIn: number;
+    bytesOut: number;
+    failures: Record<string, number>;
+  };
+  /** Peers seen subscribing to another policy version's topic: never merged. */
+  versionMismatch: { events: number; peers: Record<string, string> };
+  discovery: { dials: number; dialErrors: number; dnsErrors: number; lastResolved: number };
+  engine: object;
+}

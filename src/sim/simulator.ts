@@ -1,0 +1,227 @@
+import type { Clock } from '../clock.js';
+import { Engine, type EngineOptions } from '../decision/engine.js';
+import type { Decision, PolicySpec } from '../types.js';
+import { EventQueue } from './event-queue.js';
+import { Prng } from './prng.js';
+import type { Trace } from './trace.js';
+
+/** A node cut off from every other node during [fromMs, toMs). */
+export interface Cut {
+  node: number;
+  fromMs: number;
+  toMs: number;
+}
+
+/** Options of a simulated mesh. */
+export interface SimOptions {
+  nodes: number;
+  policies: readonly PolicySpec[];
+  /** Gossip tick interval g, ms. */
+  gossipIntervalMs: number;
+  /** One-way gossip delay d, ms (every link). */
+  delayMs: number;
+  /** Extra uniform random delay in [0, jitterMs), ms. Default 0. */
+  jitterMs?: number;
+  /** Fraction of gossip messages lost, per receiver. Default 0. */
+  loss?: number;
+  /** PRNG seed for loss and jitter. Default 1. */
+  seed?: number;
+  cuts?: readonly Cut[];
+  /** Per-node wall-clock skew, ms (node clock = true time + skew). */
+  skewMs?: readonly number[];
+  /** Extra engine options (gossipIntervalMs and expectedDelayMs default to the above). */
+  engine?: Partial<EngineOptions>;
+  /** Publish early when an engine asks (as the live mesh does). Default true. */
+  earlyPublish?: boolean;
+  /** Run a sync round trip between every pair at start (estimates clock offsets). Default false. */
+  syncAtStart?: boolean;
+  /** Simulated start time (epoch ms); all times are relative to it. Default 1.7e12. */
+  epochMs?: number;
+}
+
+/** A clock whose reading the simulator sets. */
+class SimClock implements Clock {
+  t = 0;
+  constructor(private readonly skew: number) {}
+  now(): number {
+    return this.t + this.skew;
+  }
+}
+
+/**
+ * N nodes, each running the production {@link Engine} (decision code and CRDT,
+ * no copy), on a virtual clock and an in-memory network with delay, jitter,
+ * loss and partitions. Gossip goes directly from each node to every other node
+ * with the configured delay (a gossipsub mesh can add hops: the live mesh
+ * measures that). Deterministic for a given seed.
+ */
+export class Simulator {
+  readonly engines: Engine[];
+  readonly ids: string[];
+  private readonly clocks: SimClock[];
+  private readonly queue = new EventQueue();
+  private readonly prng: Prng;
+  private readonly epoch: number;
+  private time = 0;
+  /** Gossip messages sent, and their bytes, over all nodes. */
+  messages = 0;
+  bytes = 0;
+  delivered = 0;
+  lost = 0;
+
+  constructor(readonly opts: SimOptions) {
+    const n = opts.nodes;
+    this.epoch = opts.epochMs ?? 1.7e12;
+    this.prng = new Prng(opts.seed ?? 1);
+    this.ids = Array.from({ length: n }, (_, i) => `node-${i}`);
+    this.clocks = this.ids.map((_, i) => new SimClock(opts.skewMs?.[i] ?? 0));
+    this.engines = this.ids.map(
+      (id, i) =>
+        new Engine({
+          gossipIntervalMs: opts.gossipIntervalMs,
+          expectedDelayMs: opts.delayMs,
+          ...opts.engine,
+          policies: opts.policies,
+          nodeId: id,
+          clock: this.clocks[i]!,
+        }),
+    );
+    for (let i = 0; i < n; i++) {
+      const phase = (i * opts.gossipIntervalMs) / n;
+      this.scheduleTick(i, phase);
+    }
+    if (opts.syncAtStart) this.at(0, () => this.syncAll());
+  }
+
+  /** Current virtual time, ms since the start. */
+  get now(): number {
+    return this.time;
+  }
+
+  /** Run `fn` at virtual time `t` (ms since start). */
+  at(t: number, fn: () => void): void {
+    this.queue.push(t, fn);
+  }
+
+  private setTime(t: number): void {
+    this.time = t;
+    const abs = this.epoch + t;
+    for (const c of this.clocks) c.t = abs;
+  }
+
+  /** Process every event up to and including time `t`. */
+  runUntil(t: number): void {
+    while (this.queue.peekTime() <= t) {
+      this.setTime(this.queue.peekTime());
+      this.queue.pop()();
+    }
+    this.setTime(t);
+  }
+
+  isCut(node: number, t: number): boolean {
+    const cuts = this.opts.cuts;
+    if (cuts === undefined) return false;
+    for (const c of cuts) if (c.node === node && t >= c.fromMs && t < c.toMs) return true;
+    return false;
+  }
+
+  /** A request at node `node` now; publishes early if the engine asks. */
+  request(node: number, policy: string, key: string, cost = 1): Decision {
+    const e = this.engines[node]!;
+    const d = e.check(policy, key, cost);
+    if (this.opts.earlyPublish !== false && e.wantsEarlyPublish()) this.publish(node);
+    return d;
+  }
+
+  private scheduleTick(node: number, t: number): void {
+    this.at(t, () => {
+      this.publish(node);
+      this.scheduleTick(node, t + this.opts.gossipIntervalMs);
+    });
+  }
+
+  private publish(node: number): void {
+    const bytes = this.engines[node]!.buildGossip();
+    this.messages++;
+    this.bytes += bytes.length;
+    const sent = this.time;
+    for (let to = 0; to < this.engines.length; to++) {
+      if (to === node) continue;
+      if (this.isCut(node, sent) || this.isCut(to, sent)) {
+        this.lost++;
+        continue;
+      }
+      if (this.opts.loss !== undefined && this.opts.loss > 0 && this.prng.next() < this.opts.loss) {
+        this.lost++;
+        continue;
+      }
+      const jitter = this.opts.jitterMs ? this.prng.next() * this.opts.jitterMs : 0;
+      const arrive = sent + this.opts.delayMs + jitter;
+      this.at(arrive, () => {
+        if (this.isCut(node, arrive) || this.isCut(to, arrive)) {
+          this.lost++;
+          return;
+        }
+        this.delivered++;
+        this.engines[to]!.receiveGossip(this.ids[node]!, bytes);
+      });
+    }
+  }
+
+  /** Every node pulls every other node's state (request and answer travel with the link delay). */
+  private syncAll(): void {
+    const d = this.opts.delayMs;
+    for (let a = 0; a < this.engines.length; a++) {
+      for (let b = 0; b < this.engines.length; b++) {
+        if (a === b) continue;
+        const req = this.engines[a]!.buildSyncRequest();
+        this.at(this.time + d, () => {
+          const res = this.engines[b]!.answerSync(this.ids[a]!, req);
+          if (!(res instanceof Uint8Array)) return;
+          this.at(this.time + d, () => this.engines[a]!.receiveSyncResponse(this.ids[b]!, res));
+        });
+      }
+    }
+  }
+}
+
+/** What a trace replay admitted. */
+export interface ReplayResult {
+  /** Arrival times (ms since start) of admitted requests, ascending. */
+  admitted: number[];
+  admittedByNode: number[];
+  offeredByNode: number[];
+  messages: number;
+  bytes: number;
+  durationMs: number;
+  sim: Simulator;
+}
+
+/** Replay a trace: each request to its node, one key, cost 1. */
+export function replayTrace(
+  trace: Trace,
+  opts: SimOptions,
+  policy: string,
+  key = 'global',
+  onRequest?: (i: number, node: number, d: Decision, sim: Simulator) => void,
+): ReplayResult {
+  const sim = new Simulator(opts);
+  const admitted: number[] = [];
+  const admittedByNode = new Array<number>(opts.nodes).fill(0);
+  const offeredByNode = new Array<number>(opts.nodes).fill(0);
+  const n = trace.t.length;
+  for (let i = 0; i < n; i++) {
+    const t = trace.t[i]!;
+    const node = trace.node[i]!;
+    sim.runUntil(t);
+    const d = sim.request(node, policy, key);
+    offeredByNode[node]!++;
+    if (d.allowed) {
+      admitted.push(t);
+      admittedByNode[node]!++;
+    }
+    onRequest?.(i, node, d, sim);
+  }
+  const durationMs = n > 0 ? trace.t[n - 1]! + 0.5 : 0;
+  return { admitted, admittedByNode, offeredByNode, messages: sim.messages, bytes: sim.bytes, durationMs, sim };
+}

@@ -1,0 +1,143 @@
+import { ErrorCodes, RateMeshError } from '../../src/errors.js';
+import type { MeshLimiter, MeshStats, PeerInfo } from '../../src/mesh/types.js';
+import type { Decision, KeyOutcome, Policy, PolicyKey } from '../../src/types.js';
+
+/**
+ * A stand-in for the mesh limiter: fixed counts per (policy, key) that never
+ * reset, the same error contract (RateMeshError for unknown policy, bad key,
+ * bad cost), and settable peers and stats. No network.
+ */
+export class FakeLimiter implements MeshLimiter {
+  readonly peerId = '12D3KooWFakePeer';
+  readonly topic = 'ratemesh/fake-version';
+  ready = false;
+  started = 0;
+  stopped = 0;
+  peerList: PeerInfo[] = [];
+  statsValue: MeshStats = emptyStats(this.peerId, this.topic);
+  /** When set, check() throws it (to test the server's 500 path). */
+  explode: unknown;
+  private readonly counts = new Map<string, number>();
+  private readonly limits: Map<string, number>;
+
+  constructor(policies: { name: string; limit: number; shadow?: boolean }[] = [{ name: 'api', limit: 3 }]) {
+    this.limits = new Map(policies.map((p) => [p.name, p.limit]));
+    this.shadow = new Set(policies.filter((p) => p.shadow).map((p) => p.name));
+  }
+  private readonly shadow: Set<string>;
+
+  async start(): Promise<void> {
+    this.started++;
+    this.ready = true;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped++;
+    this.ready = false;
+  }
+
+  multiaddrs(): string[] {
+    return ['/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWFakePeer'];
+  }
+
+  peers(): PeerInfo[] {
+    return this.peerList;
+  }
+
+  stats(): MeshStats {
+    return this.statsValue;
+  }
+
+  policy(_name: string): Policy | undefined {
+    return undefined;
+  }
+
+  check(policy: string, keys: string | readonly string[], cost = 1): Decision {
+    if (this.explode !== undefined) throw this.explode;
+    if (!this.ready) throw new RateMeshError(ErrorCodes.NOT_STARTED, 'not started');
+    const limit = this.limits.get(policy);
+    if (limit === undefined)
+      throw new RateMeshError(ErrorCodes.POLICY_UNKNOWN, `no policy ${policy}`, 'policy');
+    const list = typeof keys === 'string' ? [keys] : keys;
+    for (const k of list) {
+      if (k.length === 0 || k.length > 512) throw new RateMeshError(ErrorCodes.KEY_INVALID, 'bad key', 'key');
+    }
+    if (!Number.isInteger(cost) || cost < 1) {
+      throw new RateMeshError(ErrorCodes.COST_INVALID, `must be an integer >= 1 (got ${cost})`, 'cost');
+    }
+    const used = Math.max(...list.map((k) => this.counts.get(`${policy}/${k}`) ?? 0));
+    const limited = used + cost > limit;
+    const shadow = this.shadow.has(policy);
+    if (!limited || shadow) for (const k of list) this.counts.set(`${policy}/${k}`, used + cost);
+    return {
+      allowed: !limited || shadow,
+      limited,
+      policy,
+      key: list[0] ?? '',
+      rule: limited ? 'global-limit' : 'allow',
+      mode: 'global',
+      limit,
+      remaining: Math.max(0, limit - used - (limited ? 0 : cost)),
+      retryAfterMs: limited ? 1500 : 0,
+      resetMs: 10_000,
+      delayMs: 0,
+      shadow,
+    };
+  }
+
+  checkAll(pairs: readonly PolicyKey[], cost = 1): Decision & { outcomes: KeyOutcome[] } {
+    let first: Decision | undefined;
+    const outcomes: KeyOutcome[] = [];
+    for (const [p, k] of pairs) {
+      const d = this.check(p, k, cost);
+      first ??= d;
+      if (d.limited && !first.limited) first = d;
+      outcomes.push({
+        policy: p,
+        key: k,
+        limit: d.limit,
+        windowMs: 10_000,
+        remaining: d.remaining,
+        resetMs: d.resetMs,
+        limited: d.limited,
+        shadow: d.shadow,
+      });
+    }
+    if (first === undefined) throw new RateMeshError(ErrorCodes.KEY_INVALID, 'no pairs', 'pairs');
+    return { ...first, outcomes };
+  }
+}
+
+export function emptyStats(peerId: string, topic: string): MeshStats {
+  return {
+    peerId,
+    topic,
+    running: true,
+    peers: { connected: 0, members: 0, departed: 0 },
+    gossip: {
+      ticks: 0,
+      earlyPublishes: 0,
+      msgsOut: 0,
+      bytesOut: 0,
+      publishErrors: 0,
+      msgsIn: 0,
+      bytesIn: 0,
+      rejected: {},
+    },
+    drops: {},
+    injected: { delayMs: 0, loss: 0, delayed: 0, dropped: 0 },
+    sync: { pulls: 0, pullsOk: 0, pullsFailed: 0, served: 0, bytesIn: 0, bytesOut: 0, failures: {} },
+    versionMismatch: { events: 0, peers: {} },
+    discovery: { dials: 0, dialErrors: 0, dnsErrors: 0, lastResolved: 0 },
+    engine: {},
+  };
+}
+
+/** A logger that remembers what it was told. */
+export function memoryLogger() {
+  const lines: { level: string; obj: object; msg?: string }[] = [];
+  const at = (level: string) => (obj: object, msg?: string) => {
+    lines.push({ level, obj, msg });
+  };
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}

@@ -1,0 +1,402 @@
+import { request } from 'node:http';
+import { connect } from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { DaemonConfig } from '../../src/daemon/config.js';
+import { type Daemon, startDaemon } from '../../src/daemon/daemon.js';
+import { ErrorCodes, RateMeshError } from '../../src/errors.js';
+import { FakeLimiter, memoryLogger } from './fake-limiter.js';
+
+function config(over: Partial<DaemonConfig['mesh']> = {}): DaemonConfig {
+  return {
+    configFile: undefined,
+    http: { host: '127.0.0.1', port: 0, maxBodyBytes: 16384, drainTimeoutMs: 2000 },
+    mesh: {
+      listen: undefined,
+      bootstrap: [],
+      gossipIntervalMs: undefined,
+      expectedDelayMs: undefined,
+      keyFile: undefined,
+      pskFile: undefined,
+      injectDelayMs: undefined,
+      injectLoss: undefined,
+      privateKey: undefined,
+      psk: undefined,
+      ...over,
+    },
+    log: { level: 'silent' },
+    stats: { hotKeys: 16 },
+    policies: [{ name: 'api', limit: 3, windowMs: 10_000 }],
+  };
+}
+
+let fake: FakeLimiter;
+let daemon: Daemon;
+let log: ReturnType<typeof memoryLogger>;
+
+async function start(cfg = config()) {
+  log = memoryLogger();
+  daemon = await startDaemon({ config: cfg, logger: log, createLimiter: () => fake });
+}
+
+beforeEach(async () => {
+  fake = new FakeLimiter([
+    { name: 'api', limit: 3 },
+    { name: 'shadowed', limit: 1, shadow: true },
+  ]);
+  await start();
+});
+
+afterEach(async () => {
+  await daemon.stop();
+});
+
+// biome-ignore lint/suspicious/noExplicitAny: response bodies are read loosely in tests
+type Loose = any;
+
+const JSON_TYPE = { 'content-type': 'application/json' };
+
+async function post(body: unknown, headers: Record<string, string> = JSON_TYPE) {
+  const res = await fetch(`${daemon.http.url}/v1/check`, {
+    method: 'POST',
+    headers,
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as Loose };
+}
+
+describe('POST /v1/check', () => {
+  it('answers the decision: 200 while allowed, 429 with Retry-After once limited', async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await post({ policy: 'api', key: 'ip:1.2.3.4' });
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({
+        allowed: true,
+        limited: false,
+        policy: 'api',
+        key: 'ip:1.2.3.4',
+        remaining: 2 - i,
+      });
+      expect(Object.keys(r.body).sort()).toEqual(
+        [
+          'allowed',
+          'limited',
+          'policy',
+          'key',
+          'rule',
+          'mode',
+          'limit',
+          'remaining',
+          'retryAfterMs',
+          'resetMs',
+          'delayMs',
+          'shadow',
+        ].sort(),
+      );
+    }
+    const r = await post({ policy: 'api', key: 'ip:1.2.3.4' });
+    expect(r.status).toBe(429);
+    expect(r.body).toMatchObject({ allowed: false, limited: true, rule: 'global-limit', retryAfterMs: 1500 });
+    expect(r.headers.get('retry-after')).toBe('2');
+    // another key is unaffected
+    expect((await post({ policy: 'api', key: 'ip:5.6.7.8' })).status).toBe(200);
+  });
+
+  it('accepts keys[] and cost, and checks[] pairs', async () => {
+    expect((await post({ policy: 'api', keys: ['a', 'b'], cost: 2 })).body.remaining).toBe(1);
+    expect((await post({ policy: 'api', keys: ['b'], cost: 2 })).status).toBe(429);
+    const r = await post({
+      checks: [
+        { policy: 'api', key: 'c' },
+        { policy: 'shadowed', key: 'c' },
+      ],
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.outcomes).toHaveLength(2);
+  });
+
+  it('shadow mode: limited but allowed is 200', async () => {
+    await post({ policy: 'shadowed', key: 'k' });
+    const r = await post({ policy: 'shadowed', key: 'k' });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ allowed: true, limited: true, shadow: true });
+  });
+
+  const bad: [string, unknown, string, string][] = [
+    ['malformed JSON', '{"policy": "api", ', 'ERR_REQUEST_INVALID', 'body'],
+    ['not an object', '[1,2]', 'ERR_REQUEST_INVALID', 'body'],
+    ['JSON null', 'null', 'ERR_REQUEST_INVALID', 'body'],
+    ['empty body', '', 'ERR_REQUEST_INVALID', 'body'],
+    ['unknown field', { policy: 'api', key: 'k', kye: 1 }, 'ERR_REQUEST_INVALID', 'body.kye'],
+    [
+      '__proto__ field',
+      '{"policy":"api","key":"k","__proto__":{"x":1}}',
+      'ERR_REQUEST_INVALID',
+      'body.__proto__',
+    ],
+    ['policy missing', { key: 'k' }, 'ERR_REQUEST_INVALID', 'body.policy'],
+    ['policy a number', { policy: 7, key: 'k' }, 'ERR_REQUEST_INVALID', 'body.policy'],
+    ['key missing', { policy: 'api' }, 'ERR_REQUEST_INVALID', 'body.key'],
+    ['key and keys', { policy: 'api', key: 'a', keys: ['b'] }, 'ERR_REQUEST_INVALID', 'body.keys'],
+    ['keys empty', { policy: 'api', keys: [] }, 'ERR_REQUEST_INVALID', 'body.keys'],
+    [
+      'keys too many',
+      { policy: 'api', keys: Array.from({ length: 33 }, (_, i) => `k${i}`) },
+      'ERR_REQUEST_INVALID',
+      'body.keys',
+    ],
+    ['keys not strings', { policy: 'api', keys: ['a', 1] }, 'ERR_REQUEST_INVALID', 'body.keys[1]'],
+    ['cost a string', { policy: 'api', key: 'k', cost: '1' }, 'ERR_REQUEST_INVALID', 'body.cost'],
+    [
+      'checks and policy',
+      { policy: 'api', checks: [{ policy: 'api', key: 'k' }] },
+      'ERR_REQUEST_INVALID',
+      'body.policy',
+    ],
+    ['checks entry bad', { checks: [{ policy: 'api' }] }, 'ERR_REQUEST_INVALID', 'body.checks[0].key'],
+    ['unknown policy', { policy: 'nope', key: 'k' }, 'ERR_POLICY_UNKNOWN', 'policy'],
+    ['bad key', { policy: 'api', key: '' }, 'ERR_KEY_INVALID', 'key'],
+    ['bad cost', { policy: 'api', key: 'k', cost: 0.5 }, 'ERR_COST_INVALID', 'cost'],
+  ];
+  it.each(bad)('%s → 400 %s naming %s', async (_name, body, code, field) => {
+    const r = await post(body);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code, field });
+    expect(typeof r.body.error.message).toBe('string');
+    expect(r.body.error.message.startsWith(field)).toBe(false);
+  });
+
+  it('bad requests change nothing', async () => {
+    await post({ policy: 'api', key: 'k', cost: 'x' });
+    await post({ policy: 'api', key: 'k', cost: 0 });
+    expect((await post({ policy: 'api', key: 'k', cost: 3 })).status).toBe(200);
+  });
+
+  it('refuses other content types with 415', async () => {
+    const r = await post({ policy: 'api', key: 'k' }, { 'content-type': 'text/plain' });
+    expect(r.status).toBe(415);
+    expect(r.body.error.code).toBe('ERR_UNSUPPORTED_MEDIA_TYPE');
+    expect(
+      (await post({ policy: 'api', key: 'k' }, { 'content-type': 'application/json; charset=latin1' }))
+        .status,
+    ).toBe(415);
+    expect(
+      (await post({ policy: 'api', key: 'k' }, { 'content-type': 'application/json; charset=UTF-8' })).status,
+    ).toBe(200);
+  });
+
+  it('refuses a body over the cap with 413, by content-length and when streamed', async () => {
+    const big = JSON.stringify({ policy: 'api', key: 'x'.repeat(20_000) });
+    const r = await post(big);
+    expect(r.status).toBe(413);
+    expect(r.body.error.code).toBe('ERR_BODY_TOO_LARGE');
+    // chunked: no content-length up front
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(`${daemon.http.url}/v1/check`, { method: 'POST', headers: JSON_TYPE }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      for (let i = 0; i < 20; i++) req.write('x'.repeat(1000));
+      req.end();
+    });
+    expect(status).toBe(413);
+    // the server is still fine
+    expect((await post({ policy: 'api', key: 'after' })).status).toBe(200);
+  });
+
+  it('503 when the limiter is not running; 500 (logged) when it fails unexpectedly', async () => {
+    fake.ready = false;
+    const r = await post({ policy: 'api', key: 'k' });
+    expect(r.status).toBe(503);
+    expect(r.body.error.code).toBe(ErrorCodes.NOT_STARTED);
+    fake.ready = true;
+    fake.explode = new TypeError('boom');
+    const r2 = await post({ policy: 'api', key: 'k' });
+    expect(r2.status).toBe(500);
+    expect(r2.body.error.code).toBe('ERR_INTERNAL');
+    expect(log.lines.some((l) => l.level === 'error')).toBe(true);
+    fake.explode = new RateMeshError(ErrorCodes.CODEC_INVALID, 'odd');
+    expect((await post({ policy: 'api', key: 'k' })).status).toBe(500);
+    fake.explode = undefined;
+    expect((await post({ policy: 'api', key: 'k' })).status).toBe(200);
+  });
+});
+
+describe('routing', () => {
+  it('404 for unknown paths, 405 with Allow for wrong methods', async () => {
+    const r = await fetch(`${daemon.http.url}/v2/nope`);
+    expect(r.status).toBe(404);
+    expect(((await r.json()) as Loose).error.code).toBe('ERR_NOT_FOUND');
+    const r2 = await fetch(`${daemon.http.url}/v1/check`);
+    expect(r2.status).toBe(405);
+    expect(r2.headers.get('allow')).toBe('POST');
+    const r3 = await fetch(`${daemon.http.url}/metrics`, { method: 'DELETE' });
+    expect(r3.status).toBe(405);
+    expect(r3.headers.get('allow')).toBe('GET, HEAD');
+  });
+
+  it('answers a malformed HTTP request with 400 and keeps serving', async () => {
+    const reply = await new Promise<string>((resolve, reject) => {
+      const s = connect(daemon.http.port, '127.0.0.1', () => s.write('GARBAGE\r\n\r\n'));
+      let data = '';
+      s.on('data', (d) => {
+        data += d.toString();
+      });
+      s.on('end', () => resolve(data));
+      s.on('error', reject);
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 400/);
+    expect((await fetch(`${daemon.http.url}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('GET /healthz', () => {
+  it('200 when started standalone; 503 when not ready', async () => {
+    const r = await fetch(`${daemon.http.url}/healthz`);
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ status: 'ok', ready: true, standalone: true });
+    fake.ready = false;
+    const r2 = await fetch(`${daemon.http.url}/healthz`);
+    expect(r2.status).toBe(503);
+    expect(await r2.json()).toMatchObject({ status: 'unavailable', reason: 'limiter not started' });
+  });
+
+  it('with bootstrap peers: 503 until a peer is live, 503 again when all are stale', async () => {
+    await daemon.stop();
+    fake = new FakeLimiter();
+    await start(config({ bootstrap: ['/ip4/127.0.0.1/tcp/1'] }));
+    let r = await fetch(`${daemon.http.url}/healthz`);
+    expect(r.status).toBe(503);
+    expect(((await r.json()) as Loose).reason).toMatch(/no peers yet/);
+    fake.peerList = [{ id: 'p1', ageMs: 5, stale: false, clockOffsetMs: 1, addrs: [] }];
+    r = await fetch(`${daemon.http.url}/healthz`);
+    expect(r.status).toBe(200);
+    fake.peerList = [{ id: 'p1', ageMs: 500, stale: true, clockOffsetMs: 1, addrs: [] }];
+    r = await fetch(`${daemon.http.url}/healthz`);
+    expect(r.status).toBe(503);
+    expect(await r.json()).toMatchObject({ fallback: true, reason: expect.stringMatching(/stale/) });
+  });
+});
+
+describe('GET /v1/peers and /v1/stats', () => {
+  it('lists peers', async () => {
+    fake.peerList = [
+      { id: 'p1', ageMs: 5, stale: false, clockOffsetMs: 1, addrs: ['/ip4/127.0.0.1/tcp/2'] },
+      { id: 'p2', ageMs: 900, stale: true, clockOffsetMs: -3, addrs: [] },
+    ];
+    const body = (await (await fetch(`${daemon.http.url}/v1/peers`)).json()) as Loose;
+    expect(body).toMatchObject({ peerId: fake.peerId, live: 1, stale: 1, fallback: false });
+    expect(body.peers).toHaveLength(2);
+    expect(body.multiaddrs[0]).toMatch(/\/p2p\//);
+  });
+
+  it('ranks the hottest keys by admitted rate', async () => {
+    for (let i = 0; i < 3; i++) await post({ policy: 'api', key: 'hot' });
+    await post({ policy: 'api', key: 'hot' }); // denied: not counted
+    await post({ policy: 'api', key: 'cold' });
+    const body = (await (await fetch(`${daemon.http.url}/v1/stats?top=5`)).json()) as Loose;
+    expect(body.hotKeys.map((h: Loose) => h.key)).toEqual(['hot', 'cold']);
+    expect(body.hotKeys[0].rate).toBeGreaterThan(body.hotKeys[1].rate);
+    expect(body.mesh.topic).toBe(fake.topic);
+    const bad = await fetch(`${daemon.http.url}/v1/stats?top=0`);
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as Loose).error.field).toBe('top');
+  });
+});
+
+describe('GET /metrics', () => {
+  it('exposes the named series', async () => {
+    fake.peerList = [{ id: 'peerA', ageMs: 1500, stale: true, clockOffsetMs: -2, addrs: [] }];
+    fake.statsValue.gossip.msgsIn = 42;
+    fake.statsValue.gossip.bytesOut = 4096;
+    fake.statsValue.drops = { oversize: 2 };
+    fake.statsValue.gossip.rejected = { 'version-mismatch': 1, oversize: 1 };
+    await post({ policy: 'api', key: 'm' });
+    for (let i = 0; i < 3; i++) await post({ policy: 'api', key: 'm', cost: 1 });
+    await post({ policy: 'nope', key: 'm' });
+    const res = await fetch(`${daemon.http.url}/metrics`);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+    const text = await res.text();
+    for (const line of [
+      'ratemesh_decisions_total{policy="api",result="allowed",mode="global"} 3',
+      'ratemesh_decisions_total{policy="api",result="limited",mode="global"} 1',
+      'ratemesh_decision_duration_seconds_count 4',
+      'ratemesh_check_errors_total{code="ERR_POLICY_UNKNOWN"} 1',
+      'ratemesh_http_requests_total{route="/v1/check",status="429"} 1',
+      'ratemesh_gossip_messages_total{direction="in"} 42',
+      'ratemesh_gossip_bytes_total{direction="out"} 4096',
+      'ratemesh_gossip_dropped_total{reason="oversize"} 3',
+      'ratemesh_gossip_dropped_total{reason="version-mismatch"} 1',
+      'ratemesh_peers_live 0',
+      'ratemesh_peers_stale 1',
+      'ratemesh_fallback_active 1',
+      'ratemesh_view_age_seconds 1.5',
+      'ratemesh_clock_offset_seconds{peer="peerA"} -0.002',
+      `ratemesh_info{peer_id="${fake.peerId}",topic="${fake.topic}"} 1`,
+    ]) {
+      expect(text).toContain(line);
+    }
+    expect(text).toMatch(/^# TYPE ratemesh_decision_duration_seconds histogram$/m);
+    expect(text).toMatch(/^process_cpu_user_seconds_total /m);
+    // counters follow the limiter's totals, not accumulate them per scrape
+    fake.statsValue.gossip.msgsIn = 50;
+    expect(await (await fetch(`${daemon.http.url}/metrics`)).text()).toContain(
+      'ratemesh_gossip_messages_total{direction="in"} 50',
+    );
+  });
+});
+
+describe('lifecycle', () => {
+  it('starts the limiter, logs the address and peer id, and stop() drains then stops it once', async () => {
+    expect(fake.started).toBe(1);
+    const started = log.lines.find((l) => l.msg === 'ratemesh node started');
+    expect(started?.obj).toMatchObject({ http: daemon.http.url, peerId: fake.peerId });
+    expect(daemon.http.port).toBeGreaterThan(0);
+    await Promise.all([daemon.stop(), daemon.stop()]);
+    expect(fake.stopped).toBe(1);
+    await expect(fetch(`${daemon.http.url}/healthz`)).rejects.toThrow();
+  });
+
+  it('finishes an in-flight request while draining', async () => {
+    const url = new URL(`${daemon.http.url}/v1/check`);
+    const pending = new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+      const req = request(url, { method: 'POST', headers: JSON_TYPE }, (res) => {
+        res.resume();
+        resolve({ status: res.statusCode ?? 0, connection: res.headers.connection });
+      });
+      req.on('error', reject);
+      req.write('{"policy":"api",');
+      // finish the body only after the daemon started draining
+      setTimeout(() => req.end('"key":"late"}'), 150);
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    const stopping = daemon.stop();
+    const res = await pending;
+    await stopping;
+    expect(res).toEqual({ status: 200, connection: 'close' });
+    expect(fake.stopped).toBe(1);
+  });
+
+  it('a listen failure stops the limiter and says why', async () => {
+    const other = new FakeLimiter();
+    const cfg = config();
+    cfg.http.port = daemon.http.port;
+    await expect(
+      startDaemon({ config: cfg, logger: memoryLogger(), createLimiter: () => other }),
+    ).rejects.toThrow(/cannot listen on 127\.0\.0\.1:\d+: EADDRINUSE/);
+    expect(other.stopped).toBe(1);
+  });
+
+  it('mesh option errors are renamed under mesh.', async () => {
+    const cfg = config();
+    await expect(
+      startDaemon({
+        config: cfg,
+        logger: memoryLogger(),
+        createLimiter: () => {
+          throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'not a multiaddr', 'listen[0]');
+        },
+      }),
+    ).rejects.toThrow('mesh.listen[0]: not a multiaddr');
+  });
+});

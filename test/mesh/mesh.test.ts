@@ -1,0 +1,239 @@
+import { generateKeyPair, privateKeyToProtobuf } from '@libp2p/crypto/keys';
+import { generateKey } from '@libp2p/pnet';
+import { afterEach, describe, expect, it } from 'vitest';
+import { isRateMeshError } from '../../src/errors.js';
+import { createMeshLimiter } from '../../src/mesh/index.js';
+import type { MeshLimiter } from '../../src/mesh/types.js';
+import type { PolicySpec } from '../../src/types.js';
+import { Cluster, dialable, LOOPBACK, MemoryLogger, sleep, waitFor } from './helpers.js';
+
+/** A long window so nothing ages out while a test runs; naive so the sums are exact. */
+const NAIVE: PolicySpec[] = [{ name: 'api', limit: 100, windowMs: 60_000, overAdmission: 'naive' }];
+
+function spend(node: MeshLimiter, n: number, key = 'k'): number {
+  let allowed = 0;
+  for (let i = 0; i < n; i++) if (node.check('api', key).allowed) allowed++;
+  return allowed;
+}
+
+function livePeers(node: MeshLimiter): number {
+  return node.peers().filter((p) => !p.stale).length;
+}
+
+function engineGossipIn(node: MeshLimiter): number {
+  return (node.stats().engine as { gossipIn: number }).gossipIn;
+}
+
+function configError(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    if (isRateMeshError(err, 'ERR_CONFIG_INVALID')) return err.field;
+    throw err;
+  }
+  return undefined;
+}
+
+describe('createMeshLimiter options', () => {
+  const base = { policies: NAIVE, listen: LOOPBACK };
+
+  it('rejects bad options at construction, naming the field', () => {
+    expect(configError(() => createMeshLimiter({ ...base, gossipIntervalMs: 0 }))).toBe('gossipIntervalMs');
+    expect(configError(() => createMeshLimiter({ ...base, injectLoss: 1.5 }))).toBe('injectLoss');
+    expect(configError(() => createMeshLimiter({ ...base, injectDelayMs: -1 }))).toBe('injectDelayMs');
+    expect(configError(() => createMeshLimiter({ ...base, listen: ['not-an-addr'] }))).toBe('listen[0]');
+    expect(configError(() => createMeshLimiter({ ...base, bootstrap: ['dns:host'] }))).toBe('bootstrap[0]');
+    expect(configError(() => createMeshLimiter({ ...base, bootstrap: ['/ip4/1.2.3.4'] }))).toBe(
+      'bootstrap[0]',
+    );
+    expect(configError(() => createMeshLimiter({ ...base, psk: new Uint8Array([1, 2, 3]) }))).toBe('psk');
+    expect(configError(() => createMeshLimiter({ ...base, privateKey: new Uint8Array([9, 9]) }))).toBe(
+      'privateKey',
+    );
+    expect(configError(() => createMeshLimiter({ ...base, meshDegree: { D: 2, Dlo: 3, Dhi: 4 } }))).toBe(
+      'meshDegree',
+    );
+    expect(configError(() => createMeshLimiter({ ...base, policies: [] }))).toBe('policies');
+    expect(configError(() => createMeshLimiter({ ...base, gossipMs: 5 } as never))).toBe('gossipMs');
+  });
+
+  it('keeps the identity of a given private key and checks before start without the network', async () => {
+    const key = await generateKeyPair('Ed25519');
+    const node = createMeshLimiter({ ...base, privateKey: privateKeyToProtobuf(key) });
+    expect(node.peerId).toBe(key.publicKey.toString());
+    expect(node.topic).toMatch(/^ratemesh\/.+/);
+    expect(node.ready).toBe(false);
+    expect(node.check('api', 'k').allowed).toBe(true);
+    expect(node.multiaddrs()).toEqual([]);
+    await node.stop();
+  });
+});
+
+describe('live mesh on loopback', () => {
+  const cluster = new Cluster();
+  afterEach(() => cluster.stopAll());
+
+  it('three nodes form a mesh, exchange gossip and enforce the shared limit', async () => {
+    const a = await cluster.add({ policies: NAIVE });
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
+    const c = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
+    const nodes = [a, b, c];
+    await waitFor('every node sees two live peers', () => nodes.every((n) => livePeers(n) === 2));
+    expect(nodes.every((n) => n.ready)).toBe(true);
+
+    expect(spend(a, 60)).toBe(60);
+    const heard = engineGossipIn(b);
+    // The key rides the next few ticks; give B a few of A's messages.
+    await waitFor('B hears A after the spend', () => engineGossipIn(b) >= heard + 3);
+    const allowedB = spend(b, 100);
+    expect(allowedB).toBeLessThanOrEqual(40);
+    expect(allowedB).toBeGreaterThanOrEqual(35);
+    const heardC = engineGossipIn(c);
+    await waitFor('C hears both', () => engineGossipIn(c) >= heardC + 6);
+    expect(spend(c, 20)).toBeLessThanOrEqual(5);
+
+    for (const n of nodes) {
+      const s = n.stats();
+      expect(s.gossip.msgsOut).toBeGreaterThan(0);
+      expect(s.gossip.msgsIn).toBeGreaterThan(0);
+      expect(s.drops).toEqual({});
+      expect(Object.keys(s.gossip.rejected).filter((r) => r !== 'duplicate')).toEqual([]);
+      // One process, one clock: the sync round trip's offset estimate is within a few ms.
+      for (const p of n.peers()) expect(Math.abs(p.clockOffsetMs)).toBeLessThan(250);
+    }
+  });
+
+  it('a late joiner pulls the mesh state by sync, not by waiting for gossip', async () => {
+    // Gossip every minute: within this test only the sync protocol can carry counts.
+    const slow = { policies: NAIVE, gossipIntervalMs: 60_000 };
+    const a = await cluster.add(slow);
+    const b = await cluster.add({ ...slow, bootstrap: [dialable(a)] });
+    expect(spend(a, 70)).toBe(70);
+    expect(spend(b, 30)).toBe(30);
+    const c = await cluster.add({ ...slow, bootstrap: [dialable(a), dialable(b)] });
+    await waitFor('C pulled from both peers', () => c.stats().sync.pullsOk >= 2);
+    expect(c.stats().gossip.msgsIn).toBe(0);
+    const d = c.check('api', 'k');
+    expect(d.allowed).toBe(false);
+    expect(d.rule).toBe('global-limit');
+    expect(a.stats().sync.served + b.stats().sync.served).toBeGreaterThanOrEqual(2);
+  });
+
+  it('a mesh with a pre-shared key keeps out a node without it', async () => {
+    const psk = new Uint8Array(95);
+    generateKey(psk);
+    const a = await cluster.add({ policies: NAIVE, psk });
+    const b = await cluster.add({ policies: NAIVE, psk, bootstrap: [dialable(a)] });
+    const outsider = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
+    await waitFor('a and b connect', () => livePeers(a) === 1 && livePeers(b) === 1);
+    await waitFor('the outsider tried a few times', () => outsider.stats().discovery.dialErrors >= 2);
+    expect(outsider.stats().peers.connected).toBe(0);
+    expect(outsider.peers()).toEqual([]);
+    expect(a.peers().map((p) => p.id)).toEqual([b.peerId]);
+    expect(a.stats().peers.connected).toBe(1);
+  });
+
+  it('detects a node on another policy version, counts it, and never merges its counts', async () => {
+    const logger = new MemoryLogger();
+    const a = await cluster.add({ policies: NAIVE, logger });
+    const other: PolicySpec[] = [{ ...NAIVE[0]!, limit: 50 }];
+    const stranger = await cluster.add({ policies: other, bootstrap: [dialable(a)] });
+    expect(stranger.topic).not.toBe(a.topic);
+    await waitFor('a notices the other version', () => a.stats().versionMismatch.events >= 1);
+    expect(a.stats().versionMismatch.peers[stranger.peerId]).toBe(stranger.topic.slice('ratemesh/'.length));
+    expect(logger.has('warn', 'different policy version')).toBe(true);
+    expect(spend(stranger, 50)).toBe(50);
+    await sleep(500);
+    // Nothing of the stranger reached a's engine: it still has the whole limit.
+    expect(a.stats().gossip.msgsIn).toBe(0);
+    expect(a.stats().sync.pullsOk).toBe(0);
+    expect(a.peers()).toEqual([]);
+    expect(spend(a, 100)).toBe(100);
+  });
+
+  it('publishes early, before the tick, when the engine asks', async () => {
+    // A tick a minute apart: only an early publish can carry b's spend to a in time.
+    const slow = { policies: NAIVE, gossipIntervalMs: 60_000 };
+    const a = await cluster.add(slow);
+    const b = await cluster.add({ ...slow, bootstrap: [dialable(a)] });
+    await waitFor('b synced from a', () => b.stats().sync.pullsOk >= 1 && a.stats().sync.pullsOk >= 1);
+    expect(spend(b, 100)).toBe(100);
+    await waitFor('b published early', () => b.stats().gossip.earlyPublishes >= 1);
+    await waitFor('a received it', () => a.stats().gossip.msgsIn >= 1);
+    expect(a.check('api', 'k').allowed).toBe(false);
+    expect(b.stats().gossip.ticks).toBe(0);
+  });
+
+  it('finds peers through a dns: bootstrap entry resolving to every address', async () => {
+    const a = await cluster.add({ policies: NAIVE });
+    const port = Number(dialable(a).split('/')[4]);
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [`dns:localhost:${port}`] });
+    await waitFor('b connects to a by name', () => livePeers(b) === 1 && livePeers(a) === 1);
+    expect(b.stats().discovery.lastResolved).toBeGreaterThanOrEqual(1);
+  });
+
+  it('drops oversized gossip at the transport and counts it', async () => {
+    const a = await cluster.add({ policies: NAIVE, maxMessageBytes: 64 });
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
+    // A key long enough that b's gossip exceeds a's 64-byte cap.
+    for (let i = 0; i < 3; i++) b.check('api', `k-${'x'.repeat(80)}-${i}`);
+    await waitFor('a drops oversize gossip', () => (a.stats().drops.oversize ?? 0) >= 1);
+    expect(engineGossipIn(b)).toBeGreaterThanOrEqual(0);
+  });
+
+  it('reports a peer that disconnects and goes silent as departed', async () => {
+    const a = await cluster.add({ policies: NAIVE, departAfterMs: 600 });
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
+    await waitFor('a sees b', () => livePeers(a) === 1);
+    expect(a.stats().peers.members).toBe(1);
+    await b.stop();
+    await waitFor('a reports b departed', () => a.stats().peers.departed === 1);
+    expect(a.stats().peers.members).toBe(0);
+  });
+});
+
+describe('experiment knobs', () => {
+  const cluster = new Cluster();
+  afterEach(() => cluster.stopAll());
+
+  it('injectLoss 1 drops every received message, loudly', async () => {
+    const logger = new MemoryLogger();
+    const a = await cluster.add({ policies: NAIVE, injectLoss: 1, injectSeed: 7, logger });
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
+    await waitFor('b hears a', () => engineGossipIn(b) >= 5);
+    await waitFor('a drops b', () => a.stats().injected.dropped >= 5);
+    expect(a.stats().gossip.msgsIn).toBe(0);
+    expect(logger.has('warn', 'EXPERIMENT KNOBS ON')).toBe(true);
+  });
+
+  it('injectLoss 0.5 drops about half', async () => {
+    const a = await cluster.add({ policies: NAIVE, injectLoss: 0.5, injectSeed: 42 });
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)], gossipIntervalMs: 20 });
+    void b;
+    await waitFor(
+      '100 messages reached a',
+      () => a.stats().injected.dropped + a.stats().gossip.msgsIn >= 100,
+    );
+    const s = a.stats();
+    const frac = s.injected.dropped / (s.injected.dropped + s.gossip.msgsIn);
+    expect(frac).toBeGreaterThan(0.3);
+    expect(frac).toBeLessThan(0.7);
+  });
+
+  it('injectDelayMs holds received gossip before the engine sees it', async () => {
+    const delay = 400;
+    const a = await cluster.add({ policies: NAIVE, injectDelayMs: delay });
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
+    await waitFor('a has heard b through the delay', () => livePeers(a) === 1 && a.stats().gossip.msgsIn > 0);
+    // Messages are held: about delay / g of b's are pending at any moment.
+    const s0 = a.stats();
+    expect(s0.injected.delayed - s0.gossip.msgsIn).toBeGreaterThanOrEqual(3);
+    const t0 = Date.now();
+    expect(spend(b, 100)).toBe(100);
+    await sleep(100);
+    expect(a.check('api', 'k').allowed).toBe(true);
+    // Each poll may spend one on a; a's own few spends cannot exhaust the limit, b's 100 do.
+    await waitFor('a is limited by b', () => !a.check('api', 'k').allowed, 20_000, 50);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(delay - 20);
+  });
+});
