@@ -54,7 +54,7 @@ export class FixedWindow implements LocalAlgorithm<FixedWindowState>, FitsAt<Fix
   /** The window `t` falls in, never before the state's. */
   private index(state: FixedWindowState, t: number): number {
     const i = Math.floor(t / this.windowMs);
-    return i > state.index ? i : state.index;
+    return Math.max(i, state.index);
   }
 
   fitsAt(state: FixedWindowState, cost: number, t: number): boolean {

@@ -98,7 +98,7 @@ export class Gcra implements LocalAlgorithm<GcraState>, FitsAt<GcraState> {
   commit(state: GcraState, cost: number, now: number): void {
     if (!isTime(now) || !(cost > 0)) return;
     const x = now * this.rate;
-    state.tat = (state.tat > x ? state.tat : x) + cost;
+    state.tat = Math.max(state.tat, x) + cost;
   }
 
   isIdle(state: GcraState, now: number): boolean {

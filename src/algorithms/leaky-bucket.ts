@@ -117,7 +117,7 @@ export class LeakyBucket implements LocalAlgorithm<LeakyBucketState>, FitsAt<Lea
   commit(state: LeakyBucketState, cost: number, now: number): void {
     if (!isTime(now) || !(cost > 0)) return;
     const x = now * this.rate;
-    state.empty = (state.empty > x ? state.empty : x) + cost;
+    state.empty = Math.max(state.empty, x) + cost;
   }
 
   isIdle(state: LeakyBucketState, now: number): boolean {

@@ -91,13 +91,13 @@ export class SlidingWindowCounter
   /** The bucket `t` counts in, never before `head`. */
   private bucketAt(state: SlidingWindowCounterState, t: number): number {
     const b = Math.floor(t / this.bucketMs);
-    return b > state.head ? b : state.head;
+    return Math.max(b, state.head);
   }
 
   /** The estimate at `t` (see the class comment). */
   private estimate(state: SlidingWindowCounterState, t: number): number {
     const raw = Math.floor(t / this.bucketMs);
-    const b = raw > state.head ? raw : state.head;
+    const b = Math.max(raw, state.head);
     const k = this.buckets;
     if (b - k > state.head) return 0;
     let f = raw < b ? 0 : (t - b * this.bucketMs) / this.bucketMs;
@@ -165,7 +165,7 @@ export class SlidingWindowCounter
     const b = this.bucketAt(state, now);
     if (b > state.head) {
       // Clear the slots of buckets head+1 .. b (all of them when b jumped a whole ring).
-      const n = b - state.head < this.slots ? b - state.head : this.slots;
+      const n = Math.min(b - state.head, this.slots);
       for (let i = 0; i < n; i++) state.counts[this.slot(b - i)] = 0;
       state.head = b;
     }

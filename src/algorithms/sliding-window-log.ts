@@ -52,7 +52,9 @@ const EMPTY = new Float64Array(0);
  * state was created or spent at, so events stay in time order and none leaves
  * the window early.
  */
-export class SlidingWindowLog implements LocalAlgorithm<SlidingWindowLogState>, FitsAt<SlidingWindowLogState> {
+export class SlidingWindowLog
+  implements LocalAlgorithm<SlidingWindowLogState>, FitsAt<SlidingWindowLogState>
+{
   readonly name = 'sliding-window-log' as const;
   readonly capacity: number;
   readonly windowMs: number;
@@ -75,7 +77,7 @@ export class SlidingWindowLog implements LocalAlgorithm<SlidingWindowLogState>, 
 
   /** The cost admitted in `(t - windowMs, t]`, with `t` no earlier than `last`. */
   private sum(state: SlidingWindowLogState, t: number): number {
-    const cutoff = (t > state.last ? t : state.last) - this.windowMs;
+    const cutoff = Math.max(t, state.last) - this.windowMs;
     let sum = state.total;
     for (let i = 0; i < state.len; i++) {
       const p = this.pos(state, i) << 1;
@@ -92,7 +94,7 @@ export class SlidingWindowLog implements LocalAlgorithm<SlidingWindowLogState>, 
   /** Closed-form wait: until enough of the oldest events have left the window. */
   private waitFor(state: SlidingWindowLogState, cost: number, now: number, inWindow: number): number {
     const room = this.capacity - cost;
-    const cutoff = (now > state.last ? now : state.last) - this.windowMs;
+    const cutoff = Math.max(now, state.last) - this.windowMs;
     let acc = inWindow;
     for (let i = 0; i < state.len; i++) {
       const p = this.pos(state, i) << 1;
@@ -117,7 +119,7 @@ export class SlidingWindowLog implements LocalAlgorithm<SlidingWindowLogState>, 
       return deny(out, cells(this.capacity - inWindow), -1, this.resetNow(state, now));
     }
     if (inWindow + cost <= this.capacity) {
-      const t = now > state.last ? now : state.last;
+      const t = Math.max(now, state.last);
       return allow(out, cells(this.capacity - inWindow - cost), ceilMs(t + this.windowMs - now), 0);
     }
     const retry = exactRetry(this, state, cost, now, this.waitFor(state, cost, now, inWindow));
@@ -126,7 +128,7 @@ export class SlidingWindowLog implements LocalAlgorithm<SlidingWindowLogState>, 
 
   commit(state: SlidingWindowLogState, cost: number, now: number): void {
     if (!isTime(now) || !(cost > 0)) return;
-    const t = now > state.last ? now : state.last;
+    const t = Math.max(now, state.last);
     const cutoff = t - this.windowMs;
     while (state.len > 0) {
       const p = state.start << 1;

@@ -61,7 +61,7 @@ export class TokenBucket implements LocalAlgorithm<TokenBucketState>, FitsAt<Tok
   private level(state: TokenBucketState, t: number): number {
     if (t <= state.last) return state.tokens;
     const v = state.tokens + (t - state.last) * this.rate;
-    return v < this.capacity ? v : this.capacity;
+    return Math.min(v, this.capacity);
   }
 
   fitsAt(state: TokenBucketState, cost: number, t: number): boolean {
@@ -78,7 +78,7 @@ export class TokenBucket implements LocalAlgorithm<TokenBucketState>, FitsAt<Tok
       return allow(out, cells(left + this.slack), ceilMs((this.capacity - left - this.slack) / this.rate), 0);
     }
     // Refill starts from `last` when the clock went back.
-    const from = now > state.last ? now : state.last;
+    const from = Math.max(now, state.last);
     const retry = exactRetry(this, state, cost, now, from - now + (cost - level) / this.rate);
     return deny(out, cells(level + this.slack), retry, resetNow);
   }

@@ -45,9 +45,9 @@ export class HotKeys {
 
   /** Counts `cost` admitted on (policy, key) now. */
   add(policy: string, key: string, cost: number): void {
-    const now = this.clock.now();
+    const now = this.now();
     let x = (now - this.landmark) / this.tauMs;
-    if (x > 40 || x < -40) {
+    if (x > 40) {
       this.rescale(now);
       x = 0;
     }
@@ -77,7 +77,7 @@ export class HotKeys {
 
   /** The `n` hottest keys, hottest first, with rates per second at the current time. */
   top(n: number): HotKey[] {
-    const scale = Math.exp(-(this.clock.now() - this.landmark) / this.tauMs) / (this.tauMs / 1000);
+    const scale = Math.exp(-(this.now() - this.landmark) / this.tauMs) / (this.tauMs / 1000);
     return [...this.entries.values()]
       .sort((a, b) => b.count - a.count)
       .slice(0, Math.max(0, n))
@@ -86,6 +86,11 @@ export class HotKeys {
 
   get size(): number {
     return this.entries.size;
+  }
+
+  /** The clock, never before the landmark: a clock that steps back counts hits as if at the landmark. */
+  private now(): number {
+    return Math.max(this.clock.now(), this.landmark);
   }
 
   private rescale(now: number): void {

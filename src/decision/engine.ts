@@ -93,6 +93,8 @@ interface PolicyRt {
   readonly algo: LocalAlgorithm<unknown> | undefined;
   readonly earlyAt: number;
   readonly local: boolean;
+  /** Index on the wire: the position of the name in the name-sorted set (the version hash ignores order). */
+  wire: number;
 }
 
 /** Per-key bookkeeping of local-scope policies. */
@@ -184,6 +186,7 @@ export class Engine implements RateLimiter {
   private readonly clock: Clock;
   private readonly rts: PolicyRt[];
   private readonly rtByName = new Map<string, PolicyRt>();
+  private readonly rtByWire: PolicyRt[];
   private readonly windows: KeyStore<KeyWindow>[];
   private readonly locals: KeyStore<LocalEntry>[];
   private readonly peers: PeerTable;
@@ -250,9 +253,14 @@ export class Engine implements RateLimiter {
         algo: policy.local === undefined ? undefined : (createAlgorithm(policy.local) as LocalAlgorithm<unknown>),
         earlyAt: Math.max(1, Math.ceil(policy.limit * earlyFrac)),
         local: policy.scope === 'local',
+        wire: 0,
       };
       this.rtByName.set(policy.name, rt);
       return rt;
+    });
+    this.rtByWire = [...this.rts].sort((a, b) => (a.policy.name < b.policy.name ? -1 : a.policy.name > b.policy.name ? 1 : 0));
+    this.rtByWire.forEach((rt, i) => {
+      rt.wire = i;
     });
     this.windows = this.rts.map(
       (rt) => new KeyStore<KeyWindow>(this.maxKeys, (kw) => this.windowExpired(rt, kw)),
@@ -500,7 +508,7 @@ export class Engine implements RateLimiter {
       return;
     }
     let est = kw.estimate(w);
-    if (peers.stale.length > 0) est += this.staleReserve(kw, w, L);
+    if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(kw, w, L);
     if (est + cost > L) {
       this.deny(out, 'global-limit', 'global', Math.max(0, Math.floor(L - est)), this.expiry(kw, kw.sum, est + cost - L, now, rt));
       return;
@@ -712,7 +720,7 @@ export class Engine implements RateLimiter {
         continue;
       }
       if (!recent && !anti) continue;
-      entries.push(this.ownEntry(kw, meta.policy, meta.key, 0, now, rt));
+      entries.push(this.ownEntry(kw, rt.wire, meta.key, 0, now, rt));
       kw.unsynced = 0;
     }
     this.seq++;
@@ -784,7 +792,7 @@ export class Engine implements RateLimiter {
 
   private validateEntries(entries: readonly WireEntry[]): string | undefined {
     for (const e of entries) {
-      const rt = this.rts[e.policy];
+      const rt = this.rtByWire[e.policy];
       if (rt === undefined || rt.local) return 'unknown-policy';
       if (!isValidKey(e.key)) return 'bad-key';
       if (e.counts.length > rt.policy.buckets + 2) return 'bad-field';
@@ -793,7 +801,7 @@ export class Engine implements RateLimiter {
   }
 
   private mergeEntry(origin: number, e: WireEntry, now: number): void {
-    const rt = this.rts[e.policy]!;
+    const rt = this.rtByWire[e.policy]!;
     const L = rt.policy.limit;
     let kw = this.windows[rt.idx]!.get(e.key);
     if (kw === undefined) kw = this.createWindow(rt, e.key);
@@ -862,7 +870,7 @@ export class Engine implements RateLimiter {
         const c = Math.floor(now / rt.bw);
         if (c > kw.cur) kw.roll(c);
         if (kw.isEmpty()) continue;
-        if (kw.ownEstimate(1) > 0) entries.push(this.ownEntry(kw, rt.idx, key, 0, now, rt));
+        if (kw.ownEstimate(1) > 0) entries.push(this.ownEntry(kw, rt.wire, key, 0, now, rt));
         for (let o = 1; o < kw.peers.length; o++) {
           const arr = kw.peers[o];
           const peer = this.peers.byIdx[o];
@@ -880,7 +888,7 @@ export class Engine implements RateLimiter {
             if (v > 0) any = true;
             counts.push(v);
           }
-          if (any) entries.push({ origin: ref, policy: rt.idx, key, base: kw.cur - kw.k, counts, demand: arr[kw.r]! });
+          if (any) entries.push({ origin: ref, policy: rt.wire, key, base: kw.cur - kw.k, counts, demand: arr[kw.r]! });
         }
       }
     }

@@ -133,6 +133,9 @@ export class RateMeshCore<Req, Res> {
   private readonly release = (): void => {
     this.c.inFlight--;
   };
+  /** The response headers are written to; set just before the (synchronous) header writers run. */
+  private headerTarget: Res | undefined;
+  private readonly set: SetHeader = (name, value) => this.hooks.setHeader(this.headerTarget!, name, value);
 
   constructor(options: RateMeshHttpOptions<Req, Res>, hooks: AdapterHooks<Req, Res>) {
     this.config = parseOptions(options);
@@ -271,40 +274,44 @@ export class RateMeshCore<Req, Res> {
     } catch (err) {
       return new Failure('key-error', err);
     }
-    const build = (
-      k: string | undefined,
-      a: string | undefined,
-      e: string | undefined,
-    ): PolicyKey[] | Failure => {
-      try {
-        const pairs: PolicyKey[] = [];
-        const customKey = k === undefined ? undefined : validateKey(k);
-        const acctKey = a === undefined ? undefined : accountKey(a);
-        for (const b of route.bindings) {
-          switch (b.by) {
-            case 'ip':
-              pairs.push([b.policy, ip as string]);
-              break;
-            case 'key':
-              pairs.push([b.policy, customKey ?? (ip as string)]);
-              break;
-            case 'account':
-              if (acctKey !== undefined) pairs.push([b.policy, acctKey]);
-              break;
-            case 'endpoint':
-              if (a !== undefined && e !== undefined) pairs.push([b.policy, endpointKey(a, e)]);
-              break;
-          }
-        }
-        return pairs;
-      } catch (err) {
-        return new Failure('key-error', err);
-      }
-    };
     if (isThenable(custom) || isThenable(acct) || isThenable(endpoint)) {
-      return Promise.all([custom, acct, endpoint]).then(([k, a, e]) => build(k, a, e));
+      return Promise.all([custom, acct, endpoint]).then(([k, a, e]) => this.pairsOf(route, ip as string, k, a, e));
     }
-    return build(custom, acct, endpoint);
+    return this.pairsOf(route, ip as string, custom, acct, endpoint);
+  }
+
+  /** The pairs, once every user-supplied part is known; validates them. */
+  private pairsOf(
+    route: CompiledRoute<Req>,
+    ip: string | undefined,
+    k: string | undefined,
+    a: string | undefined,
+    e: string | undefined,
+  ): PolicyKey[] | Failure {
+    try {
+      const pairs: PolicyKey[] = [];
+      const customKey = k === undefined ? undefined : validateKey(k);
+      const acctKey = a === undefined ? undefined : accountKey(a);
+      for (const b of route.bindings) {
+        switch (b.by) {
+          case 'ip':
+            pairs.push([b.policy, ip!]);
+            break;
+          case 'key':
+            pairs.push([b.policy, customKey ?? ip!]);
+            break;
+          case 'account':
+            if (acctKey !== undefined) pairs.push([b.policy, acctKey]);
+            break;
+          case 'endpoint':
+            if (a !== undefined && e !== undefined) pairs.push([b.policy, endpointKey(a, e)]);
+            break;
+        }
+      }
+      return pairs;
+    } catch (err) {
+      return new Failure('key-error', err);
+    }
   }
 
   private decide(
@@ -356,7 +363,26 @@ export class RateMeshCore<Req, Res> {
     retryAfter: number | undefined,
   ): void {
     const cfg = this.config;
-    const set: SetHeader = (name, value) => this.hooks.setHeader(res, name, value);
+    const outcomes = d.outcomes;
+    if (
+      outcomes.length === 1 &&
+      cfg.standardHeaders === 'draft-11' &&
+      !cfg.legacyHeaders &&
+      !cfg.partitionKey &&
+      !outcomes[0]!.shadow &&
+      route.bindings.length === 1
+    ) {
+      // The common case (one policy, default headers), without the general path's allocations.
+      const o = outcomes[0]!;
+      const t = retryAfter ?? seconds(o.resetMs);
+      const r = o.limited || !(o.remaining > 0) ? 0 : Math.floor(o.remaining);
+      this.hooks.setHeader(res, 'RateLimit-Policy', route.policyHeader);
+      this.hooks.setHeader(res, 'RateLimit', `${route.quotedNames[0]};r=${r};t=${t}`);
+      if (retryAfter !== undefined) setRetryAfter(this.set, retryAfter, res, this.hooks);
+      return;
+    }
+    this.headerTarget = res;
+    const set = this.set;
     const members: HeaderMember[] = [];
     let main: HeaderMember | undefined;
     let mainKey = d.key;

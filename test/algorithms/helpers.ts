@@ -1,4 +1,4 @@
-import { createAlgorithm } from '../../src/algorithms/index.js';
+import { createAlgorithm, LeakyBucket } from '../../src/algorithms/index.js';
 import { type AlgoResult, type LocalAlgorithm, newAlgoResult } from '../../src/algorithms/types.js';
 import type { AlgorithmName, LocalAlgorithmSpec } from '../../src/types.js';
 
@@ -33,6 +33,8 @@ export interface Arrival {
 /** An admitted arrival with what the algorithm said. */
 export interface Admitted extends Arrival {
   delayMs: number;
+  /** Leaky bucket: units queued just after this admission, measured at its `t`. */
+  queued: number;
 }
 
 /**
@@ -52,7 +54,8 @@ export function run(
     if (algo.check(state, a.cost, a.t, out)) {
       const delayMs = out.delayMs;
       algo.commit(state, a.cost, a.t);
-      admitted.push({ t: a.t, cost: a.cost, delayMs });
+      const queued = algo instanceof LeakyBucket ? (state as { empty: number }).empty - a.t * algo.rate : 0;
+      admitted.push({ t: a.t, cost: a.cost, delayMs, queued });
       onAdmit?.(state, a, out);
     }
   }

@@ -89,7 +89,12 @@ describe('KeyedLimiter', () => {
   });
 
   it('rejects a bad cap with CONFIG_INVALID', () => {
-    for (const options of [{ maxKeys: 0 }, { maxKeys: 1.5 }, { maxKeys: 10, evictBatch: 11 }, { evictBatch: 0 }]) {
+    for (const options of [
+      { maxKeys: 0 },
+      { maxKeys: 1.5 },
+      { maxKeys: 10, evictBatch: 11 },
+      { evictBatch: 0 },
+    ]) {
       let err: unknown;
       try {
         new KeyedLimiter(onePerSecond(), options);
