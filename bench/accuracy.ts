@@ -178,7 +178,9 @@ function main(): void {
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'accuracy.json'), `${JSON.stringify(rows, null, 2)}\n`);
   writeFileSync(join(out, 'accuracy.svg'), chart(rows));
-  console.log(`wrote ${join('bench', 'results', 'accuracy.json')} and ${join('bench', 'results', 'accuracy.svg')}`);
+  console.log(
+    `wrote ${join('bench', 'results', 'accuracy.json')} and ${join('bench', 'results', 'accuracy.svg')}`,
+  );
 }
 
 /** Worst 1 s over-admission (% over L) against gossip delay, one line per design. */
@@ -191,7 +193,10 @@ function chart(rows: AccuracyRow[]): string {
   const pct = (r: AccuracyRow) => ((r.worst_1s - L) / L) * 100;
   const series: { name: string; color: string; pts: [number, number][] }[] = [];
   const sweep = (design: string) =>
-    rows.filter((r) => r.design === design && r.g_ms === 10 && r.loss === 0 && r.cut === null && r.buckets === BENCH_BUCKETS);
+    rows.filter(
+      (r) =>
+        r.design === design && r.g_ms === 10 && r.loss === 0 && r.cut === null && r.buckets === BENCH_BUCKETS,
+    );
   for (const [design, color] of [
     ['naive', '#d62728'],
     ['controlled', '#2ca02c'],
@@ -238,7 +243,8 @@ function chart(rows: AccuracyRow[]): string {
     parts.push(
       `<polyline fill="none" stroke="${s.color}" stroke-width="2"${dash} points="${s.pts.map(([i, v]) => `${x(i)},${y(v)}`).join(' ')}"/>`,
     );
-    for (const [i, v] of s.pts) if (!dash) parts.push(`<circle cx="${x(i)}" cy="${y(v)}" r="3" fill="${s.color}"/>`);
+    for (const [i, v] of s.pts)
+      if (!dash) parts.push(`<circle cx="${x(i)}" cy="${y(v)}" r="3" fill="${s.color}"/>`);
     const ly = m.t + 10 + si * 20;
     parts.push(
       `<line x1="${m.l + pw + 12}" x2="${m.l + pw + 32}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2"${dash}/>`,

@@ -17,11 +17,27 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import http, { type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import autocannon from 'autocannon';
 import { rateLimit } from 'express-rate-limit';
 import { Engine } from '../src/decision/engine.js';
 import { rateMeshGuard } from '../src/http/index.js';
+
+/** The part of autocannon's API used here (the package ships no types). */
+interface AutocannonResult {
+  requests: { average: number; total: number };
+  latency: { p99: number };
+  non2xx: number;
+}
+type Autocannon = (opts: {
+  url: string;
+  connections: number;
+  duration: number;
+  workers?: number;
+  warmup?: { connections: number; duration: number };
+  requests?: { method: string; path: string }[];
+}) => Promise<AutocannonResult>;
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
 const DURATION = Number(process.env.DURATION ?? 3);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 32);

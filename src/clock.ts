@@ -10,9 +10,12 @@ export interface Clock {
   now(): number;
 }
 
+const origin = performance.timeOrigin;
+const perf = performance;
+
 /** The production clock: wall time at process start plus monotonic elapsed time. */
 export const systemClock: Clock = {
-  now: () => performance.timeOrigin + performance.now(),
+  now: () => origin + perf.now(),
 };
 
 /** A clock that only moves when told to; for tests and the simulator. */
@@ -40,7 +43,10 @@ export class ManualClock implements Clock {
 /** Throws a clear error for NaN or infinite times; returns the time otherwise. */
 export function checkTime(t: number): number {
   if (typeof t !== 'number' || !Number.isFinite(t)) {
-    throw new RateMeshError(ErrorCodes.CLOCK_INVALID, `time must be a finite number of milliseconds (got ${String(t)})`);
+    throw new RateMeshError(
+      ErrorCodes.CLOCK_INVALID,
+      `time must be a finite number of milliseconds (got ${String(t)})`,
+    );
   }
   return t;
 }

@@ -79,7 +79,7 @@ export class FixedWindow implements LocalAlgorithm<FixedWindowState>, FitsAt<Fix
   }
 
   commit(state: FixedWindowState, cost: number, now: number): void {
-    if (!isTime(now) || !(cost > 0)) return;
+    if (!isTime(now) || !costFits(cost, this.capacity)) return;
     const i = this.index(state, now);
     if (i !== state.index) {
       state.index = i;

@@ -96,7 +96,7 @@ export class Gcra implements LocalAlgorithm<GcraState>, FitsAt<GcraState> {
   }
 
   commit(state: GcraState, cost: number, now: number): void {
-    if (!isTime(now) || !(cost > 0)) return;
+    if (!isTime(now) || !costFits(cost, this.capacity)) return;
     const x = now * this.rate;
     state.tat = Math.max(state.tat, x) + cost;
   }

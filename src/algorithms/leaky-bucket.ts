@@ -115,7 +115,7 @@ export class LeakyBucket implements LocalAlgorithm<LeakyBucketState>, FitsAt<Lea
   }
 
   commit(state: LeakyBucketState, cost: number, now: number): void {
-    if (!isTime(now) || !(cost > 0)) return;
+    if (!isTime(now) || !costFits(cost, this.capacity)) return;
     const x = now * this.rate;
     state.empty = Math.max(state.empty, x) + cost;
   }

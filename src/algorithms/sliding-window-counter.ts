@@ -161,7 +161,7 @@ export class SlidingWindowCounter
   }
 
   commit(state: SlidingWindowCounterState, cost: number, now: number): void {
-    if (!isTime(now) || !(cost > 0)) return;
+    if (!isTime(now) || !costFits(cost, this.capacity)) return;
     const b = this.bucketAt(state, now);
     if (b > state.head) {
       // Clear the slots of buckets head+1 .. b (all of them when b jumped a whole ring).

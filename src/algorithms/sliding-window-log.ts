@@ -127,7 +127,7 @@ export class SlidingWindowLog
   }
 
   commit(state: SlidingWindowLogState, cost: number, now: number): void {
-    if (!isTime(now) || !(cost > 0)) return;
+    if (!isTime(now) || !costFits(cost, this.capacity)) return;
     const t = Math.max(now, state.last);
     const cutoff = t - this.windowMs;
     while (state.len > 0) {

@@ -84,7 +84,7 @@ export class TokenBucket implements LocalAlgorithm<TokenBucketState>, FitsAt<Tok
   }
 
   commit(state: TokenBucketState, cost: number, now: number): void {
-    if (!isTime(now) || !(cost > 0)) return;
+    if (!isTime(now) || !costFits(cost, this.capacity)) return;
     state.tokens = this.level(state, now) - cost;
     if (now > state.last) state.last = now;
   }

@@ -45,6 +45,8 @@ export class KeyWindow {
   oldest = 0;
   /** Slot of bucket c. */
   curSlot = 0;
+  /** Slot of bucket c + 1. */
+  nextSlot = 0;
 
   // ---- decision-side state kept with the key to avoid a second map lookup ----
   /** Controlled mode: this node's demand-weighted share of the key's headroom. */
@@ -111,6 +113,7 @@ export class KeyWindow {
     this.cur = c;
     this.oldest = this.slotOf(c - k);
     this.curSlot = this.slotOf(c);
+    this.nextSlot = this.slotOf(c + 1);
     void r;
   }
 

@@ -29,6 +29,8 @@ const LATENCY_BUCKETS = [1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1
  * | `ratemesh_sync_bytes_total` | counter | direction |
  * | `ratemesh_peers_live`, `ratemesh_peers_stale` | gauge | |
  * | `ratemesh_fallback_active` | gauge (0/1) | |
+ * | `ratemesh_gossip_capped_total`, `ratemesh_key_evictions_total` | counter | |
+ * | `ratemesh_tracked_keys` | gauge | |
  * | `ratemesh_view_age_seconds` | gauge | |
  * | `ratemesh_clock_offset_seconds` | gauge | peer |
  * | `ratemesh_info` | gauge (1) | peer_id, topic |
@@ -161,7 +163,34 @@ export class DaemonMetrics {
       help: '1 when every known peer is stale, so global policies enforce the static L/N share.',
       registers,
       collect() {
-        this.set(fallbackActive(peers()) ? 1 : 0);
+        const f = engineField(stats(), 'fallback');
+        this.set((typeof f === 'boolean' ? f : fallbackActive(peers())) ? 1 : 0);
+      },
+    });
+    new Counter({
+      name: 'ratemesh_gossip_capped_total',
+      help: 'Peer counts capped because the origin could not have admitted that much.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(num(engineField(stats(), 'capped')));
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_tracked_keys',
+      help: 'Keys the engine holds state for (bounded by its key cap).',
+      registers,
+      collect() {
+        this.set(num(engineField(stats(), 'keys')));
+      },
+    });
+    new Counter({
+      name: 'ratemesh_key_evictions_total',
+      help: 'Keys evicted by the engine to stay within its key cap.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(num(engineField(stats(), 'evictions')));
       },
     });
     new Gauge({
@@ -217,6 +246,12 @@ export class DaemonMetrics {
   async expose(): Promise<{ body: string; contentType: string }> {
     return { body: await this.registry.metrics(), contentType: this.registry.contentType };
   }
+}
+
+/** A field of the engine's stats (typed `object` by the mesh contract), if present. */
+function engineField(s: MeshStats | undefined, field: string): unknown {
+  const e = s?.engine as Record<string, unknown> | undefined;
+  return e !== undefined && typeof e === 'object' ? e[field] : undefined;
 }
 
 /** A number from an untyped stats table; 0 for anything else. */

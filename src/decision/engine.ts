@@ -1,6 +1,6 @@
-import { type AlgoResult, newAlgoResult } from '../algorithms/types.js';
 import { createAlgorithm } from '../algorithms/index.js';
 import type { LocalAlgorithm } from '../algorithms/types.js';
+import { type AlgoResult, newAlgoResult } from '../algorithms/types.js';
 import { type Clock, checkTime, systemClock } from '../clock.js';
 import {
   decodeMessage,
@@ -151,7 +151,11 @@ function copyEval(from: Eval, to: Eval): void {
 function positiveInt(v: unknown, field: string, def: number, min = 1): number {
   if (v === undefined) return def;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
-    throw new RateMeshError(ErrorCodes.CONFIG_INVALID, `must be an integer >= ${min} (got ${String(v)})`, field);
+    throw new RateMeshError(
+      ErrorCodes.CONFIG_INVALID,
+      `must be an integer >= ${min} (got ${String(v)})`,
+      field,
+    );
   }
   return v;
 }
@@ -194,7 +198,6 @@ export class Engine implements RateLimiter {
   private readonly repeatTicks: number;
   private readonly antiEntropyTicks: number;
   private readonly maxKeys: number;
-  private keyCount = 0;
   private lastNow = Number.NEGATIVE_INFINITY;
   private nextRefresh = Number.NEGATIVE_INFINITY;
   private tick = 0;
@@ -234,14 +237,22 @@ export class Engine implements RateLimiter {
       'staleAfterMs',
       3 * this.gossipIntervalMs + 2 * this.expectedDelayMs,
     );
-    const departAfter = positiveInt(opts.departAfterMs, 'departAfterMs', Math.max(5000, 10 * this.staleAfterMs));
+    const departAfter = positiveInt(
+      opts.departAfterMs,
+      'departAfterMs',
+      Math.max(5000, 10 * this.staleAfterMs),
+    );
     this.maxKeys = positiveInt(opts.maxKeys, 'maxKeys', 100_000);
     const maxPeers = positiveInt(opts.maxPeers, 'maxPeers', 256);
     this.repeatTicks = positiveInt(opts.repeatTicks, 'repeatTicks', 3, 0);
     this.antiEntropyTicks = positiveInt(opts.antiEntropyTicks, 'antiEntropyTicks', 50);
     const earlyFrac = opts.earlyPublishFraction ?? 0.05;
     if (typeof earlyFrac !== 'number' || !(earlyFrac > 0 && earlyFrac <= 1)) {
-      throw new RateMeshError(ErrorCodes.CONFIG_INVALID, `must be in (0, 1] (got ${String(earlyFrac)})`, 'earlyPublishFraction');
+      throw new RateMeshError(
+        ErrorCodes.CONFIG_INVALID,
+        `must be in (0, 1] (got ${String(earlyFrac)})`,
+        'earlyPublishFraction',
+      );
     }
     this.peers = new PeerTable(this.nodeId, this.staleAfterMs, departAfter, maxPeers);
 
@@ -250,7 +261,8 @@ export class Engine implements RateLimiter {
         policy,
         idx,
         bw: policy.windowMs / policy.buckets,
-        algo: policy.local === undefined ? undefined : (createAlgorithm(policy.local) as LocalAlgorithm<unknown>),
+        algo:
+          policy.local === undefined ? undefined : (createAlgorithm(policy.local) as LocalAlgorithm<unknown>),
         earlyAt: Math.max(1, Math.ceil(policy.limit * earlyFrac)),
         local: policy.scope === 'local',
         wire: 0,
@@ -258,7 +270,9 @@ export class Engine implements RateLimiter {
       this.rtByName.set(policy.name, rt);
       return rt;
     });
-    this.rtByWire = [...this.rts].sort((a, b) => (a.policy.name < b.policy.name ? -1 : a.policy.name > b.policy.name ? 1 : 0));
+    this.rtByWire = [...this.rts].sort((a, b) =>
+      a.policy.name < b.policy.name ? -1 : a.policy.name > b.policy.name ? 1 : 0,
+    );
     this.rtByWire.forEach((rt, i) => {
       rt.wire = i;
     });
@@ -266,8 +280,7 @@ export class Engine implements RateLimiter {
       (rt) => new KeyStore<KeyWindow>(this.maxKeys, (kw) => this.windowExpired(rt, kw)),
     );
     this.locals = this.rts.map(
-      (rt) =>
-        new KeyStore<LocalEntry>(this.maxKeys, (e) => rt.algo !== undefined && rt.algo.isIdle(e.state, this.lastNow)),
+      (rt) => new KeyStore<LocalEntry>(this.maxKeys, (e) => rt.algo?.isIdle(e.state, this.lastNow)),
     );
     this.counters = {
       decisions: 0,
@@ -295,13 +308,18 @@ export class Engine implements RateLimiter {
 
   /** The clock's reading, validated and never earlier than one already used. */
   private now(): number {
-    const t = checkTime(this.clock.now());
-    if (t < this.lastNow) {
+    const t = this.clock.now();
+    // NaN fails this comparison: checkTime throws the clear error
+    if (!(t >= this.lastNow)) {
+      checkTime(t);
       this.counters.clockBackwards++;
       return this.lastNow;
     }
+    if (t >= this.nextRefresh) {
+      checkTime(t); // +Infinity lands here: nextRefresh is always finite once set
+      this.refresh(t);
+    }
     this.lastNow = t;
-    if (t >= this.nextRefresh) this.refresh(t);
     return t;
   }
 
@@ -330,7 +348,11 @@ export class Engine implements RateLimiter {
   check(policy: string, keys: string | readonly string[], cost = 1): Decision {
     const rt = this.rtByName.get(policy);
     if (rt === undefined) {
-      throw new RateMeshError(ErrorCodes.POLICY_UNKNOWN, `no policy named ${JSON.stringify(String(policy))}`, 'policy');
+      throw new RateMeshError(
+        ErrorCodes.POLICY_UNKNOWN,
+        `no policy named ${JSON.stringify(String(policy))}`,
+        'policy',
+      );
     }
     this.checkCost(rt, cost);
     const now = this.now();
@@ -343,12 +365,22 @@ export class Engine implements RateLimiter {
     if (!Array.isArray(keys) || keys.length === 0) {
       throw new RateMeshError(ErrorCodes.KEY_INVALID, 'must be a key or a non-empty array of keys', 'keys');
     }
-    return this.evaluateAll(keys.length, (i) => rt, (i) => keys[i] as string, cost, now);
+    return this.evaluateAll(
+      keys.length,
+      (_i) => rt,
+      (i) => keys[i] as string,
+      cost,
+      now,
+    );
   }
 
   checkAll(pairs: readonly PolicyKey[], cost = 1): Decision & { outcomes: KeyOutcome[] } {
     if (!Array.isArray(pairs) || pairs.length === 0) {
-      throw new RateMeshError(ErrorCodes.KEY_INVALID, 'must be a non-empty array of [policy, key] pairs', 'pairs');
+      throw new RateMeshError(
+        ErrorCodes.KEY_INVALID,
+        'must be a non-empty array of [policy, key] pairs',
+        'pairs',
+      );
     }
     const rts: PolicyRt[] = [];
     for (let i = 0; i < pairs.length; i++) {
@@ -488,7 +520,8 @@ export class Engine implements RateLimiter {
     const w = c < kw.cur ? 1 : 1 - (pos - c);
     kw.addOffered(cost);
     this.touch(kw);
-    out.resetMs = kw.full > 0 || kw.sum[kw.oldest]! > 0 ? Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now) : 0;
+    out.resetMs =
+      kw.full > 0 || kw.sum[kw.oldest]! > 0 ? Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now) : 0;
 
     if (cost > L) {
       this.deny(out, 'cost-exceeds-limit', 'global', Math.max(0, Math.floor(L - kw.estimate(w))), -1);
@@ -510,7 +543,13 @@ export class Engine implements RateLimiter {
     let est = kw.estimate(w);
     if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(kw, w, L);
     if (est + cost > L) {
-      this.deny(out, 'global-limit', 'global', Math.max(0, Math.floor(L - est)), this.expiry(kw, kw.sum, est + cost - L, now, rt));
+      this.deny(
+        out,
+        'global-limit',
+        'global',
+        Math.max(0, Math.floor(L - est)),
+        this.expiry(kw, kw.sum, est + cost - L, now, rt),
+      );
       return;
     }
     if (p.overAdmission === 'controlled' && peers.live.length > 0) {
@@ -522,13 +561,21 @@ export class Engine implements RateLimiter {
       const U = now - this.oldestSent;
       if (U < p.windowMs) {
         if (kw.shareStamp !== this.stamp) this.computeShare(kw, rt, w, now);
-        const tU = now - (U > 0 ? U : 0);
+        const tU = now - Math.max(U, 0);
         const posU = tU / rt.bw;
         const cU = Math.floor(posU);
         let recentAll = 0;
         let ownRecent = 0;
         let b = cU;
-        if (cU >= kw.cur - kw.k) {
+        if (cU === kw.cur) {
+          // the common case: U is shorter than the part of the current bucket gone by
+          const after = 1 - (posU - cU);
+          const s = kw.curSlot;
+          const n = kw.nextSlot;
+          recentAll = kw.sum[s]! * after + kw.sum[n]!;
+          ownRecent = kw.own[s]! * after + kw.own[n]!;
+          b = kw.cur + 2;
+        } else if (cU >= kw.cur - kw.k) {
           const after = 1 - (posU - cU);
           const s = kw.slotOf(cU);
           recentAll = kw.sum[s]! * after;
@@ -542,7 +589,13 @@ export class Engine implements RateLimiter {
         }
         const allowance = kw.share * (L - est + recentAll);
         if (ownRecent + cost > allowance) {
-          this.deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), this.gossipIntervalMs);
+          this.deny(
+            out,
+            'headroom-share',
+            'global',
+            Math.floor(allowance - ownRecent),
+            this.gossipIntervalMs,
+          );
           return;
         }
       }
@@ -551,7 +604,14 @@ export class Engine implements RateLimiter {
     this.allow(out, 'global', Math.floor(L - est - cost));
   }
 
-  private frontAllows(rt: PolicyRt, kw: KeyWindow, cost: number, now: number, out: Eval, mode: DecisionMode): boolean {
+  private frontAllows(
+    rt: PolicyRt,
+    kw: KeyWindow,
+    cost: number,
+    now: number,
+    out: Eval,
+    mode: DecisionMode,
+  ): boolean {
     const algo = rt.algo;
     if (algo === undefined) return true;
     if (kw.local === undefined) kw.local = algo.init(now);
@@ -578,22 +638,35 @@ export class Engine implements RateLimiter {
     out.resetMs = r.resetMs;
     out.delayMs = r.delayMs;
     if (r.allowed) this.allow(out, 'local', r.remaining);
-    else this.deny(out, cost > algo.capacity ? 'cost-exceeds-limit' : 'local-limit', 'local', r.remaining, r.retryAfterMs);
+    else
+      this.deny(
+        out,
+        cost > algo.capacity ? 'cost-exceeds-limit' : 'local-limit',
+        'local',
+        r.remaining,
+        r.retryAfterMs,
+      );
   }
 
   private allow(out: Eval, mode: DecisionMode, remaining: number): void {
     out.allowed = true;
     out.rule = 'allow';
     out.mode = mode;
-    out.remaining = remaining > 0 ? remaining : 0;
+    out.remaining = Math.max(remaining, 0);
     out.retryAfterMs = 0;
   }
 
-  private deny(out: Eval, rule: DecisionRule, mode: DecisionMode, remaining: number, retryAfterMs: number): void {
+  private deny(
+    out: Eval,
+    rule: DecisionRule,
+    mode: DecisionMode,
+    remaining: number,
+    retryAfterMs: number,
+  ): void {
     out.allowed = false;
     out.rule = rule;
     out.mode = mode;
-    out.remaining = remaining > 0 ? remaining : 0;
+    out.remaining = Math.max(remaining, 0);
     out.retryAfterMs = retryAfterMs < 0 ? -1 : Math.max(1, Math.ceil(retryAfterMs));
   }
 
@@ -611,7 +684,7 @@ export class Engine implements RateLimiter {
   }
 
   /** Controlled mode: this node's demand-weighted share for a key, until the view changes. */
-  private computeShare(kw: KeyWindow, rt: PolicyRt, w: number, now: number): void {
+  private computeShare(kw: KeyWindow, rt: PolicyRt, _w: number, now: number): void {
     const W = rt.policy.windowMs;
     const own = demandPerWindow(kw, now, W, rt.bw);
     let total = own;
@@ -736,7 +809,14 @@ export class Engine implements RateLimiter {
     return bytes;
   }
 
-  private ownEntry(kw: KeyWindow, policy: number, key: string, origin: number, now: number, rt: PolicyRt): WireEntry {
+  private ownEntry(
+    kw: KeyWindow,
+    policy: number,
+    key: string,
+    origin: number,
+    now: number,
+    rt: PolicyRt,
+  ): WireEntry {
     const counts: number[] = [];
     for (let b = kw.cur - kw.k; b <= kw.cur; b++) counts.push(kw.own[kw.slotOf(b)]!);
     return {
@@ -783,7 +863,7 @@ export class Engine implements RateLimiter {
     peer.lastHeard = now;
     peer.members = m.members;
     const delay = now - (m.sentAt - peer.clockOffsetMs);
-    peer.delayMs = delay < 0 ? 0 : delay > 60_000 ? 60_000 : delay;
+    peer.delayMs = delay < 0 ? 0 : Math.min(delay, 60_000);
     this.stamp++;
     if (!wasMember || peer.stale) this.refresh(now);
     else this.updateOldestSent();
@@ -828,7 +908,7 @@ export class Engine implements RateLimiter {
     if (origin !== 0) {
       const arr = kw.peer(origin);
       const demandCap = 1000 * L;
-      arr[kw.r] = e.demand > demandCap ? demandCap : e.demand;
+      arr[kw.r] = Math.min(e.demand, demandCap);
       arr[kw.r + 1] = now;
     }
   }
@@ -888,7 +968,15 @@ export class Engine implements RateLimiter {
             if (v > 0) any = true;
             counts.push(v);
           }
-          if (any) entries.push({ origin: ref, policy: rt.wire, key, base: kw.cur - kw.k, counts, demand: arr[kw.r]! });
+          if (any)
+            entries.push({
+              origin: ref,
+              policy: rt.wire,
+              key,
+              base: kw.cur - kw.k,
+              counts,
+              demand: arr[kw.r]!,
+            });
         }
       }
     }

@@ -15,6 +15,7 @@ import type { Decision, FailureMode, KeyOutcome, PolicyKey } from '../types.js';
 import { clientIp } from './client-ip.js';
 import {
   type HeaderMember,
+  limitMemberQuoted,
   partitionKey,
   retryAfterSeconds,
   type SetHeader,
@@ -42,7 +43,8 @@ export type FailureReason =
   | 'forwarded-too-long'
   | 'forwarded-malformed'
   | 'forwarded-unknown'
-  | 'ip-invalid';
+  | 'ip-invalid'
+  | 'internal-error';
 
 /** Outcome counters of one guard, middleware or plugin instance. */
 export interface HttpCounters {
@@ -153,6 +155,24 @@ export class RateMeshCore<Req, Res> {
    * throws, and a returned promise never rejects.
    */
   handle(req: Req, res: Res): boolean | Promise<boolean> {
+    try {
+      const r = this.run(req, res);
+      return r === true || r === false ? r : r.then(undefined, (err: unknown) => this.internalError(req, res, err));
+    } catch (err) {
+      return this.internalError(req, res, err);
+    }
+  }
+
+  /** A bug or a throwing hook (the paths below catch every user function): the default failure policy applies. */
+  private internalError(req: Req, res: Res, err: unknown): boolean {
+    try {
+      return this.fail(req, res, undefined, new Failure('internal-error', err));
+    } catch {
+      return false;
+    }
+  }
+
+  private run(req: Req, res: Res): boolean | Promise<boolean> {
     const c = this.c;
     c.requests++;
     const cfg = this.config;
@@ -275,7 +295,9 @@ export class RateMeshCore<Req, Res> {
       return new Failure('key-error', err);
     }
     if (isThenable(custom) || isThenable(acct) || isThenable(endpoint)) {
-      return Promise.all([custom, acct, endpoint]).then(([k, a, e]) => this.pairsOf(route, ip as string, k, a, e));
+      return Promise.all([custom, acct, endpoint]).then(([k, a, e]) =>
+        this.pairsOf(route, ip as string, k, a, e),
+      );
     }
     return this.pairsOf(route, ip as string, custom, acct, endpoint);
   }
@@ -343,7 +365,8 @@ export class RateMeshCore<Req, Res> {
     }
     if (decision.limited || (decision.outcomes.length > 1 && decision.outcomes.some((o) => o.limited))) {
       c.shadowLimited++;
-      cfg.logger?.info?.(
+      this.log(
+        'info',
         { route: route.label, policy: decision.policy, rule: decision.rule },
         'shadow policy would have denied this request',
       );
@@ -375,10 +398,13 @@ export class RateMeshCore<Req, Res> {
       // The common case (one policy, default headers), without the general path's allocations.
       const o = outcomes[0]!;
       const t = retryAfter ?? seconds(o.resetMs);
-      const r = o.limited || !(o.remaining > 0) ? 0 : Math.floor(o.remaining);
       this.hooks.setHeader(res, 'RateLimit-Policy', route.policyHeader);
-      this.hooks.setHeader(res, 'RateLimit', `${route.quotedNames[0]};r=${r};t=${t}`);
-      if (retryAfter !== undefined) setRetryAfter(this.set, retryAfter, res, this.hooks);
+      this.hooks.setHeader(
+        res,
+        'RateLimit',
+        limitMemberQuoted(route.quotedNames[0]!, o.limited ? 0 : o.remaining, t),
+      );
+      if (retryAfter !== undefined) this.hooks.setHeader(res, 'Retry-After', String(retryAfter));
       return;
     }
     this.headerTarget = res;
@@ -459,7 +485,7 @@ export class RateMeshCore<Req, Res> {
 
   private handlerFailed(req: Req, res: Res, info: LimitInfo, err: unknown): void {
     this.c.handlerErrors++;
-    this.config.logger?.warn({ err: errorInfo(err) }, 'denial handler threw; sent the default denial');
+    this.log('warn', { err: errorInfo(err) }, 'denial handler threw; sent the default denial');
     this.sendDenial(req, res, info);
   }
 
@@ -475,7 +501,7 @@ export class RateMeshCore<Req, Res> {
       else if (cfg.message !== undefined) m = cfg.message;
     } catch (err) {
       this.c.handlerErrors++;
-      cfg.logger?.warn({ err: errorInfo(err) }, 'message function threw; sent the default message');
+      this.log('warn', { err: errorInfo(err) }, 'message function threw; sent the default message');
     }
     let body: string;
     let type: string;
@@ -505,6 +531,18 @@ export class RateMeshCore<Req, Res> {
     this.hooks.send(res, info.statusCode, type, body);
   }
 
+  /** Logs through the configured logger; a logger that throws is ignored. */
+  private log(level: 'warn' | 'info', obj: Record<string, unknown>, msg: string): void {
+    const logger = this.config.logger;
+    if (logger === undefined) return;
+    try {
+      if (level === 'warn') logger.warn(obj, msg);
+      else logger.info?.(obj, msg);
+    } catch {
+      // Logging must not change the outcome.
+    }
+  }
+
   private overloaded(res: Res): false {
     this.c.overloaded++;
     this.send503(
@@ -523,12 +561,12 @@ export class RateMeshCore<Req, Res> {
   }
 
   /** The route's failure policy for an undecidable request; logs why. */
-  private fail(req: Req, res: Res, route: CompiledRoute<Req> | undefined, f: Failure): boolean {
-    void req;
+  private fail(_req: Req, res: Res, route: CompiledRoute<Req> | undefined, f: Failure): boolean {
     const c = this.c;
     c.failures[f.reason] = (c.failures[f.reason] ?? 0) + 1;
-    const mode: FailureMode = route?.failureMode ?? 'open';
-    this.config.logger?.warn(
+    const mode: FailureMode = route?.failureMode ?? this.config.failureMode;
+    this.log(
+      'warn',
       {
         reason: f.reason,
         route: route?.label,

@@ -88,6 +88,11 @@ export function policyMember(m: Pick<HeaderMember, 'policy' | 'limit' | 'windowM
   return `${sfString(m.policy)};q=${count(m.limit)};w=${windowSeconds(m.windowMs)}${pk}`;
 }
 
+/** One draft-11 `RateLimit` member from an already quoted name (see {@link sfString}): the hot path. */
+export function limitMemberQuoted(quotedName: string, remaining: number, resetSeconds: number): string {
+  return `${quotedName};r=${count(remaining)};t=${resetSeconds}`;
+}
+
 /** One draft-11 `RateLimit` member: `"name";r=R;t=T[;pk=:..:]`. */
 export function limitMember(m: HeaderMember): string {
   const pk = m.pk === undefined ? '' : `;pk=:${m.pk}:`;

@@ -8,7 +8,13 @@ import { type Clock, systemClock } from '../clock.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import type { Decision, FailureMode, KeyOutcome, RateLimiter } from '../types.js';
 import { type ProxyHeader, parseTrustedProxies, type TrustedProxies } from './client-ip.js';
-import { formatRateLimitPolicy, HEADER_DRAFTS, type HeaderDraft, type HeaderMember } from './headers.js';
+import {
+  formatRateLimitPolicy,
+  HEADER_DRAFTS,
+  type HeaderDraft,
+  type HeaderMember,
+  sfString,
+} from './headers.js';
 
 /**
  * Which key a policy is spent on:
@@ -128,6 +134,8 @@ export interface CompiledRoute<Req> {
   readonly skip: ((req: Req) => MaybePromise<boolean>) | undefined;
   /** The draft-11 `RateLimit-Policy` value when every non-shadow binding applies and no `pk` is sent. */
   readonly policyHeader: string;
+  /** {@link sfString} of each binding's policy name, in binding order. */
+  readonly quotedNames: readonly string[];
   /** True when the ip of the request is needed (an `ip` binding, or `key` with no keyGenerator). */
   readonly needsIp: boolean;
 }
@@ -149,6 +157,8 @@ export interface HttpConfig<Req, Res> {
   readonly ipv6Subnet: number | false;
   readonly trustProxy: TrustedProxies | undefined;
   readonly proxyHeader: ProxyHeader;
+  /** Failure mode where no route applies (internal errors): the `failureMode` option, else open. */
+  readonly failureMode: FailureMode;
   readonly failureRetryAfter: number;
   readonly maxInFlight: number;
   readonly overloadRetryAfter: number;
@@ -324,6 +334,7 @@ function compileRoute<Req>(
     failureMode,
     skip: optionalFn(r.skip, `${field}.skip`),
     policyHeader: formatRateLimitPolicy(members),
+    quotedNames: bindings.map((b) => sfString(b.policy)),
     needsIp: bindings.some((b) => b.by === 'ip' || (b.by === 'key' && !has.keyGenerator)),
   };
 }
@@ -442,6 +453,7 @@ export function parseOptions<Req, Res>(options: RateMeshHttpOptions<Req, Res>): 
     ipv6Subnet,
     trustProxy,
     proxyHeader,
+    failureMode: failureMode ?? 'open',
     failureRetryAfter: int(options.failureRetryAfter, 'failureRetryAfter', 1, 1, 86_400),
     maxInFlight,
     overloadRetryAfter: int(options.overloadRetryAfter, 'overloadRetryAfter', 1, 1, 86_400),

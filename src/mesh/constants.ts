@@ -14,7 +14,7 @@ export const DEPART_AFTER_GOSSIP_INTERVALS = 50;
 /** libp2p's default is 5 per second per host, which a loopback mesh (one host) exceeds at once. */
 export const DEFAULT_INBOUND_CONNECTION_THRESHOLD = 100;
 export const DEFAULT_MAX_CONNECTIONS = 64;
-export const DIAL_TIMEOUT_MS = 5_000;
+export const DEFAULT_DIAL_TIMEOUT_MS = 5_000;
 /** Publishes allowed in flight before a tick is skipped (the next one carries the same full window). */
 export const MAX_PUBLISHES_IN_FLIGHT = 8;
 /** Sync pulls retried this many times per connection, spaced by SYNC_RETRY_MS × attempt. */

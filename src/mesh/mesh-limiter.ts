@@ -3,7 +3,6 @@ import { TopicValidatorResult } from '@libp2p/gossipsub';
 import type { PeerId } from '@libp2p/interface';
 import type { Decision, KeyOutcome, Policy, PolicyKey } from '../types.js';
 import {
-  DIAL_TIMEOUT_MS,
   MAX_PUBLISHES_IN_FLIGHT,
   RPC_FRAME_MESSAGES,
   SYNC_ATTEMPTS,
@@ -157,7 +156,7 @@ class MeshLimiterImpl implements MeshLimiter {
       maxRpcBytes: cfg.maxMessageBytes * RPC_FRAME_MESSAGES + 64 * 1024,
       inboundConnectionThreshold: cfg.inboundConnectionThreshold,
       maxConnections: cfg.maxConnections,
-      dialTimeoutMs: DIAL_TIMEOUT_MS,
+      dialTimeoutMs: cfg.dialTimeoutMs,
     });
     this.node = node;
     try {
@@ -183,7 +182,7 @@ class MeshLimiterImpl implements MeshLimiter {
       this.discovery = new Discovery(node, {
         entries: cfg.bootstrap,
         intervalMs: cfg.discoveryIntervalMs,
-        dialTimeoutMs: DIAL_TIMEOUT_MS,
+        dialTimeoutMs: cfg.dialTimeoutMs,
         resolve: systemResolver,
         logger: cfg.logger,
       });

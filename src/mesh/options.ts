@@ -5,6 +5,7 @@ import { type Clock, systemClock } from '../clock.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import type { PolicySpec } from '../types.js';
 import {
+  DEFAULT_DIAL_TIMEOUT_MS,
   DEFAULT_DISCOVERY_INTERVAL_MS,
   DEFAULT_EXPECTED_DELAY_MS,
   DEFAULT_GOSSIP_INTERVAL_MS,
@@ -46,6 +47,7 @@ export interface MeshConfig {
   syncTimeoutMs: number;
   discoveryIntervalMs: number;
   departAfterMs: number;
+  dialTimeoutMs: number;
   inboundConnectionThreshold: number;
   maxConnections: number;
   engineFactory: EngineFactory | undefined;
@@ -71,6 +73,7 @@ const KNOWN = new Set<string>([
   'syncTimeoutMs',
   'discoveryIntervalMs',
   'departAfterMs',
+  'dialTimeoutMs',
   'inboundConnectionThreshold',
   'maxConnections',
   'engineFactory',
@@ -219,6 +222,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
       gossipIntervalMs,
       86_400_000,
     ),
+    dialTimeoutMs: num('dialTimeoutMs', opts.dialTimeoutMs, DEFAULT_DIAL_TIMEOUT_MS, 100, 600_000),
     inboundConnectionThreshold: num(
       'inboundConnectionThreshold',
       opts.inboundConnectionThreshold,

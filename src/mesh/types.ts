@@ -45,6 +45,8 @@ export interface MeshLimiterOptions {
   syncTimeoutMs?: number;
   /** How often bootstrap entries are re-resolved and unconnected ones redialled, ms. Default 2000. */
   discoveryIntervalMs?: number;
+  /** A dial (TCP, pnet, noise, yamux) must finish within this, ms. Default 5000. */
+  dialTimeoutMs?: number;
   /** A peer that is disconnected and silent this long has departed, ms. Default max(5000, 50 gossip intervals). */
   departAfterMs?: number;
   /** Connections per second one host may open to us (libp2p's default of 5 breaks a loopback mesh). Default 100. */

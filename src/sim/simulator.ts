@@ -223,5 +223,13 @@ export function replayTrace(
     onRequest?.(i, node, d, sim);
   }
   const durationMs = n > 0 ? trace.t[n - 1]! + 0.5 : 0;
-  return { admitted, admittedByNode, offeredByNode, messages: sim.messages, bytes: sim.bytes, durationMs, sim };
+  return {
+    admitted,
+    admittedByNode,
+    offeredByNode,
+    messages: sim.messages,
+    bytes: sim.bytes,
+    durationMs,
+    sim,
+  };
 }

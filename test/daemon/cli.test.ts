@@ -61,7 +61,10 @@ interface Node {
 
 /** Starts `ratemesh node` and waits for its "started" log line; bounded. */
 function startNode(args: string[], timeoutMs = 30_000): Promise<Node> {
-  const proc = spawn(process.execPath, [BIN, 'node', ...args], { env: ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [BIN, 'node', ...args], {
+    env: ENV,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   running.add(proc);
   const logs: Record<string, unknown>[] = [];
   let stderr = '';
@@ -148,7 +151,11 @@ describe('ratemesh CLI', () => {
     const r = await run(['node', '--config', cfg]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('config.http.port: must be an integer 0..65535 (got "x")');
-    const r2 = await run(['node', '--config', file('bad2.yaml', 'policies: [{ name: a, limit: 0, windowMs: 10 }]\n')]);
+    const r2 = await run([
+      'node',
+      '--config',
+      file('bad2.yaml', 'policies: [{ name: a, limit: 0, windowMs: 10 }]\n'),
+    ]);
     expect(r2.code).toBe(2);
     expect(r2.stderr).toMatch(/config\.policies\[0\]\.limit/);
     const r3 = await run(['node', '--config', file('ok.yaml', CONFIG), '--listen', 'not-a-multiaddr']);
@@ -164,7 +171,14 @@ describe('ratemesh CLI', () => {
     expect((await run(['keygen', '--out', keyFile])).code).toBe(1); // no overwrite without --force
     const psk = join(dir, 'swarm.key');
     expect((await run(['psk', '--out', psk])).code).toBe(0);
-    const node = await startNode(['--config', file('k.yaml', CONFIG), '--key-file', keyFile, '--psk-file', psk]);
+    const node = await startNode([
+      '--config',
+      file('k.yaml', CONFIG),
+      '--key-file',
+      keyFile,
+      '--psk-file',
+      psk,
+    ]);
     expect(node.peerId).toBe(peerId);
     node.proc.kill('SIGTERM');
     expect(await node.exited).toBe(0);
@@ -221,7 +235,8 @@ describe('ratemesh CLI', () => {
     expect((await fetch(`${b.url}/healthz`)).status).toBe(200);
 
     let admitted = 0;
-    for (let i = 0; i < 10; i++) if ((await check(a.url, { policy: 'shared', key: 'k' })).status === 200) admitted++;
+    for (let i = 0; i < 10; i++)
+      if ((await check(a.url, { policy: 'shared', key: 'k' })).status === 200) admitted++;
     expect(admitted).toBe(10);
     // a's counts reach b by gossip (every 20 ms; allow 1 s): b's very first check on the key is refused
     await new Promise((r) => setTimeout(r, 1000));

@@ -338,6 +338,17 @@ describe('GET /metrics', () => {
     }
     expect(text).toMatch(/^# TYPE ratemesh_decision_duration_seconds histogram$/m);
     expect(text).toMatch(/^process_cpu_user_seconds_total /m);
+    // the engine's own figures win when it reports them
+    fake.statsValue.engine = { fallback: false, capped: 4, keys: 7, evictions: 2 };
+    const text2 = await (await fetch(`${daemon.http.url}/metrics`)).text();
+    for (const line of [
+      'ratemesh_fallback_active 0',
+      'ratemesh_gossip_capped_total 4',
+      'ratemesh_tracked_keys 7',
+      'ratemesh_key_evictions_total 2',
+    ]) {
+      expect(text2).toContain(line);
+    }
     // counters follow the limiter's totals, not accumulate them per scrape
     fake.statsValue.gossip.msgsIn = 50;
     expect(await (await fetch(`${daemon.http.url}/metrics`)).text()).toContain(

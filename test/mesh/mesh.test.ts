@@ -124,7 +124,11 @@ describe('live mesh on loopback', () => {
     generateKey(psk);
     const a = await cluster.add({ policies: NAIVE, psk });
     const b = await cluster.add({ policies: NAIVE, psk, bootstrap: [dialable(a)] });
-    const outsider = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
+    const outsider = await cluster.add({
+      policies: NAIVE,
+      bootstrap: [dialable(a), dialable(b)],
+      dialTimeoutMs: 1_000,
+    });
     await waitFor('a and b connect', () => livePeers(a) === 1 && livePeers(b) === 1);
     await waitFor('the outsider tried a few times', () => outsider.stats().discovery.dialErrors >= 2);
     expect(outsider.stats().peers.connected).toBe(0);
@@ -149,6 +153,15 @@ describe('live mesh on loopback', () => {
     expect(a.stats().sync.pullsOk).toBe(0);
     expect(a.peers()).toEqual([]);
     expect(spend(a, 100)).toBe(100);
+  });
+
+  it('start() fails cleanly when the listen address is taken', async () => {
+    const a = await cluster.add({ policies: NAIVE });
+    const taken = dialable(a).split('/p2p/')[0]!;
+    const b = createMeshLimiter({ policies: NAIVE, listen: [taken], logger: new MemoryLogger() });
+    await expect(b.start()).rejects.toThrow();
+    expect(b.ready).toBe(false);
+    await b.stop();
   });
 
   it('publishes early, before the tick, when the engine asks', async () => {

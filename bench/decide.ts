@@ -1,0 +1,127 @@
+/**
+ * Decisions per second of the hot path, in one run:
+ * - mesh_hot: a global (mesh) policy, controlled mode, with 7 live peers, one hot key;
+ * - mesh_10k: the same over 10,000 keys in turn;
+ * - local_gcra_hot: a local-scope GCRA policy, one hot key;
+ * - rlflex_memory: rate-limiter-flexible's RateLimiterMemory `consume` (awaited), one hot key.
+ * Every ratemesh figure goes through the public `check` with the production clock;
+ * peers' gossip keeps arriving during the mesh runs so the view stays live.
+ *
+ *   npm run bench:decide
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
+import { Engine } from '../src/decision/engine.js';
+
+const SECONDS = Number(process.env.DECIDE_SECONDS ?? 1.5);
+const ROUNDS = 3;
+
+function meshEngines(): { engine: Engine; feed: () => void } {
+  const policies = [{ name: 'api', limit: 1_000_000_000, windowMs: 1000, buckets: 10 }];
+  const peers = Array.from({ length: 7 }, (_, i) => new Engine({ policies, nodeId: `peer-${i}` }));
+  const engine = new Engine({ policies, nodeId: 'self' });
+  for (const p of peers) p.check('api', 'hot');
+  const feed = () => {
+    for (let i = 0; i < peers.length; i++) engine.receiveGossip(`peer-${i}`, peers[i]!.buildGossip());
+  };
+  feed();
+  return { engine, feed };
+}
+
+function timeLoop(body: (n: number) => void): number {
+  const batch = 20_000;
+  let n = 0;
+  const t0 = performance.now();
+  const end = t0 + SECONDS * 1000;
+  while (performance.now() < end) {
+    body(batch);
+    n += batch;
+  }
+  return n / ((performance.now() - t0) / 1000);
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function main(): Promise<void> {
+  const results: Record<string, number[]> = {
+    mesh_hot: [],
+    mesh_10k: [],
+    local_gcra_hot: [],
+    rlflex_memory: [],
+  };
+  const keys = Array.from({ length: 10_000 }, (_, i) => `acct:${i}`);
+  let sink = 0;
+  for (let round = 0; round < ROUNDS; round++) {
+    {
+      const { engine, feed } = meshEngines();
+      if (engine.check('api', 'hot').mode !== 'global') throw new Error('mesh engine is not in global mode');
+      results.mesh_hot!.push(
+        timeLoop((n) => {
+          feed();
+          for (let i = 0; i < n; i++) if (engine.check('api', 'hot').allowed) sink++;
+        }),
+      );
+      if (engine.stats().livePeers !== 7) throw new Error('peers went stale during the bench');
+    }
+    {
+      const { engine, feed } = meshEngines();
+      for (const k of keys) engine.check('api', k);
+      let j = 0;
+      results.mesh_10k!.push(
+        timeLoop((n) => {
+          feed();
+          for (let i = 0; i < n; i++) {
+            if (engine.check('api', keys[j]!).allowed) sink++;
+            j = j === keys.length - 1 ? 0 : j + 1;
+          }
+        }),
+      );
+    }
+    {
+      const engine = new Engine({
+        policies: [
+          { name: 'local', scope: 'local', algorithm: 'gcra', limit: 1_000_000_000, windowMs: 1000 },
+        ],
+      });
+      results.local_gcra_hot!.push(
+        timeLoop((n) => {
+          for (let i = 0; i < n; i++) if (engine.check('local', 'hot').allowed) sink++;
+        }),
+      );
+    }
+    {
+      const rl = new RateLimiterMemory({ points: 1_000_000_000, duration: 1 });
+      const batch = 20_000;
+      let n = 0;
+      const t0 = performance.now();
+      const end = t0 + SECONDS * 1000;
+      while (performance.now() < end) {
+        for (let i = 0; i < batch; i++) {
+          await rl.consume('hot');
+          sink++;
+        }
+        n += batch;
+      }
+      results.rlflex_memory!.push(n / ((performance.now() - t0) / 1000));
+    }
+  }
+  const out = Object.fromEntries(Object.entries(results).map(([k, v]) => [k, Math.round(median(v))]));
+  console.log(
+    `decisions per second (median of ${ROUNDS} runs of ${SECONDS} s each, node ${process.version}):`,
+  );
+  for (const [k, v] of Object.entries(out))
+    console.log(`  ${k.padEnd(16)} ${v.toLocaleString('en-US').padStart(14)}`);
+  console.log(
+    `  mesh_hot / rlflex_memory = ${(out.mesh_hot! / out.rlflex_memory!).toFixed(1)}x   (sink ${sink > 0 ? 'ok' : 'empty'})`,
+  );
+  const dir = join(dirname(fileURLToPath(import.meta.url)), 'results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'decide.json'), `${JSON.stringify(out, null, 2)}\n`);
+}
+
+await main();

@@ -1,0 +1,363 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  decodeMessage,
+  encodeGossip,
+  encodeSyncRequest,
+  encodeSyncResponse,
+  FORMAT,
+  type GossipMessage,
+  LIMITS,
+  MAGIC,
+  type SyncResponse,
+  TYPE_GOSSIP,
+  TYPE_SYNC_REQUEST,
+  TYPE_SYNC_RESPONSE,
+  versionBytes,
+  type WireEntry,
+  Writer,
+} from '../../src/crdt/codec.js';
+
+const V = '0123456789abcdef';
+const OTHER = 'fedcba9876543210';
+
+const gossip: Omit<GossipMessage, 'type'> = {
+  version: V,
+  seq: 42,
+  sentAt: 1_700_000_000_123.5,
+  members: 3,
+  entries: [
+    { origin: 0, policy: 0, key: 'ip:10.0.0.1', base: 170_000_000_000, counts: [1, 0, 300, 2 ** 40], demand: 77 },
+    { origin: 0, policy: 2, key: 'acct:ü€😀', base: 0, counts: [5], demand: 0 },
+  ],
+};
+
+const syncRes: Omit<SyncResponse, 'type'> = {
+  version: V,
+  t0: 1000.25,
+  t1: 1017.75,
+  origins: ['node-a', 'node-b'],
+  entries: [
+    { origin: 0, policy: 1, key: 'k', base: 9, counts: [1, 2, 3], demand: 10 },
+    { origin: 1, policy: 0, key: 'k2', base: 10, counts: [0, 0, 4], demand: 3 },
+  ],
+};
+
+function expectReason(bytes: Uint8Array, reason: string, version = V): void {
+  let res: ReturnType<typeof decodeMessage> | undefined;
+  expect(() => {
+    res = decodeMessage(bytes, version);
+  }).not.toThrow();
+  expect(res).toEqual({ ok: false, reason });
+}
+
+/** A gossip message written field by field, to build malformed ones. */
+function rawGossip(opts: {
+  magic?: number;
+  format?: number;
+  type?: number;
+  version?: string;
+  seq?: number;
+  sentAt?: number;
+  members?: number;
+  n?: number;
+  entries?: (w: Writer) => void;
+  tail?: number[];
+}): Uint8Array {
+  const w = new Writer();
+  w.u8(opts.magic ?? MAGIC);
+  w.u8(opts.format ?? FORMAT);
+  w.u8(opts.type ?? TYPE_GOSSIP);
+  w.bytes(versionBytes(opts.version ?? V));
+  w.varint(opts.seq ?? 1);
+  w.f64(opts.sentAt ?? 5);
+  w.varint(opts.members ?? 1);
+  w.varint(opts.n ?? 0);
+  opts.entries?.(w);
+  for (const b of opts.tail ?? []) w.u8(b);
+  return w.finish();
+}
+
+/** One gossip entry (no origin field) written raw. */
+function rawEntry(
+  w: Writer,
+  e: { policy?: number; key?: Uint8Array; counts?: number[]; n?: number; base?: number; demand?: number },
+): void {
+  w.varint(e.policy ?? 0);
+  const key = e.key ?? new TextEncoder().encode('k');
+  w.varint(key.length);
+  w.bytes(key);
+  w.varint(e.base ?? 0);
+  const counts = e.counts ?? [1];
+  w.varint(e.n ?? counts.length);
+  for (const c of counts) w.varint(c);
+  w.varint(e.demand ?? 0);
+}
+
+describe('codec round trips', () => {
+  it('gossip', () => {
+    const bytes = encodeGossip(gossip);
+    expect(bytes[0]).toBe(MAGIC);
+    expect(bytes[1]).toBe(FORMAT);
+    expect(bytes[2]).toBe(TYPE_GOSSIP);
+    expect(decodeMessage(bytes, V)).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...gossip } });
+  });
+
+  it('gossip heartbeat (no entries)', () => {
+    const m = { version: V, seq: 0, sentAt: -5, members: 1, entries: [] };
+    expect(decodeMessage(encodeGossip(m), V)).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m } });
+  });
+
+  it('sync request', () => {
+    const bytes = encodeSyncRequest({ version: V, t0: 1234.5 });
+    expect(decodeMessage(bytes, V)).toEqual({ ok: true, message: { type: TYPE_SYNC_REQUEST, version: V, t0: 1234.5 } });
+  });
+
+  it('sync response', () => {
+    const bytes = encodeSyncResponse(syncRes);
+    expect(decodeMessage(bytes, V)).toEqual({ ok: true, message: { type: TYPE_SYNC_RESPONSE, ...syncRes } });
+  });
+
+  it('accepts a longer version string by its first 16 hex digits', () => {
+    const bytes = encodeSyncRequest({ version: V, t0: 1 });
+    expect(decodeMessage(bytes, `${V}ffff`).ok).toBe(true);
+  });
+
+  const keyArb = fc
+    .string({ unit: 'grapheme', minLength: 1, maxLength: 40 })
+    .filter((s) => {
+      const n = new TextEncoder().encode(s).length;
+      return n > 0 && n <= LIMITS.keyBytes;
+    });
+  const entryArb = (origins: number): fc.Arbitrary<WireEntry> =>
+    fc.record({
+      origin: origins > 0 ? fc.integer({ min: 0, max: origins - 1 }) : fc.constant(0),
+      policy: fc.nat({ max: 1000 }),
+      key: keyArb,
+      base: fc.maxSafeNat(),
+      counts: fc.array(fc.integer({ min: 0, max: LIMITS.count }), { minLength: 1, maxLength: LIMITS.counts }),
+      demand: fc.integer({ min: 0, max: LIMITS.count }),
+    });
+
+  it('random gossip messages round-trip exactly (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.maxSafeNat(),
+        fc.double({ noNaN: true, noDefaultInfinity: true }),
+        fc.integer({ min: 1, max: LIMITS.origins }),
+        fc.array(entryArb(0), { maxLength: 8 }),
+        (seq, sentAt, members, entries) => {
+          const m = { version: V, seq, sentAt, members, entries };
+          const dec = decodeMessage(encodeGossip(m), V);
+          expect(dec).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m } });
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('random sync responses round-trip exactly (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.string({ minLength: 1, maxLength: 20 }).filter((s) => new TextEncoder().encode(s).length <= 128), {
+          minLength: 1,
+          maxLength: 5,
+        }),
+        fc.double({ noNaN: true, noDefaultInfinity: true }),
+        fc.double({ noNaN: true, noDefaultInfinity: true }),
+        fc.integer({ min: 0, max: 5 }),
+        (origins, t0, t1, n) => {
+          const entries = fc.sample(fc.array(entryArb(origins.length), { minLength: n, maxLength: n }), 1)[0]!;
+          const m = { version: V, t0, t1, origins, entries };
+          expect(decodeMessage(encodeSyncResponse(m), V)).toEqual({
+            ok: true,
+            message: { type: TYPE_SYNC_RESPONSE, ...m },
+          });
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+});
+
+describe('codec rejects malformed input whole, never throwing', () => {
+  const valid = [
+    ['gossip', encodeGossip(gossip)],
+    ['sync request', encodeSyncRequest({ version: V, t0: 3 })],
+    ['sync response', encodeSyncResponse(syncRes)],
+  ] as const;
+
+  for (const [name, bytes] of valid) {
+    it(`${name}: truncated at every byte offset`, () => {
+      for (let n = 0; n < bytes.length; n++) {
+        // also a copy, so the decoder cannot read past the end of a shared buffer
+        expectReason(bytes.subarray(0, n), 'truncated');
+        expectReason(bytes.slice(0, n), 'truncated');
+      }
+    });
+
+    it(`${name}: trailing bytes`, () => {
+      const longer = new Uint8Array(bytes.length + 1);
+      longer.set(bytes);
+      expectReason(longer, 'bad-field');
+    });
+
+    it(`${name}: another policy-set version`, () => {
+      expectReason(bytes, 'version-mismatch', OTHER);
+    });
+
+    it(`${name}: a decode from an offset inside a larger buffer works`, () => {
+      const big = new Uint8Array(bytes.length + 7);
+      big.set(bytes, 7);
+      expect(decodeMessage(big.subarray(7), V).ok).toBe(true);
+    });
+  }
+
+  it('an empty buffer is truncated', () => expectReason(new Uint8Array(0), 'truncated'));
+  it('bad magic', () => expectReason(rawGossip({ magic: 0x53 }), 'bad-magic'));
+  it('bad format', () => expectReason(rawGossip({ format: 2 }), 'bad-format'));
+  it('bad type', () => {
+    expectReason(rawGossip({ type: 0 }), 'bad-type');
+    expectReason(rawGossip({ type: 4 }), 'bad-type');
+    expectReason(rawGossip({ type: 255 }), 'bad-type');
+  });
+  it('wrong version', () => expectReason(rawGossip({ version: OTHER }), 'version-mismatch'));
+  it('not a Uint8Array', () => {
+    expectReason('hello' as unknown as Uint8Array, 'bad-field');
+    expectReason(null as unknown as Uint8Array, 'bad-field');
+    expectReason([MAGIC, FORMAT] as unknown as Uint8Array, 'bad-field');
+  });
+
+  it('oversized gossip (> 1 MiB) and oversized anything (> 16 MiB)', () => {
+    const g = new Uint8Array(LIMITS.gossipBytes + 1);
+    g.set(encodeGossip(gossip));
+    expectReason(g, 'too-large');
+    const s = new Uint8Array(LIMITS.syncBytes + 1);
+    s.set(encodeSyncResponse(syncRes));
+    expectReason(s, 'too-large');
+    // a sync response may be larger than a gossip message
+    const okSync = new Uint8Array(LIMITS.gossipBytes + 10);
+    okSync.set(encodeSyncResponse(syncRes));
+    expectReason(okSync, 'bad-field'); // trailing zeros, but not 'too-large'
+  });
+
+  it('too many entries (declared count over the cap)', () => {
+    expectReason(rawGossip({ n: LIMITS.entries + 1 }), 'too-many-entries');
+    const w = new Writer();
+    w.u8(MAGIC);
+    w.u8(FORMAT);
+    w.u8(TYPE_SYNC_RESPONSE);
+    w.bytes(versionBytes(V));
+    w.f64(1);
+    w.f64(2);
+    w.varint(1);
+    w.str('a');
+    w.varint(LIMITS.entries + 1);
+    expectReason(w.finish(), 'too-many-entries');
+  });
+
+  it('declared entries missing', () => expectReason(rawGossip({ n: 3 }), 'truncated'));
+
+  it('members 0 or above the cap', () => {
+    expectReason(rawGossip({ members: 0 }), 'bad-field');
+    expectReason(rawGossip({ members: LIMITS.origins + 1 }), 'bad-field');
+    expect(decodeMessage(rawGossip({ members: LIMITS.origins }), V).ok).toBe(true);
+  });
+
+  it('a non-finite time', () => {
+    expectReason(rawGossip({ sentAt: Number.NaN }), 'bad-field');
+    expectReason(rawGossip({ sentAt: Number.POSITIVE_INFINITY }), 'bad-field');
+    expectReason(encodeSyncRequest({ version: V, t0: Number.NEGATIVE_INFINITY }), 'bad-field');
+  });
+
+  it('key too long, zero-length key, invalid UTF-8', () => {
+    const e = (key: Uint8Array) => rawGossip({ n: 1, entries: (w) => rawEntry(w, { key }) });
+    expect(decodeMessage(e(new Uint8Array(LIMITS.keyBytes).fill(0x61)), V).ok).toBe(true);
+    expectReason(e(new Uint8Array(LIMITS.keyBytes + 1).fill(0x61)), 'bad-key');
+    expectReason(e(new Uint8Array(0)), 'bad-key');
+    expectReason(e(new Uint8Array([0x61, 0xff, 0x62])), 'bad-key');
+    expectReason(e(new Uint8Array([0xc3])), 'bad-key'); // a cut multi-byte sequence
+    expectReason(e(new Uint8Array([0xed, 0xa0, 0x80])), 'bad-key'); // an encoded surrogate
+  });
+
+  it('counts: none, too many, too large; demand too large', () => {
+    const e = (x: Parameters<typeof rawEntry>[1]) => rawGossip({ n: 1, entries: (w) => rawEntry(w, x) });
+    expectReason(e({ counts: [] }), 'bad-field');
+    expectReason(e({ counts: new Array(LIMITS.counts + 1).fill(1) }), 'bad-field');
+    expect(decodeMessage(e({ counts: new Array(LIMITS.counts).fill(1) }), V).ok).toBe(true);
+    expectReason(e({ counts: [LIMITS.count + 1] }), 'bad-field');
+    expect(decodeMessage(e({ counts: [LIMITS.count] }), V).ok).toBe(true);
+    expectReason(e({ demand: LIMITS.count + 1 }), 'bad-field');
+    expectReason(e({ counts: [Number.MAX_SAFE_INTEGER] }), 'bad-field');
+  });
+
+  it('a varint longer than 8 bytes or above 2^53', () => {
+    const tooLong = rawGossip({ seq: 0 }).slice(0, 11);
+    const w = new Writer();
+    w.bytes(tooLong);
+    for (let i = 0; i < 8; i++) w.u8(0xff);
+    w.u8(0x01);
+    expectReason(w.finish(), 'bad-field');
+    const big = new Writer();
+    big.bytes(tooLong);
+    for (let i = 0; i < 7; i++) big.u8(0xff);
+    big.u8(0x7f); // 2^56 - 1
+    expectReason(big.finish(), 'bad-field');
+  });
+
+  it('sync response: no origins, an origin index out of range, a bad origin id', () => {
+    const base = (origins: string[], entries: WireEntry[]) => encodeSyncResponse({ ...syncRes, origins, entries });
+    expectReason(base([], []), 'bad-field');
+    expectReason(base(['a'], [{ ...syncRes.entries[0]!, origin: 1 }]), 'bad-field');
+    expectReason(base(['x'.repeat(129)], []), 'bad-field');
+    expect(decodeMessage(base(['x'.repeat(128)], []), V).ok).toBe(true);
+  });
+
+  it('random bytes never throw (property)', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => {
+        const res = decodeMessage(bytes, V);
+        if (!res.ok) expect(typeof res.reason).toBe('string');
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('random bytes after a valid header never throw and never half-decode (property)', () => {
+    const head = encodeGossip({ ...gossip, entries: [] }).subarray(0, 11);
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 200 }), fc.constantFrom(TYPE_GOSSIP, TYPE_SYNC_REQUEST, TYPE_SYNC_RESPONSE), (tail, type) => {
+        const bytes = new Uint8Array(11 + tail.length);
+        bytes.set(head);
+        bytes[2] = type;
+        bytes.set(tail, 11);
+        const res = decodeMessage(bytes, V);
+        if (res.ok) {
+          // whatever decodes re-encodes to the same bytes (accepted whole, nothing invented)
+          const m = res.message;
+          const again =
+            m.type === TYPE_GOSSIP
+              ? encodeGossip(m)
+              : m.type === TYPE_SYNC_REQUEST
+                ? encodeSyncRequest(m)
+                : encodeSyncResponse(m);
+          expect(decodeMessage(again, V)).toEqual(res);
+        } else expect(typeof res.reason).toBe('string');
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('random single-byte corruption of a valid message never throws (property)', () => {
+    const bytes = encodeSyncResponse(syncRes);
+    fc.assert(
+      fc.property(fc.nat({ max: bytes.length - 1 }), fc.integer({ min: 0, max: 255 }), (i, b) => {
+        const copy = bytes.slice();
+        copy[i] = b;
+        const res = decodeMessage(copy, V);
+        expect(typeof res.ok).toBe('boolean');
+      }),
+      { numRuns: 1000 },
+    );
+  });
+});

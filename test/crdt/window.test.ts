@@ -1,0 +1,316 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { KeyWindow } from '../../src/crdt/window.js';
+
+/** One peer entry: origin (>= 1), bucket id, count. */
+type Entry = readonly [origin: number, bucket: number, count: number];
+
+const K = 5;
+const CUR = 100;
+
+const entryArb = fc.tuple(
+  fc.integer({ min: 1, max: 4 }),
+  fc.integer({ min: CUR - K - 2, max: CUR + 3 }),
+  fc.integer({ min: 0, max: 1000 }),
+);
+
+function windowFrom(entries: readonly Entry[], cur = CUR, k = K): KeyWindow {
+  const kw = new KeyWindow(k);
+  kw.roll(cur);
+  for (const [o, b, c] of entries) kw.mergeEntry(o, b, c);
+  return kw;
+}
+
+/** Merge every peer entry `src` holds into `dst` (a state-based merge built from mergeEntry). */
+function mergeInto(dst: KeyWindow, src: KeyWindow): KeyWindow {
+  for (let o = 1; o < src.peers.length; o++) {
+    const p = src.peers[o];
+    if (p === undefined) continue;
+    for (let s = 0; s < src.r; s++) dst.mergeEntry(o, src.ids[s]!, p[s]!);
+  }
+  return dst;
+}
+
+/** What an observer can see of a window. */
+function snapshot(kw: KeyWindow) {
+  const perBucket: Record<string, number> = {};
+  const perPeer: Record<string, number> = {};
+  for (let s = 0; s < kw.r; s++) {
+    perBucket[String(kw.ids[s])] = kw.sum[s]!;
+    for (let o = 1; o < kw.peers.length; o++) {
+      const p = kw.peers[o];
+      if (p !== undefined && p[s]! > 0) perPeer[`${o}@${kw.ids[s]}`] = p[s]!;
+    }
+  }
+  return {
+    full: kw.full,
+    perBucket,
+    perPeer,
+    e1: kw.estimate(1),
+    e03: kw.estimate(0.3),
+    own: kw.ownEstimate(1),
+  };
+}
+
+/** Reference: the max per (origin, bucket) over entries that fall inside [cur-k, cur+1]. */
+function reference(entries: readonly Entry[], cur = CUR, k = K, w = 1): number {
+  const best = new Map<string, number>();
+  for (const [o, b, c] of entries) {
+    if (b < cur - k || b > cur + 1) continue;
+    const id = `${o}:${b}`;
+    best.set(id, Math.max(best.get(id) ?? 0, c));
+  }
+  let est = 0;
+  for (const [id, v] of best) {
+    const b = Number(id.split(':')[1]);
+    est += b === cur - k ? v * w : v;
+  }
+  return est;
+}
+
+describe('KeyWindow merge (CRDT laws)', () => {
+  it('is commutative: any order of the same entries gives the same state', () => {
+    fc.assert(
+      fc.property(fc.array(entryArb, { maxLength: 40 }), fc.integer(), (entries, seed) => {
+        const shuffled = fc.sample(fc.shuffledSubarray(entries, { minLength: entries.length }), {
+          seed,
+          numRuns: 1,
+        })[0]!;
+        expect(snapshot(windowFrom(shuffled))).toEqual(snapshot(windowFrom(entries)));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('is associative: (A ⊔ B) ⊔ C = A ⊔ (B ⊔ C)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(entryArb, { maxLength: 20 }),
+        fc.array(entryArb, { maxLength: 20 }),
+        fc.array(entryArb, { maxLength: 20 }),
+        (a, b, c) => {
+          const left = mergeInto(mergeInto(windowFrom(a), windowFrom(b)), windowFrom(c));
+          const right = mergeInto(windowFrom(a), mergeInto(windowFrom(b), windowFrom(c)));
+          expect(snapshot(left)).toEqual(snapshot(right));
+          expect(left.estimate(1)).toBe(reference([...a, ...b, ...c]));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('is idempotent: duplicates and re-merging the same state change nothing', () => {
+    fc.assert(
+      fc.property(fc.array(entryArb, { maxLength: 40 }), (entries) => {
+        const once = windowFrom(entries);
+        const twice = windowFrom([...entries, ...entries, ...entries.slice().reverse()]);
+        expect(snapshot(twice)).toEqual(snapshot(once));
+        const self = mergeInto(windowFrom(entries), windowFrom(entries));
+        expect(snapshot(self)).toEqual(snapshot(once));
+        // a re-merge reports no increase at all
+        for (const [o, b, c] of entries) expect(once.mergeEntry(o, b, c)).toBe(0);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('estimate equals the max-per-entry reference, oldest bucket weighted', () => {
+    fc.assert(
+      fc.property(fc.array(entryArb, { maxLength: 40 }), fc.double({ min: 0, max: 1, noNaN: true }), (e, w) => {
+        const kw = windowFrom(e);
+        expect(kw.estimate(w)).toBeCloseTo(reference(e, CUR, K, w), 6);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('only max-merges per (origin, bucket): a smaller or equal count is ignored, other origins add', () => {
+    const kw = new KeyWindow(K);
+    kw.roll(CUR);
+    expect(kw.mergeEntry(1, CUR, 7)).toBe(7);
+    expect(kw.mergeEntry(1, CUR, 5)).toBe(0);
+    expect(kw.mergeEntry(1, CUR, 7)).toBe(0);
+    expect(kw.estimate(1)).toBe(7);
+    expect(kw.mergeEntry(1, CUR, 9)).toBe(2);
+    expect(kw.estimate(1)).toBe(9);
+    // another origin in the same bucket is a separate entry: the sum adds
+    expect(kw.mergeEntry(2, CUR, 4)).toBe(4);
+    expect(kw.estimate(1)).toBe(13);
+    expect(kw.peerEstimate(1, 1)).toBe(9);
+    expect(kw.peerEstimate(2, 1)).toBe(4);
+    expect(kw.peerEstimate(3, 1)).toBe(0);
+    // peer entries never touch own counts; own counts add (the origin writes its own entry)
+    expect(kw.ownEstimate(1)).toBe(0);
+    kw.addOwn(3);
+    kw.addOwn(2);
+    expect(kw.ownEstimate(1)).toBe(5);
+    expect(kw.estimate(1)).toBe(18);
+    expect(kw.unsynced).toBe(5);
+  });
+
+  it('ignores entries outside the ring [cur-k, cur+1]', () => {
+    const kw = new KeyWindow(K);
+    kw.roll(CUR);
+    expect(kw.mergeEntry(1, CUR - K - 1, 10)).toBe(0);
+    expect(kw.mergeEntry(1, CUR + 2, 10)).toBe(0);
+    expect(kw.estimate(1)).toBe(0);
+    // c+1 (a peer slightly ahead) counts in full, c-k only partly
+    expect(kw.mergeEntry(1, CUR + 1, 10)).toBe(10);
+    expect(kw.mergeEntry(2, CUR - K, 10)).toBe(10);
+    expect(kw.full).toBe(10);
+    expect(kw.estimate(0.25)).toBe(12.5);
+  });
+});
+
+describe('KeyWindow roll and expiry', () => {
+  it('expires buckets that leave the window and weights the oldest by what is still inside', () => {
+    const kw = new KeyWindow(4);
+    kw.roll(10);
+    kw.addOwn(8); // bucket 10
+    kw.mergeEntry(1, 10, 4);
+    expect(kw.estimate(1)).toBe(12);
+    kw.roll(13);
+    expect(kw.estimate(0.5)).toBe(12); // bucket 10 is still full weight (13-4 = 9 is the oldest)
+    kw.roll(14); // bucket 10 is now the oldest, partly inside
+    expect(kw.estimate(1)).toBe(12);
+    expect(kw.estimate(0.5)).toBe(6);
+    expect(kw.estimate(0.25)).toBe(3);
+    expect(kw.ownEstimate(0.5)).toBe(4);
+    expect(kw.peerEstimate(1, 0.5)).toBe(2);
+    expect(kw.isEmpty()).toBe(false);
+    kw.roll(15); // gone
+    expect(kw.estimate(1)).toBe(0);
+    expect(kw.ownEstimate(1)).toBe(0);
+    expect(kw.peerEstimate(1, 1)).toBe(0);
+    expect(kw.isEmpty()).toBe(true);
+  });
+
+  it('ignores a roll backwards (time never runs backwards here)', () => {
+    const kw = new KeyWindow(4);
+    kw.roll(20);
+    kw.addOwn(5);
+    kw.roll(10);
+    expect(kw.cur).toBe(20);
+    expect(kw.estimate(1)).toBe(5);
+  });
+
+  it('a long jump clears everything', () => {
+    const kw = new KeyWindow(3);
+    kw.roll(0);
+    kw.addOwn(5);
+    kw.mergeEntry(1, 1, 5);
+    kw.roll(1000);
+    expect(kw.estimate(1)).toBe(0);
+    expect(kw.full).toBe(0);
+    expect(Array.from(kw.sum)).toEqual([0, 0, 0, 0, 0]);
+    expect(kw.isEmpty()).toBe(true);
+  });
+
+  it('dropOrigin removes exactly that origin', () => {
+    const kw = new KeyWindow(4);
+    kw.roll(10);
+    kw.addOwn(1);
+    kw.mergeEntry(1, 9, 3);
+    kw.mergeEntry(1, 6, 100); // the oldest, partly weighted
+    kw.mergeEntry(2, 10, 5);
+    kw.dropOrigin(1);
+    expect(kw.estimate(1)).toBe(6);
+    expect(kw.estimate(0.5)).toBe(6);
+    expect(kw.peerEstimate(1, 1)).toBe(0);
+    kw.dropOrigin(7); // unknown: no-op
+    expect(kw.estimate(1)).toBe(6);
+  });
+
+  type Op =
+    | { op: 'own'; cost: number }
+    | { op: 'offer'; cost: number }
+    | { op: 'merge'; origin: number; back: number; count: number }
+    | { op: 'roll'; by: number };
+
+  const opArb: fc.Arbitrary<Op> = fc.oneof(
+    fc.record({ op: fc.constant('own' as const), cost: fc.integer({ min: 1, max: 20 }) }),
+    fc.record({ op: fc.constant('offer' as const), cost: fc.integer({ min: 1, max: 20 }) }),
+    fc.record({
+      op: fc.constant('merge' as const),
+      origin: fc.integer({ min: 1, max: 3 }),
+      back: fc.integer({ min: -3, max: 9 }),
+      count: fc.integer({ min: 0, max: 50 }),
+    }),
+    fc.record({ op: fc.constant('roll' as const), by: fc.integer({ min: -2, max: 9 }) }),
+  );
+
+  it('keeps full/own/offered/estimate equal to a brute-force recomputation (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: -50, max: 50 }),
+        fc.array(opArb, { maxLength: 80 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (k, start, ops, w) => {
+          const kw = new KeyWindow(k);
+          kw.roll(start);
+          let cur = start;
+          // reference: bucket -> values
+          const own = new Map<number, number>();
+          const offered = new Map<number, number>();
+          const peer = new Map<string, number>();
+          const inRing = (b: number) => b >= cur - k && b <= cur + 1;
+          for (const o of ops) {
+            if (o.op === 'own') {
+              kw.addOwn(o.cost);
+              own.set(cur, (own.get(cur) ?? 0) + o.cost);
+            } else if (o.op === 'offer') {
+              kw.addOffered(o.cost);
+              offered.set(cur, (offered.get(cur) ?? 0) + o.cost);
+            } else if (o.op === 'merge') {
+              const b = cur - o.back;
+              const id = `${o.origin}:${b}`;
+              const before = peer.get(id) ?? 0;
+              const applied = kw.mergeEntry(o.origin, b, o.count);
+              if (inRing(b)) {
+                expect(applied).toBe(Math.max(0, o.count - before));
+                peer.set(id, Math.max(before, o.count));
+              } else expect(applied).toBe(0);
+            } else {
+              kw.roll(cur + o.by);
+              if (o.by > 0) cur += o.by;
+              for (const m of [own, offered]) for (const b of [...m.keys()]) if (!inRing(b)) m.delete(b);
+              for (const id of [...peer.keys()]) if (!inRing(Number(id.split(':')[1]))) peer.delete(id);
+            }
+            const weigh = (b: number, v: number, wt: number) => (b === cur - k ? v * wt : v);
+            let eOwn = 0;
+            let eOff = 0;
+            let eAll = 0;
+            let eFull = 0;
+            for (const [b, v] of own) {
+              eOwn += weigh(b, v, w);
+              eAll += weigh(b, v, w);
+              eFull += weigh(b, v, 0);
+            }
+            for (const [b, v] of offered) eOff += weigh(b, v, w);
+            const byPeer = new Map<number, number>();
+            for (const [id, v] of peer) {
+              const [o, b] = id.split(':').map(Number) as [number, number];
+              eAll += weigh(b, v, w);
+              eFull += weigh(b, v, 0);
+              byPeer.set(o, (byPeer.get(o) ?? 0) + weigh(b, v, w));
+            }
+            expect(kw.cur).toBe(cur);
+            expect(kw.full).toBeCloseTo(eFull, 6);
+            expect(kw.estimate(w)).toBeCloseTo(eAll, 6);
+            expect(kw.ownEstimate(w)).toBeCloseTo(eOwn, 6);
+            expect(kw.offeredEstimate(w)).toBeCloseTo(eOff, 6);
+            for (let o = 1; o <= 3; o++) expect(kw.peerEstimate(o, w)).toBeCloseTo(byPeer.get(o) ?? 0, 6);
+            expect(kw.isEmpty()).toBe(eAll === 0 && eOff === 0 && eFull === 0 && allZero(own, offered, peer));
+          }
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+});
+
+function allZero(...maps: Map<unknown, number>[]): boolean {
+  for (const m of maps) for (const v of m.values()) if (v !== 0) return false;
+  return true;
+}
