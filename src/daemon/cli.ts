@@ -122,9 +122,12 @@ async function runNode(argv: readonly string[], io: CliIo): Promise<number> {
   }
 
   let signals = 0;
+  let stopped = false;
   const onSignal = (signal: NodeJS.Signals) => {
     signals++;
     if (signals > 1) {
+      // Handlers stay installed until exit, so a late signal never kills the process mid-exit.
+      if (stopped) process.exit(EXIT.OK);
       logger.warn({ signal }, 'second signal: exiting without draining');
       process.exit(EXIT.FAILURE);
     }
@@ -136,14 +139,13 @@ async function runNode(argv: readonly string[], io: CliIo): Promise<number> {
     }, config.http.drainTimeoutMs + 10_000).unref();
     daemon.stop().then(
       () => {
+        stopped = true;
         process.exitCode = EXIT.OK;
         // Handles the limiter should have closed must not keep the process up.
         setTimeout(() => {
           logger.warn({}, 'handles still open after stop: exiting anyway');
           process.exit(EXIT.OK);
         }, 2_000).unref();
-        process.off('SIGTERM', onSignal);
-        process.off('SIGINT', onSignal);
       },
       (err: unknown) => {
         logger.error({ err: { message: describe(err) } }, 'stop failed');

@@ -157,7 +157,9 @@ export class RateMeshCore<Req, Res> {
   handle(req: Req, res: Res): boolean | Promise<boolean> {
     try {
       const r = this.run(req, res);
-      return r === true || r === false ? r : r.then(undefined, (err: unknown) => this.internalError(req, res, err));
+      return r === true || r === false
+        ? r
+        : r.then(undefined, (err: unknown) => this.internalError(req, res, err));
     } catch (err) {
       return this.internalError(req, res, err);
     }

@@ -141,7 +141,7 @@ describe.each(cases)(
             expect(algo.check(s, cost, t + r - 1, probe)).toBe(false);
           }
         }),
-        { numRuns: 3000 },
+        { numRuns: 150 },
       );
     });
 
@@ -166,7 +166,7 @@ describe.each(cases)(
           expect(algo.isIdle(s, last.t + last.reset)).toBe(true);
           expect(algo.check(s, LIMIT, last.t + last.reset, out)).toBe(true);
         }),
-        { numRuns: 2000 },
+        { numRuns: 100 },
       );
     });
 

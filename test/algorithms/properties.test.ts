@@ -11,7 +11,7 @@ import type { LocalAlgorithmSpec } from '../../src/types.js';
 import { ALGORITHMS, type AlgorithmName } from '../../src/types.js';
 import { type Admitted, type Arrival, make, run, spec, total } from './helpers.js';
 
-const RUNS = 3000;
+const RUNS = 120;
 const TOL = 1e-9;
 
 /** Small limits and short windows so that limits are hit often. */

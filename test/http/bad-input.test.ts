@@ -102,3 +102,24 @@ describe('a request with no socket address', () => {
     expect(logger.lines[0]!.obj.reason).toBe('no-client-address');
   });
 });
+
+describe.each(FRAMEWORKS)('%s with a logger that throws', (fw) => {
+  it('still answers by the failure policy and the limiter', async () => {
+    const limiter = makeLimiter([{ ...PER_IP, limit: 1, shadow: false }]);
+    const boom = () => {
+      throw new Error('logger down');
+    };
+    const srv = await up(fw, {
+      limiter,
+      routes: [{ path: '/closed', policies: ['per-ip'], failureMode: 'closed' }],
+      policies: ['per-ip'],
+      keyGenerator: () => {
+        throw new Error('no key');
+      },
+      logger: { warn: boom, info: boom },
+    });
+    expect((await fetch(`${srv.url}/`)).status).toBe(200);
+    expect((await fetch(`${srv.url}/closed`)).status).toBe(503);
+    expect(srv.counters()).toMatchObject({ failOpen: 1, failClosed: 1 });
+  });
+});
