@@ -1,7 +1,8 @@
 /**
  * HTTP overhead bench: autocannon against one node:http server per variant,
- * all in this run, one after another, interleaved over ROUNDS rounds (best
- * round kept, to damp noise from other work on the machine).
+ * all in this run. Each variant gets SLICES slices of DURATION seconds,
+ * interleaved across variants, and reports the median slice (this machine is
+ * shared: interleaving spreads outside load over every variant alike).
  *
  *   none              plain handler, no limiter
  *   ratemesh-allow    rateMeshGuard + local Engine, every request allowed (draft-11 headers)
@@ -13,7 +14,7 @@
  *
  * Load is generated in a worker thread (autocannon `workers: 1`) so client and
  * server do not share one event loop. Writes bench/results/http.json.
- *   npm run bench:http   (DURATION=3 CONNECTIONS=32 ROUNDS=2 to change)
+ *   npm run bench:http   (DURATION=1 SLICES=5 CONNECTIONS=32 to change)
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import http, { type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
@@ -39,9 +40,9 @@ type Autocannon = (opts: {
 }) => Promise<AutocannonResult>;
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
-const DURATION = Number(process.env.DURATION ?? 3);
+const DURATION = Number(process.env.DURATION ?? 1);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 32);
-const ROUNDS = Number(process.env.ROUNDS ?? 2);
+const SLICES = Number(process.env.SLICES ?? 5);
 
 const ok = (res: ServerResponse) => {
   res.setHeader('Content-Type', 'text/plain');
@@ -104,46 +105,80 @@ interface Row {
   total: number;
 }
 
-async function run(v: Variant): Promise<Row> {
+interface Live {
+  variant: Variant;
+  port: number;
+  close(): Promise<void>;
+}
+
+async function listen(v: Variant): Promise<Live> {
   const server = http.createServer(v.listener);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as AddressInfo;
-  try {
-    const result = await autocannon({
-      url: `http://127.0.0.1:${port}`,
-      connections: CONNECTIONS,
-      duration: DURATION,
-      workers: 1,
-      warmup: { connections: CONNECTIONS, duration: 1 },
-      requests: v.paths.map((path) => ({ method: 'GET', path })),
-    });
-    return {
-      rps: Math.round(result.requests.average),
-      p99_ms: result.latency.p99,
-      non2xx: result.non2xx,
-      total: result.requests.total,
-    };
-  } finally {
-    server.closeAllConnections();
-    await new Promise<void>((r) => server.close(() => r()));
-  }
+  return {
+    variant: v,
+    port,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
 }
 
-const best = new Map<string, Row>();
-for (let round = 1; round <= ROUNDS; round++) {
-  for (const v of variants) {
-    const row = await run(v);
-    console.error(`round ${round} ${v.name}: ${row.rps} req/s, p99 ${row.p99_ms} ms`);
-    const prev = best.get(v.name);
-    if (prev === undefined || row.rps > prev.rps) best.set(v.name, row);
+async function slice(l: Live, seconds: number): Promise<Row> {
+  const result = await autocannon({
+    url: `http://127.0.0.1:${l.port}`,
+    connections: CONNECTIONS,
+    duration: seconds,
+    workers: 1,
+    requests: l.variant.paths.map((path) => ({ method: 'GET', path })),
+  });
+  return {
+    rps: Math.round(result.requests.average),
+    p99_ms: result.latency.p99,
+    non2xx: result.non2xx,
+    total: result.requests.total,
+  };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+// Every server up at once; one warm-up slice each; then SLICES short slices per
+// variant, interleaved (A B C D A B C D ...), so load from elsewhere on the
+// machine falls on every variant alike. Each figure is the median over slices.
+const live: Live[] = [];
+for (const v of variants) live.push(await listen(v));
+for (const l of live) await slice(l, 1);
+const rows = new Map<string, Row[]>(variants.map((v) => [v.name, []]));
+for (let i = 0; i < SLICES; i++) {
+  for (const l of live) {
+    const row = await slice(l, DURATION);
+    rows.get(l.variant.name)!.push(row);
+    console.error(`slice ${i + 1}/${SLICES} ${l.variant.name}: ${row.rps} req/s, p99 ${row.p99_ms} ms`);
   }
 }
+for (const l of live) await l.close();
+const best = new Map<string, Row>(
+  [...rows].map(([name, rs]) => [
+    name,
+    {
+      rps: Math.round(median(rs.map((r) => r.rps))),
+      p99_ms: median(rs.map((r) => r.p99_ms)),
+      non2xx: rs.reduce((a, r) => a + r.non2xx, 0),
+      total: rs.reduce((a, r) => a + r.total, 0),
+    },
+  ]),
+);
 
 const none = best.get('none')!.rps;
 const erl = best.get('erl-memory')!.rps;
 const pad = (s: string, n: number) => s.padEnd(n);
 console.log(
-  `\nHTTP bench: ${CONNECTIONS} connections, ${DURATION} s per variant, best of ${ROUNDS} rounds, node ${process.version}`,
+  `\nHTTP bench: ${CONNECTIONS} connections, ${SLICES} interleaved slices of ${DURATION} s per variant (median), node ${process.version}`,
 );
 console.log(
   `${pad('variant', 17)}${pad('req/s', 10)}${pad('p99 ms', 8)}${pad('vs none', 9)}${pad('non-2xx', 9)}`,

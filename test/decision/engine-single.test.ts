@@ -1,0 +1,464 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { type Clock, ManualClock } from '../../src/clock.js';
+import { decodeMessage, TYPE_GOSSIP } from '../../src/crdt/codec.js';
+import { Engine } from '../../src/decision/engine.js';
+import { ErrorCodes } from '../../src/errors.js';
+import type { PolicySpec } from '../../src/types.js';
+import { engine, expectCode, spend, T0 } from './helpers.js';
+
+const P: PolicySpec = { name: 'p', limit: 10, windowMs: 1000 };
+
+describe('Engine as a single-node limiter', () => {
+  it('admits L in a window, counting remaining down, then denies with rule global-limit', () => {
+    const { e, clock } = engine([P]);
+    for (let i = 0; i < 10; i++) {
+      clock.advance(3);
+      const d = e.check('p', 'k');
+      expect(d).toMatchObject({ allowed: true, limited: false, rule: 'allow', mode: 'global', policy: 'p', key: 'k' });
+      expect(d.remaining).toBe(9 - i);
+      expect(d.retryAfterMs).toBe(0);
+      expect(d.limit).toBe(10);
+      expect(e.estimate('p', 'k')).toBe(i + 1);
+    }
+    for (let i = 0; i < 5; i++) {
+      const d = e.check('p', 'k');
+      expect(d).toMatchObject({ allowed: false, limited: true, rule: 'global-limit', mode: 'global', remaining: 0 });
+      expect(d.retryAfterMs).toBeGreaterThan(0);
+    }
+    expect(e.estimate('p', 'k')).toBe(10); // denied requests spend nothing
+    const s = e.stats();
+    expect(s).toMatchObject({ decisions: 15, allowed: 10, limited: 5, shadowLimited: 0, keys: 1 });
+    expect(s.byMode.global).toBe(15);
+  });
+
+  it('a new window admits again; the oldest bucket drains linearly (sliding-window-counter)', () => {
+    const { e, clock } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 10 }], {}, new ManualClock(0));
+    expect(spend(e, 'p', 'k', 20)).toBe(10); // all in bucket 0 = [0, 100)
+    clock.set(999);
+    expect(e.check('p', 'k').allowed).toBe(false);
+    clock.set(1000); // bucket 0 is now the oldest, fully weighted
+    expect(e.estimate('p', 'k')).toBe(10);
+    clock.set(1050); // half of it is still inside
+    expect(e.estimate('p', 'k')).toBe(5);
+    expect(spend(e, 'p', 'k', 10)).toBe(5);
+    clock.set(1100);
+    expect(e.estimate('p', 'k')).toBe(5);
+  });
+
+  it('retryAfterMs: 1 ms before it (at t + r - 2) still denies, 1 ms after it (t + r + 1) admits (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 10, max: 3000 }),
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 0, max: 1_000_000 }),
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 1, max: 5 })), {
+          minLength: 1,
+          maxLength: 40,
+        }),
+        (L, W, k, start, steps) => {
+          const spec = [{ name: 'p', limit: L, windowMs: W, buckets: Math.min(k, W) }];
+          const replay = (n: number) => {
+            const r = engine(spec, {}, new ManualClock(T0 + start));
+            for (const [dt, c] of steps.slice(0, n)) {
+              r.clock.advance(dt);
+              r.e.check('p', 'k', Math.min(c, L));
+            }
+            return r;
+          };
+          const { e, clock } = replay(0);
+          for (let i = 0; i < steps.length; i++) {
+            const [dt, c] = steps[i]!;
+            clock.advance(dt);
+            const cost = Math.min(c, L);
+            const d = e.check('p', 'k', cost);
+            if (d.allowed) continue;
+            expect(d.rule).toBe('global-limit');
+            const r = d.retryAfterMs;
+            expect(r).toBeGreaterThanOrEqual(1);
+            const t = clock.now();
+            if (r >= 2) {
+              const early = replay(i);
+              early.clock.set(t + r - 2);
+              expect(early.e.check('p', 'k', cost).allowed).toBe(false);
+            }
+            const late = replay(i);
+            late.clock.set(t + r + 1);
+            expect(late.e.check('p', 'k', cost).allowed).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+  });
+
+  it('BUG: advancing by exactly retryAfterMs admits (float rounding at a whole-ms boundary)', () => {
+    // L = 10, W = 1000, 4 buckets of 250 ms. 10 admitted at t = 0 (bucket 0); at t = 1 one more is denied.
+    // Bucket 0 drains over [1000, 1250): one cell has left at exactly t = 1025, so retryAfterMs = 1024.
+    const { e, clock } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 4 }], {}, new ManualClock(0));
+    expect(spend(e, 'p', 'k', 10)).toBe(10);
+    clock.set(1);
+    const d = e.check('p', 'k');
+    expect(d.retryAfterMs).toBe(1024);
+    clock.advance(d.retryAfterMs);
+    // 1 - frac(1025 / 250) is 0.9000000000000004, so the estimate is 9.000000000000004 and 9.0…04 + 1 > 10
+    expect(e.check('p', 'k')).toMatchObject({ allowed: true });
+  });
+
+  it('resetMs: the window is empty again after resetMs', () => {
+    const { e, clock } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 10 }], {}, new ManualClock(0));
+    e.check('p', 'k');
+    clock.set(30);
+    const d = e.check('p', 'k');
+    expect(d.resetMs).toBe(1070); // bucket 0 leaves the window at 1100
+    clock.advance(d.resetMs);
+    expect(e.estimate('p', 'k')).toBe(0);
+    expect(e.check('p', 'k').remaining).toBe(9);
+  });
+
+  it('BUG: resetMs of the first admission counts what it spent', () => {
+    // Decision.resetMs: "ms until the deciding key's window has room for a full limit again".
+    // After the first admission the window holds 1 until t = 1100, yet the decision says 0.
+    const { e } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 10 }], {}, new ManualClock(0));
+    expect(e.check('p', 'k').resetMs).toBe(1100);
+  });
+
+  it('keys are independent', () => {
+    const { e } = engine([P]);
+    expect(spend(e, 'p', 'a', 15)).toBe(10);
+    expect(spend(e, 'p', 'b', 15)).toBe(10);
+    expect(e.estimate('p', 'a')).toBe(10);
+    expect(e.estimate('p', 'zzz')).toBe(0);
+    expect(e.estimate('nope', 'a')).toBe(0);
+  });
+
+  it('weighted costs spend their cost; remaining accounts for it', () => {
+    const { e } = engine([{ name: 'p', limit: 10, windowMs: 1000, maxCost: 10 }]);
+    expect(e.check('p', 'k', 4)).toMatchObject({ allowed: true, remaining: 6 });
+    expect(e.check('p', 'k', 6)).toMatchObject({ allowed: true, remaining: 0 });
+    expect(e.check('p', 'k', 1)).toMatchObject({ allowed: false, rule: 'global-limit' });
+    expect(e.estimate('p', 'k')).toBe(10);
+  });
+});
+
+describe('multi-key requests: spend only if every key allows', () => {
+  it('check(policy, keys[]): a denied key spends nothing on any key', () => {
+    const { e } = engine([P]);
+    expect(spend(e, 'p', 'full', 10)).toBe(10);
+    spend(e, 'p', 'b', 3);
+    const d = e.check('p', ['a', 'b', 'full']);
+    expect(d).toMatchObject({ allowed: false, limited: true, key: 'full', rule: 'global-limit' });
+    expect(e.estimate('p', 'a')).toBe(0);
+    expect(e.estimate('p', 'b')).toBe(3);
+    expect(e.estimate('p', 'full')).toBe(10);
+    const ok = e.check('p', ['a', 'b']);
+    expect(ok).toMatchObject({ allowed: true, limited: false, key: 'b', remaining: 6 }); // b has the least left
+    expect(e.estimate('p', 'a')).toBe(1);
+    expect(e.estimate('p', 'b')).toBe(4);
+  });
+
+  it('checkAll across policies: outcomes per pair, the refusing pair decides, nothing spent when denied', () => {
+    const { e } = engine([
+      { name: 'ip', limit: 5, windowMs: 1000 },
+      { name: 'acct', limit: 3, windowMs: 60_000 },
+      { name: 'loc', scope: 'local', limit: 100, windowMs: 1000 },
+    ]);
+    const pairs = [
+      ['ip', 'ip:1.2.3.4'],
+      ['acct', 'acct:7'],
+      ['loc', 'acct:7'],
+    ] as const;
+    for (let i = 0; i < 3; i++) {
+      const d = e.checkAll(pairs);
+      expect(d.allowed).toBe(true);
+      expect(d.policy).toBe('acct'); // least remaining relative to its limit
+      expect(d.outcomes).toEqual([
+        { policy: 'ip', key: 'ip:1.2.3.4', limit: 5, windowMs: 1000, remaining: 4 - i, resetMs: expect.any(Number), limited: false, shadow: false },
+        { policy: 'acct', key: 'acct:7', limit: 3, windowMs: 60_000, remaining: 2 - i, resetMs: expect.any(Number), limited: false, shadow: false },
+        { policy: 'loc', key: 'acct:7', limit: 100, windowMs: 1000, remaining: expect.any(Number), resetMs: expect.any(Number), limited: false, shadow: false },
+      ]);
+    }
+    const d = e.checkAll(pairs);
+    expect(d).toMatchObject({ allowed: false, limited: true, policy: 'acct', key: 'acct:7', rule: 'global-limit' });
+    expect(d.outcomes.map((o) => o.limited)).toEqual([false, true, false]);
+    expect(e.estimate('ip', 'ip:1.2.3.4')).toBe(3);
+    expect(e.estimate('acct', 'acct:7')).toBe(3);
+    // the local policy spent nothing either: it still has 97 of 100
+    expect(e.check('loc', 'acct:7').remaining).toBe(96);
+    expect(e.checkAll([['ip', 'ip:1.2.3.4']]).allowed).toBe(true);
+    expect(e.estimate('ip', 'ip:1.2.3.4')).toBe(4);
+  });
+
+  it('checkAll rejects bad input before spending anything', () => {
+    const { e } = engine([P]);
+    expectCode(() => e.checkAll([]), ErrorCodes.KEY_INVALID);
+    expectCode(() => e.checkAll('p' as never), ErrorCodes.KEY_INVALID);
+    expectCode(() => e.checkAll([['p', 'a'], ['nope', 'b']]), ErrorCodes.POLICY_UNKNOWN);
+    expectCode(() => e.checkAll([['p', 'a'], 'p' as never]), ErrorCodes.POLICY_UNKNOWN);
+    expectCode(() => e.checkAll([['p', 'a']], 0), ErrorCodes.COST_INVALID);
+    expectCode(() => e.checkAll([['p', 'a'], ['p', '']]), ErrorCodes.KEY_INVALID);
+    expect(e.estimate('p', 'a')).toBe(0);
+  });
+});
+
+describe('shadow mode', () => {
+  const S: PolicySpec = { name: 's', limit: 3, windowMs: 1000, shadow: true };
+
+  it('checkAll: a limited shadow policy is allowed, flagged limited, and spends nothing; others still spend', () => {
+    const { e } = engine([S, P]);
+    for (let i = 0; i < 3; i++) expect(e.checkAll([['s', 'k']]).allowed).toBe(true);
+    for (let i = 0; i < 4; i++) {
+      const d = e.checkAll([
+        ['s', 'k'],
+        ['p', 'k'],
+      ]);
+      expect(d).toMatchObject({ allowed: true, limited: true, shadow: true, policy: 's', rule: 'global-limit' });
+    }
+    expect(e.estimate('s', 'k')).toBe(3);
+    expect(e.estimate('p', 'k')).toBe(4);
+    expect(e.stats().shadowLimited).toBe(4);
+    expect(e.stats().limited).toBe(0);
+  });
+
+  it('check with a key array: allowed true, limited true, nothing spent', () => {
+    const { e } = engine([S]);
+    spend(e, 's', 'k', 3);
+    const d = e.check('s', ['k']);
+    expect(d).toMatchObject({ allowed: true, limited: true, shadow: true });
+    expect(e.estimate('s', 'k')).toBe(3);
+  });
+
+  it('BUG: check with a single key string: allowed true, limited true, nothing spent', () => {
+    const { e } = engine([S]);
+    spend(e, 's', 'k', 3);
+    const d = e.check('s', 'k');
+    expect(d).toMatchObject({ limited: true, shadow: true, rule: 'global-limit' });
+    expect(e.estimate('s', 'k')).toBe(3);
+    expect(d.allowed).toBe(true); // Decision.allowed: "true in shadow mode even when limited"
+    expect(e.stats().shadowLimited).toBe(1);
+  });
+
+  it('a refusing real policy blocks even when a shadow policy is also limited', () => {
+    const { e } = engine([S, { name: 'q', limit: 1, windowMs: 1000 }]);
+    spend(e, 's', 'k', 3);
+    spend(e, 'q', 'k', 1);
+    const d = e.checkAll([
+      ['s', 'k'],
+      ['q', 'k'],
+    ]);
+    expect(d).toMatchObject({ allowed: false, limited: true, policy: 'q', shadow: false });
+  });
+});
+
+describe('weighted cost validation', () => {
+  const C: PolicySpec = { name: 'c', limit: 10, windowMs: 1000, maxCost: 50 };
+
+  it('costs that are not integers from 1 to maxCost throw ERR_COST_INVALID and spend nothing', () => {
+    const { e } = engine([C, P]);
+    for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 51, 1e9]) {
+      expectCode(() => e.check('c', 'k', bad), ErrorCodes.COST_INVALID);
+      expectCode(() => e.checkAll([['c', 'k']], bad), ErrorCodes.COST_INVALID);
+    }
+    for (const bad of ['1', null, {}, 2n] as unknown[]) {
+      expectCode(() => e.check('c', 'k', bad as number), ErrorCodes.COST_INVALID);
+    }
+    expectCode(() => e.check('p', 'k', 11), ErrorCodes.COST_INVALID); // maxCost defaults to the limit
+    expect(e.stats().decisions).toBe(0);
+    expect(e.estimate('c', 'k')).toBe(0);
+    expect(e.check('c', 'k', 50).allowed).toBe(false);
+  });
+
+  it('a cost above the limit but within maxCost is denied as cost-exceeds-limit with retryAfterMs -1, never admitted', () => {
+    const { e, clock } = engine([C]);
+    for (let i = 0; i < 30; i++) {
+      const d = e.check('c', 'k', 11);
+      expect(d).toMatchObject({ allowed: false, limited: true, rule: 'cost-exceeds-limit', retryAfterMs: -1 });
+      clock.advance(500);
+    }
+    expect(e.estimate('c', 'k')).toBe(0);
+    expect(e.check('c', 'k', 10).allowed).toBe(true);
+  });
+
+  it('cost-exceeds-limit on a local-scope policy too', () => {
+    const { e } = engine([{ name: 'l', scope: 'local', limit: 5, windowMs: 1000, maxCost: 9 }]);
+    expect(e.check('l', 'k', 6)).toMatchObject({ allowed: false, rule: 'cost-exceeds-limit', retryAfterMs: -1, mode: 'local' });
+  });
+});
+
+describe('bad input', () => {
+  it('unknown policy throws ERR_POLICY_UNKNOWN', () => {
+    const { e } = engine([P]);
+    expectCode(() => e.check('nope', 'k'), ErrorCodes.POLICY_UNKNOWN);
+    expectCode(() => e.check(undefined as never, 'k'), ErrorCodes.POLICY_UNKNOWN);
+    expect(e.policy('nope')).toBeUndefined();
+    expect(e.policy('p')?.limit).toBe(10);
+  });
+
+  it('bad keys throw ERR_KEY_INVALID and spend nothing', () => {
+    const { e } = engine([P, { name: 'l', scope: 'local', limit: 5, windowMs: 1000 }]);
+    const bad = [
+      '',
+      'x'.repeat(513),
+      'é'.repeat(257), // 514 UTF-8 bytes
+      'a\nb',
+      '\u0000',
+      'tab\there',
+      'del\u007f',
+      'c1\u0085',
+      'half\ud800',
+      42 as unknown as string,
+    ];
+    for (const key of bad) {
+      for (const pol of ['p', 'l']) {
+        expectCode(() => e.check(pol, key), ErrorCodes.KEY_INVALID);
+        expectCode(() => e.check(pol, ['ok', key]), ErrorCodes.KEY_INVALID);
+        expectCode(() => e.checkAll([[pol, key]]), ErrorCodes.KEY_INVALID);
+      }
+    }
+    expectCode(() => e.check('p', []), ErrorCodes.KEY_INVALID);
+    expect(e.estimate('p', 'ok')).toBe(0);
+    expect(e.check('p', 'x'.repeat(512)).allowed).toBe(true);
+    expect(e.check('p', 'é'.repeat(256)).allowed).toBe(true);
+    expect(e.check('p', 'ok').remaining).toBe(9);
+  });
+
+  it('a NaN or infinite clock throws ERR_CLOCK_INVALID and changes nothing', () => {
+    let t: number = T0;
+    const clock: Clock = { now: () => t };
+    const e = new Engine({ policies: [P], clock });
+    expect(e.check('p', 'k').allowed).toBe(true);
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 'x' as unknown as number]) {
+      t = bad;
+      expectCode(() => e.check('p', 'k'), ErrorCodes.CLOCK_INVALID);
+      expectCode(() => e.buildGossip(), ErrorCodes.CLOCK_INVALID);
+    }
+    t = T0 + 1;
+    expect(e.estimate('p', 'k')).toBe(1);
+    expect(e.stats().decisions).toBe(1);
+    expectCode(() => new ManualClock(Number.NaN), ErrorCodes.CLOCK_INVALID);
+  });
+
+  it('a clock that goes backwards never admits more than the same run on a clamped clock (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.integer({ min: -400, max: 300 }), fc.integer({ min: 1, max: 3 })), { maxLength: 120 }),
+        (steps) => {
+          const raw = new ManualClock(T0);
+          const clamped = new ManualClock(T0);
+          const specs: PolicySpec[] = [
+            { name: 'p', limit: 8, windowMs: 500, buckets: 5 },
+            { name: 'l', scope: 'local', limit: 8, windowMs: 500, algorithm: 'sliding-window-counter' },
+            { name: 'f', limit: 50, windowMs: 500, local: { algorithm: 'token-bucket', limit: 4, windowMs: 200 } },
+          ];
+          const a = new Engine({ policies: specs, clock: raw });
+          const b = new Engine({ policies: specs, clock: clamped });
+          let t = T0;
+          let max = T0;
+          let admittedA = 0;
+          let admittedB = 0;
+          let backwards = 0;
+          for (const [dt, cost] of steps) {
+            t += dt;
+            if (t < max) backwards++;
+            max = Math.max(max, t);
+            raw.set(t);
+            clamped.set(max);
+            for (const pol of ['p', 'l', 'f']) {
+              const da = a.check(pol, 'k', cost);
+              const db = b.check(pol, 'k', cost);
+              expect(da.allowed).toBe(db.allowed);
+              if (da.allowed) admittedA += cost;
+              if (db.allowed) admittedB += cost;
+            }
+          }
+          expect(admittedA).toBe(admittedB);
+          expect(a.stats().clockBackwards).toBe(backwards * 3);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
+
+describe('local scope and front limiters', () => {
+  it('a local-scope policy decides in mode local, refuses with local-limit and is never gossiped', () => {
+    const { e, clock } = engine([{ name: 'l', scope: 'local', limit: 5, windowMs: 1000 }, P]);
+    for (let i = 0; i < 5; i++) expect(e.check('l', 'k')).toMatchObject({ allowed: true, mode: 'local', rule: 'allow' });
+    const d = e.check('l', 'k');
+    expect(d).toMatchObject({ allowed: false, limited: true, mode: 'local', rule: 'local-limit' });
+    expect(d.retryAfterMs).toBe(200); // GCRA: one cell per 200 ms
+    expect(e.estimate('l', 'k')).toBe(0); // no global count
+    const m = decodeMessage(e.buildGossip(), e.version);
+    expect(m.ok && m.message.type === TYPE_GOSSIP && m.message.entries.length).toBe(0);
+    clock.advance(200);
+    expect(e.check('l', 'k').allowed).toBe(true);
+    expect(e.stats().byMode.local).toBe(7);
+  });
+
+  it('a global policy with a local front limiter refuses bursts with local-limit before the global limit', () => {
+    const { e, clock } = engine([
+      { name: 'g', limit: 100, windowMs: 1000, local: { algorithm: 'token-bucket', limit: 5, windowMs: 1000 } },
+    ]);
+    expect(spend(e, 'g', 'k', 5)).toBe(5);
+    const d = e.check('g', 'k');
+    expect(d).toMatchObject({ allowed: false, limited: true, rule: 'local-limit', mode: 'global' });
+    expect(d.retryAfterMs).toBe(200);
+    expect(e.estimate('g', 'k')).toBe(5);
+    clock.advance(200);
+    expect(e.check('g', 'k').allowed).toBe(true);
+    expect(e.estimate('g', 'k')).toBe(6);
+  });
+
+  it('the global limit still applies behind a generous front limiter', () => {
+    const { e } = engine([{ name: 'g', limit: 5, windowMs: 1000, local: { algorithm: 'gcra', limit: 100, windowMs: 1000 } }]);
+    expect(spend(e, 'g', 'k', 5)).toBe(5);
+    expect(e.check('g', 'k').rule).toBe('global-limit');
+  });
+});
+
+describe('key cap', () => {
+  it('a flood of distinct keys keeps keys <= maxKeys and counts evictions', () => {
+    const { e, clock } = engine([P, { name: 'l', scope: 'local', limit: 5, windowMs: 1000 }], { maxKeys: 100 });
+    for (let i = 0; i < 5000; i++) {
+      e.check('p', `flood:${i}`);
+      e.check('l', `flood:${i}`);
+      if (i % 100 === 0) clock.advance(1);
+      const s = i % 250 === 0 ? e.stats() : undefined;
+      if (s !== undefined) expect(s.keys).toBeLessThanOrEqual(200);
+    }
+    const s = e.stats();
+    expect(s.keys).toBeLessThanOrEqual(200); // 100 per policy store
+    expect(s.evictions).toBeGreaterThanOrEqual(2 * 5000 - s.keys);
+    expect(s.evictions + s.keys).toBe(10_000);
+  });
+
+  it('eviction drops idle keys first: a key with counts in its window survives a flood after time passes', () => {
+    const { e, clock } = engine([P], { maxKeys: 50 });
+    for (let i = 0; i < 49; i++) e.check('p', `old:${i}`);
+    clock.advance(5000); // every old key has aged out
+    e.check('p', 'live');
+    for (let i = 0; i < 40; i++) e.check('p', `new:${i}`);
+    expect(e.stats().keys).toBeLessThanOrEqual(50);
+    expect(e.estimate('p', 'live')).toBe(1);
+  });
+});
+
+describe('construction', () => {
+  it('rejects bad options with ERR_CONFIG_INVALID and bad policies with ERR_POLICY_INVALID', () => {
+    const c = new ManualClock(0);
+    expectCode(() => new Engine(null as never), ErrorCodes.CONFIG_INVALID);
+    expectCode(() => new Engine({ policies: [P], clock: c, gossipIntervalMs: 0 }), ErrorCodes.CONFIG_INVALID);
+    expectCode(() => new Engine({ policies: [P], clock: c, maxKeys: 1.5 }), ErrorCodes.CONFIG_INVALID);
+    expectCode(() => new Engine({ policies: [P], clock: c, nodeId: '' }), ErrorCodes.CONFIG_INVALID);
+    expectCode(() => new Engine({ policies: [P], clock: c, earlyPublishFraction: 0 }), ErrorCodes.CONFIG_INVALID);
+    expectCode(() => new Engine({ policies: [], clock: c }), ErrorCodes.POLICY_INVALID);
+    expectCode(() => new Engine({ policies: [{ name: 'p', limit: 0, windowMs: 1 }], clock: c }), ErrorCodes.POLICY_INVALID);
+  });
+
+  it('the default stale/depart thresholds follow g and d', () => {
+    const e = new Engine({ policies: [P], clock: new ManualClock(0), gossipIntervalMs: 20, expectedDelayMs: 5 });
+    expect(e.staleAfterMs).toBe(3 * 20 + 2 * 5);
+    expect(e.ready).toBe(true);
+  });
+});
