@@ -156,6 +156,8 @@ async function handle(
       }
     }
   } catch (err) {
+    // Discard any body not read (415, 404, 405...) so the reply is not cut off by a reset.
+    if (!req.readableEnded) req.resume();
     status = sendError(deps, state, res, err);
   } finally {
     deps.metrics.request(label, status);
@@ -346,7 +348,7 @@ function statsBody(deps: CheckServerDeps, query: URLSearchParams) {
       throw new RateMeshError(
         ErrorCodes.REQUEST_INVALID,
         `must be an integer 1..${MAX_TOP} (got ${shown(topText)})`,
-        'top',
+        'query.top',
       );
     }
   }

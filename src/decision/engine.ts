@@ -360,7 +360,7 @@ export class Engine implements RateLimiter {
       const e = this.cur;
       this.evaluate(rt, keys, cost, now, e);
       if (e.allowed) this.commit(e, cost, now);
-      return this.finish(e, e.allowed);
+      return this.finish(e, e.allowed || rt.policy.shadow);
     }
     if (!Array.isArray(keys) || keys.length === 0) {
       throw new RateMeshError(ErrorCodes.KEY_INVALID, 'must be a key or a non-empty array of keys', 'keys');
@@ -531,18 +531,20 @@ export class Engine implements RateLimiter {
     if (peers.allStale && p.fallback) {
       const share = Math.floor(L / peers.knownN);
       const own = kw.ownEstimate(w);
-      if (own + cost > share) {
+      if (own + cost > share + 1e-9) {
         const retry = cost > share ? -1 : this.expiry(kw, kw.own, own + cost - share, now, rt);
         this.deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), retry);
         return;
       }
       if (!this.frontAllows(rt, kw, cost, now, out, 'fallback')) return;
-      this.allow(out, 'fallback', Math.floor(share - own - cost));
+      this.allow(out, 'fallback', Math.floor(share - own - cost + 1e-9));
+      out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
       return;
     }
     let est = kw.estimate(w);
     if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(kw, w, L);
-    if (est + cost > L) {
+    // the tolerance absorbs float error of the bucket weight at whole-ms boundaries
+    if (est + cost > L + 1e-9) {
       this.deny(
         out,
         'global-limit',
@@ -601,7 +603,8 @@ export class Engine implements RateLimiter {
       }
     }
     if (!this.frontAllows(rt, kw, cost, now, out, 'global')) return;
-    this.allow(out, 'global', Math.floor(L - est - cost));
+    this.allow(out, 'global', Math.floor(L - est - cost + 1e-9));
+    out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
   }
 
   private frontAllows(

@@ -148,37 +148,32 @@ describe('ratemesh CLI', () => {
 
   it('a bad config exits 2 with a message naming the field', async () => {
     const cfg = file('bad.yaml', 'http: { port: "x" }\npolicies: [{ name: a, limit: 1, windowMs: 10 }]\n');
-    const r = await run(['node', '--config', cfg]);
+    const [r, r2, r3] = await Promise.all([
+      run(['node', '--config', cfg]),
+      run(['node', '--config', file('bad2.yaml', 'policies: [{ name: a, limit: 0, windowMs: 10 }]\n')]),
+      run(['node', '--config', file('ok.yaml', CONFIG), '--listen', 'not-a-multiaddr']),
+    ]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('config.http.port: must be an integer 0..65535 (got "x")');
-    const r2 = await run([
-      'node',
-      '--config',
-      file('bad2.yaml', 'policies: [{ name: a, limit: 0, windowMs: 10 }]\n'),
-    ]);
     expect(r2.code).toBe(2);
     expect(r2.stderr).toMatch(/config\.policies\[0\]\.limit/);
-    const r3 = await run(['node', '--config', file('ok.yaml', CONFIG), '--listen', 'not-a-multiaddr']);
     expect(r3.code).toBe(2);
     expect(r3.stderr).toMatch(/mesh\.listen\[0\]/);
   });
 
   it('keygen writes a key the node then runs with (stable peer id)', async () => {
     const keyFile = join(dir, 'node.key');
-    const k = await run(['keygen', '--out', keyFile]);
-    expect(k.code).toBe(0);
-    const { peerId } = JSON.parse(k.stdout) as { peerId: string };
-    expect((await run(['keygen', '--out', keyFile])).code).toBe(1); // no overwrite without --force
     const psk = join(dir, 'swarm.key');
-    expect((await run(['psk', '--out', psk])).code).toBe(0);
-    const node = await startNode([
-      '--config',
-      file('k.yaml', CONFIG),
-      '--key-file',
-      keyFile,
-      '--psk-file',
-      psk,
+    const [k, p] = await Promise.all([run(['keygen', '--out', keyFile]), run(['psk', '--out', psk])]);
+    expect(k.code).toBe(0);
+    expect(p.code).toBe(0);
+    const { peerId } = JSON.parse(k.stdout) as { peerId: string };
+    const [again, node] = await Promise.all([
+      run(['keygen', '--out', keyFile]),
+      startNode(['--config', file('k.yaml', CONFIG), '--key-file', keyFile, '--psk-file', psk]),
     ]);
+    expect(again.code).toBe(1); // no overwrite without --force
+    expect(again.stderr).toMatch(/EEXIST/);
     expect(node.peerId).toBe(peerId);
     node.proc.kill('SIGTERM');
     expect(await node.exited).toBe(0);

@@ -300,7 +300,7 @@ describe('GET /v1/peers and /v1/stats', () => {
     expect(body.mesh.topic).toBe(fake.topic);
     const bad = await fetch(`${daemon.http.url}/v1/stats?top=0`);
     expect(bad.status).toBe(400);
-    expect(((await bad.json()) as Loose).error.field).toBe('top');
+    expect(((await bad.json()) as Loose).error.field).toBe('query.top');
   });
 });
 
