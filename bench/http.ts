@@ -52,7 +52,7 @@ const ok = (res: ServerResponse) => {
   res.end('ok');
 };
 
-function ratemeshListener(): RequestListener {
+function ratemeshListener(headers = true): RequestListener {
   const limiter = new Engine({
     policies: [
       { name: 'open', limit: 1_000_000_000, windowMs: 60_000 },
@@ -65,6 +65,7 @@ function ratemeshListener(): RequestListener {
     routes: [{ path: '/deny', policies: ['tight'] }],
     policies: ['open'],
     logger: false,
+    standardHeaders: headers ? 'draft-11' : false,
   });
   return (req, res) => {
     const r = guard(req, res);
@@ -94,7 +95,24 @@ interface Variant {
   paths: string[];
 }
 
+const diag: Variant[] = process.env.DIAG
+  ? [
+      {
+        name: 'none+2hdr',
+        listener: (_req, res) => {
+          res.setHeader('RateLimit-Policy', '"open";q=1000000000;w=60');
+          res.setHeader('RateLimit', '"open";r=999999;t=60');
+          ok(res);
+        },
+        paths: ['/'],
+      },
+      { name: 'rm-noheaders', listener: ratemeshListener(false), paths: ['/'] },
+      { name: 'engine-only', listener: (req, res) => { eng.checkAll([['open', `ip:${req.socket.remoteAddress}`]]); ok(res); }, paths: ['/'] },
+    ]
+  : [];
+const eng = new Engine({ policies: [{ name: 'open', limit: 1_000_000_000, windowMs: 60_000 }], nodeId: 'x' });
 const variants: Variant[] = [
+  ...diag,
   { name: 'none', listener: (_req, res) => ok(res), paths: ['/'] },
   { name: 'ratemesh-allow', listener: ratemeshListener(), paths: ['/'] },
   { name: 'ratemesh-deny90', listener: ratemeshListener(), paths: ['/', ...Array(9).fill('/deny')] },

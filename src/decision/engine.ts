@@ -280,7 +280,7 @@ export class Engine implements RateLimiter {
       (rt) => new KeyStore<KeyWindow>(this.maxKeys, (kw) => this.windowExpired(rt, kw)),
     );
     this.locals = this.rts.map(
-      (rt) => new KeyStore<LocalEntry>(this.maxKeys, (e) => rt.algo?.isIdle(e.state, this.lastNow)),
+      (rt) => new KeyStore<LocalEntry>(this.maxKeys, (e) => rt.algo?.isIdle(e.state, this.lastNow) === true),
     );
     this.counters = {
       decisions: 0,

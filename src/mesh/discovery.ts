@@ -1,3 +1,4 @@
+import './polyfill.js';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { type Multiaddr, multiaddr } from '@multiformats/multiaddr';

@@ -1,3 +1,4 @@
+import './polyfill.js';
 import { generateKeyPairSync } from 'node:crypto';
 import { privateKeyFromProtobuf, privateKeyFromRaw } from '@libp2p/crypto/keys';
 import type { PrivateKey } from '@libp2p/interface';

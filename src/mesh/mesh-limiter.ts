@@ -1,3 +1,4 @@
+import './polyfill.js';
 import type { Message, SubscriptionChangeData, TopicValidatorFn } from '@libp2p/gossipsub';
 import { TopicValidatorResult } from '@libp2p/gossipsub';
 import type { PeerId } from '@libp2p/interface';
@@ -147,19 +148,19 @@ class MeshLimiterImpl implements MeshLimiter {
   private async doStart(): Promise<void> {
     const cfg = this.cfg;
     this.state = 'starting';
-    const node = await createMeshNode({
-      listen: cfg.listen,
-      privateKey: cfg.privateKey,
-      psk: cfg.psk,
-      degree: cfg.meshDegree,
-      heartbeatMs: cfg.heartbeatMs,
-      maxRpcBytes: cfg.maxMessageBytes * RPC_FRAME_MESSAGES + 64 * 1024,
-      inboundConnectionThreshold: cfg.inboundConnectionThreshold,
-      maxConnections: cfg.maxConnections,
-      dialTimeoutMs: cfg.dialTimeoutMs,
-    });
-    this.node = node;
     try {
+      const node = await createMeshNode({
+        listen: cfg.listen,
+        privateKey: cfg.privateKey,
+        psk: cfg.psk,
+        degree: cfg.meshDegree,
+        heartbeatMs: cfg.heartbeatMs,
+        maxRpcBytes: cfg.maxMessageBytes * RPC_FRAME_MESSAGES + 64 * 1024,
+        inboundConnectionThreshold: cfg.inboundConnectionThreshold,
+        maxConnections: cfg.maxConnections,
+        dialTimeoutMs: cfg.dialTimeoutMs,
+      });
+      this.node = node;
       const pubsub = node.services.pubsub;
       pubsub.addEventListener('message', this.onMessage);
       pubsub.addEventListener('subscription-change', this.onSubscriptionChange);
@@ -233,7 +234,6 @@ class MeshLimiterImpl implements MeshLimiter {
       this.counters.drops.stopped = (this.counters.drops.stopped ?? 0) + this.timers.size;
     this.timers.clear();
     await this.discovery?.stop();
-    this.discovery = undefined;
     const node = this.node;
     if (node !== undefined) {
       const pubsub = node.services.pubsub;
@@ -266,7 +266,7 @@ class MeshLimiterImpl implements MeshLimiter {
 
   private readonly onTick = (): void => {
     this.counters.gossip.ticks++;
-    this.publish(false);
+    this.publish();
   };
 
   private pollEarlyPublish(): void {
@@ -275,11 +275,11 @@ class MeshLimiterImpl implements MeshLimiter {
     this.earlyImmediate = setImmediate(() => {
       this.earlyImmediate = undefined;
       this.counters.gossip.earlyPublishes++;
-      this.publish(true);
+      this.publish();
     });
   }
 
-  private publish(_early: boolean): void {
+  private publish(): void {
     const node = this.node;
     if (this.state !== 'running' || node === undefined) return;
     if (this.publishesInFlight >= MAX_PUBLISHES_IN_FLIGHT) {

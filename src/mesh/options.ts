@@ -1,3 +1,4 @@
+import './polyfill.js';
 import type { PrivateKey } from '@libp2p/interface';
 import { preSharedKey } from '@libp2p/pnet';
 import { multiaddr } from '@multiformats/multiaddr';

@@ -1,3 +1,4 @@
+import './polyfill.js';
 import type { PeerId, Stream } from '@libp2p/interface';
 import * as lp from 'it-length-prefixed';
 import { pipe } from 'it-pipe';

@@ -93,7 +93,7 @@ describe('Engine as a single-node limiter', () => {
     );
   });
 
-  it('BUG: advancing by exactly retryAfterMs admits (float rounding at a whole-ms boundary)', () => {
+  it('advancing by exactly retryAfterMs admits (epoch 0: float rounding at a whole-ms boundary)', () => {
     // L = 10, W = 1000, 4 buckets of 250 ms. 10 admitted at t = 0 (bucket 0); at t = 1 one more is denied.
     // Bucket 0 drains over [1000, 1250): one cell has left at exactly t = 1025, so retryAfterMs = 1024.
     const { e, clock } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 4 }], {}, new ManualClock(0));
@@ -102,8 +102,23 @@ describe('Engine as a single-node limiter', () => {
     const d = e.check('p', 'k');
     expect(d.retryAfterMs).toBe(1024);
     clock.advance(d.retryAfterMs);
-    // 1 - frac(1025 / 250) is 0.9000000000000004, so the estimate is 9.000000000000004 and 9.0…04 + 1 > 10
+    // 1 - frac(1025 / 250) is 0.9000000000000004: the estimate is 9.000000000000004
     expect(e.check('p', 'k')).toMatchObject({ allowed: true });
+  });
+
+  it('BUG: advancing by exactly retryAfterMs admits at a real epoch time (T0 = 1.7e12 ms)', () => {
+    // L = 10, W = 1000, 1 bucket. 10 admitted at T0 + 7 (bucket [T0, T0 + 1000)); at T0 + 107 one more
+    // is denied. The bucket drains over [T0 + 1000, T0 + 2000): one cell has left at T0 + 1100, so
+    // retryAfterMs = 993. But now / bw = 1700000001.1 keeps only ~7 decimal digits of its fraction:
+    // the weight is 0.9000000954, the estimate 9.00000095, far above the 1e-9 tolerance, so it denies.
+    const { e, clock } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 1 }], {}, new ManualClock(T0 + 7));
+    expect(spend(e, 'p', 'k', 10)).toBe(10);
+    clock.set(T0 + 107);
+    const d = e.check('p', 'k');
+    expect(d.retryAfterMs).toBe(993);
+    clock.advance(d.retryAfterMs);
+    expect(e.check('p', 'k')).toMatchObject({ allowed: true });
+    expect(e.estimate('p', 'k')).toBeCloseTo(10, 9);
   });
 
   it('resetMs: the window is empty again after resetMs', () => {
@@ -117,7 +132,7 @@ describe('Engine as a single-node limiter', () => {
     expect(e.check('p', 'k').remaining).toBe(9);
   });
 
-  it('BUG: resetMs of the first admission counts what it spent', () => {
+  it('resetMs of the first admission counts what it spent', () => {
     // Decision.resetMs: "ms until the deciding key's window has room for a full limit again".
     // After the first admission the window holds 1 until t = 1100, yet the decision says 0.
     const { e } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 10 }], {}, new ManualClock(0));
@@ -229,7 +244,7 @@ describe('shadow mode', () => {
     expect(e.estimate('s', 'k')).toBe(3);
   });
 
-  it('BUG: check with a single key string: allowed true, limited true, nothing spent', () => {
+  it('check with a single key string: allowed true, limited true, nothing spent', () => {
     const { e } = engine([S]);
     spend(e, 's', 'k', 3);
     const d = e.check('s', 'k');

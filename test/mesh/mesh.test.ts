@@ -20,6 +20,17 @@ function livePeers(node: MeshLimiter): number {
   return node.peers().filter((p) => !p.stale).length;
 }
 
+/** The engine's clock (wall time anchored to the monotonic clock). */
+function clockNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/** True once `node` holds data `peer` produced after `t` (so anything `peer` did before `t` is merged). */
+function heardSince(node: MeshLimiter, peer: MeshLimiter, t: number): boolean {
+  const p = node.peers().find((x) => x.id === peer.peerId);
+  return p !== undefined && p.ageMs < clockNow() - t - 2;
+}
+
 function engineGossipIn(node: MeshLimiter): number {
   return (node.stats().engine as { gossipIn: number }).gossipIn;
 }
@@ -57,6 +68,14 @@ describe('createMeshLimiter options', () => {
     expect(configError(() => createMeshLimiter({ ...base, gossipMs: 5 } as never))).toBe('gossipMs');
   });
 
+  it('installs Promise.withResolvers for libp2p on Node 20', async () => {
+    const { promise, resolve } = (
+      Promise as unknown as { withResolvers: <T>() => { promise: Promise<T>; resolve: (v: T) => void } }
+    ).withResolvers<number>();
+    resolve(7);
+    expect(await promise).toBe(7);
+  });
+
   it('keeps the identity of a given private key and checks before start without the network', async () => {
     const key = await generateKeyPair('Ed25519');
     const node = createMeshLimiter({ ...base, privateKey: privateKeyToProtobuf(key) });
@@ -82,21 +101,24 @@ describe('live mesh on loopback', () => {
     expect(nodes.every((n) => n.ready)).toBe(true);
 
     expect(spend(a, 60)).toBe(60);
-    const heard = engineGossipIn(b);
-    // The key rides the next few ticks; give B a few of A's messages.
-    await waitFor('B hears A after the spend', () => engineGossipIn(b) >= heard + 3);
+    const afterA = clockNow();
+    await waitFor('B holds a message A built after its spend', () => heardSince(b, a, afterA));
     const allowedB = spend(b, 100);
     expect(allowedB).toBeLessThanOrEqual(40);
     expect(allowedB).toBeGreaterThanOrEqual(35);
-    const heardC = engineGossipIn(c);
-    await waitFor('C hears both', () => engineGossipIn(c) >= heardC + 6);
+    const afterB = clockNow();
+    await waitFor(
+      'C hears both after their spends',
+      () => heardSince(c, a, afterB) && heardSince(c, b, afterB),
+    );
     expect(spend(c, 20)).toBeLessThanOrEqual(5);
 
     for (const n of nodes) {
       const s = n.stats();
       expect(s.gossip.msgsOut).toBeGreaterThan(0);
       expect(s.gossip.msgsIn).toBeGreaterThan(0);
-      expect(s.drops).toEqual({});
+      // Under CPU load a tick may be skipped (publish-backlog); nothing else may be dropped.
+      expect(Object.keys(s.drops).filter((r) => r !== 'publish-backlog')).toEqual([]);
       expect(Object.keys(s.gossip.rejected).filter((r) => r !== 'duplicate')).toEqual([]);
       // One process, one clock: the sync round trip's offset estimate is within a few ms.
       for (const p of n.peers()) expect(Math.abs(p.clockOffsetMs)).toBeLessThan(250);
@@ -244,7 +266,9 @@ describe('experiment knobs', () => {
     const t0 = Date.now();
     expect(spend(b, 100)).toBe(100);
     await sleep(100);
-    expect(a.check('api', 'k').allowed).toBe(true);
+    // Unless the machine stalled past the delay, b's spend has not reached a's engine yet.
+    const early = a.check('api', 'k').allowed;
+    if (Date.now() - t0 < delay - 50) expect(early).toBe(true);
     // Each poll may spend one on a; a's own few spends cannot exhaust the limit, b's 100 do.
     await waitFor('a is limited by b', () => !a.check('api', 'k').allowed, 20_000, 50);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(delay - 20);

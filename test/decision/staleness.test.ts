@@ -1,0 +1,180 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { Engine, type EngineOptions } from '../../src/decision/engine.js';
+import type { PolicySpec } from '../../src/types.js';
+import { gossip, spend, T0 } from './helpers.js';
+
+const L = 90;
+
+function mesh(n: number, spec: Partial<PolicySpec> = {}, opts: Partial<EngineOptions> = {}) {
+  const clock = new ManualClock(T0);
+  const policies: PolicySpec[] = [{ name: 'p', limit: L, windowMs: 1000, buckets: 10, ...spec }];
+  const es = Array.from({ length: n }, (_, i) => new Engine({ policies, clock, nodeId: `n${i}`, ...opts }));
+  /** Everyone in `live` gossips to everyone else, `times` times, `everyMs` apart. */
+  const rounds = (live: Engine[], times = 1, everyMs = 10) => {
+    for (let r = 0; r < times; r++) {
+      for (const from of live) gossip(from, ...es.filter((e) => e !== from));
+      clock.advance(everyMs);
+    }
+  };
+  return { es, clock, rounds };
+}
+
+describe('staleness and fallback', () => {
+  it('defaults: stale after 3g + 2d = 50 ms', () => {
+    const { es } = mesh(1);
+    expect(es[0]!.staleAfterMs).toBe(50);
+  });
+
+  it('every peer silent longer than staleAfterMs: fallback to floor(L/N) on own counts, then back to global', () => {
+    const { es, clock, rounds } = mesh(3);
+    const [a, b, c] = es as [Engine, Engine, Engine];
+    rounds(es, 3);
+    expect(a.stats()).toMatchObject({ livePeers: 2, stalePeers: 0, members: 3, fallback: false });
+    expect(spend(a, 'p', 'k', 10)).toBe(10); // own counts in the window: 10
+    gossip(a, b, c);
+    clock.advance(51);
+    expect(a.fallbackActive).toBe(true);
+    expect(a.stats()).toMatchObject({ livePeers: 0, stalePeers: 2, members: 3, fallback: true });
+    const d = a.check('p', 'k');
+    expect(d).toMatchObject({ allowed: true, mode: 'fallback', remaining: 30 - 11 });
+    expect(spend(a, 'p', 'k', 100)).toBe(30 - 11);
+    const denied = a.check('p', 'k');
+    expect(denied).toMatchObject({ allowed: false, mode: 'fallback', rule: 'fallback-share', remaining: 0 });
+    expect(denied.retryAfterMs).toBeGreaterThan(0);
+    expect(a.estimate('p', 'k')).toBe(30);
+    expect(a.stats().byMode.fallback).toBeGreaterThanOrEqual(20);
+    // other keys get their own L/N
+    expect(spend(a, 'p', 'other', 100)).toBe(30);
+    // gossip resumes: back to the global estimate (b and c saw a's first 10 plus nothing else)
+    gossip(b, a);
+    gossip(c, a);
+    expect(a.fallbackActive).toBe(false);
+    const back = a.check('p', 'k');
+    expect(back.mode).toBe('global');
+    expect(a.stats().fallback).toBe(false);
+  });
+
+  it('N is the member count last known: a 2-node mesh falls back to L/2', () => {
+    const { es, clock, rounds } = mesh(2);
+    const a = es[0]!;
+    rounds(es, 2);
+    clock.advance(100);
+    expect(spend(a, 'p', 'k', 100)).toBe(L / 2);
+  });
+
+  it('a node that never heard a peer is not in fallback (it is alone: the whole limit is its own)', () => {
+    const { es, clock } = mesh(1);
+    clock.advance(10_000);
+    expect(spend(es[0]!, 'p', 'k', 200)).toBe(L);
+    expect(es[0]!.stats().fallback).toBe(false);
+  });
+
+  it('partly stale: a stale peer is counted as spending at least L/N', () => {
+    // naive rule, so what limits is the estimate plus the stale reserve alone
+    const { es, clock, rounds } = mesh(3, { overAdmission: 'naive' });
+    const [a, b] = es as [Engine, Engine, Engine];
+    rounds(es, 3);
+    // c goes silent; a and b keep gossiping
+    for (let i = 0; i < 6; i++) rounds([a, b], 1, 10);
+    clock.advance(1);
+    expect(a.stats()).toMatchObject({ livePeers: 1, stalePeers: 1, members: 3, fallback: false });
+    const d = a.check('p', 'k');
+    expect(d.mode).toBe('global');
+    expect(d.remaining).toBe(L - L / 3 - 1);
+    expect(spend(a, 'p', 'k', 200)).toBe(L - L / 3 - 1);
+    expect(a.check('p', 'k').rule).toBe('global-limit');
+  });
+
+  it('partly stale: what a stale peer was seen to spend counts instead when it is more than L/N', () => {
+    const { es, clock, rounds } = mesh(3, { overAdmission: 'naive' });
+    const [a, b, c] = es as [Engine, Engine, Engine];
+    rounds(es, 2);
+    expect(spend(c, 'p', 'k', 50)).toBe(50);
+    gossip(c, a, b);
+    for (let i = 0; i < 6; i++) rounds([a, b], 1, 10);
+    expect(a.stats().stalePeers).toBe(1);
+    expect(spend(a, 'p', 'k', 200)).toBe(L - 50);
+  });
+
+  it('controlled rule with a stale peer never admits more than the naive one', () => {
+    const run = (overAdmission: 'naive' | 'controlled') => {
+      const { es, rounds } = mesh(3, { overAdmission });
+      const [a, b] = es as [Engine, Engine, Engine];
+      rounds(es, 3);
+      for (let i = 0; i < 6; i++) rounds([a, b], 1, 10);
+      return spend(a, 'p', 'k', 200);
+    };
+    expect(run('controlled')).toBeLessThanOrEqual(run('naive'));
+  });
+
+  it('fallback: false: no L/N fallback and no stale reservation, only the (stale) estimate', () => {
+    const run = (fallback: boolean) => {
+      const { es, clock, rounds } = mesh(3, { fallback, overAdmission: 'naive' });
+      const [a, b, c] = es as [Engine, Engine, Engine];
+      rounds(es, 3);
+      expect(spend(b, 'p', 'k', 10)).toBe(10);
+      gossip(b, a, c);
+      clock.advance(100);
+      const d = a.check('p', 'k');
+      expect(a.stats().fallback).toBe(true); // the view is stale all the same
+      return { mode: d.mode, admitted: (d.allowed ? 1 : 0) + spend(a, 'p', 'k', 200) };
+    };
+    expect(run(true)).toEqual({ mode: 'fallback', admitted: L / 3 });
+    expect(run(false)).toEqual({ mode: 'global', admitted: L - 10 });
+  });
+
+  it('fallback: false with some peers stale: no stale reservation either', () => {
+    const { es, rounds } = mesh(3, { fallback: false, overAdmission: 'naive' });
+    const [a, b] = es as [Engine, Engine, Engine];
+    rounds(es, 3);
+    for (let i = 0; i < 6; i++) rounds([a, b], 1, 10);
+    expect(a.stats().stalePeers).toBe(1);
+    expect(spend(a, 'p', 'k', 200)).toBe(L);
+  });
+
+  it('departed peers (silent > departAfterMs while others live) stop counting', () => {
+    const { es, clock, rounds } = mesh(3, { overAdmission: 'naive' }, { departAfterMs: 300 });
+    const [a, b] = es as [Engine, Engine, Engine];
+    rounds(es, 3);
+    for (let i = 0; i < 10; i++) rounds([a, b], 1, 10);
+    expect(a.stats()).toMatchObject({ members: 3, stalePeers: 1 });
+    for (let i = 0; i < 25; i++) rounds([a, b], 1, 10);
+    expect(a.stats()).toMatchObject({ livePeers: 1, stalePeers: 0, members: 2 });
+    expect(a.peerViews().map((v) => v.id)).toEqual(['n1']);
+    // no stale reserve any more: the whole limit is available
+    expect(spend(a, 'p', 'k', 200)).toBe(L);
+    // and N for the fallback is now 2
+    clock.advance(100);
+    expect(spend(a, 'p', 'other', 200)).toBe(L / 2);
+  });
+
+  it('when every peer is stale nobody departs and N stays as last known', () => {
+    const { es, clock, rounds } = mesh(3, {}, { departAfterMs: 300 });
+    const a = es[0]!;
+    rounds(es, 3);
+    clock.advance(10_000);
+    expect(a.stats()).toMatchObject({ members: 3, stalePeers: 2, fallback: true });
+    expect(spend(a, 'p', 'k', 200)).toBe(L / 3);
+  });
+
+  it('peerDeparted (the transport saw it leave) removes a member at once', () => {
+    const { es, rounds } = mesh(3);
+    const a = es[0]!;
+    rounds(es, 3);
+    a.peerDeparted('n2');
+    a.peerDeparted('unknown');
+    expect(a.stats()).toMatchObject({ livePeers: 1, members: 2 });
+  });
+
+  it('a peer silent longer than a window strands nothing: its counts age out', () => {
+    const { es, clock, rounds } = mesh(2, { overAdmission: 'naive' }, { departAfterMs: 300 });
+    const [a, b] = es as [Engine, Engine];
+    rounds(es, 2);
+    expect(spend(b, 'p', 'k', 60)).toBe(60);
+    gossip(b, a);
+    expect(a.estimate('p', 'k')).toBe(60);
+    clock.advance(1200);
+    expect(a.estimate('p', 'k')).toBe(0);
+  });
+});
