@@ -14,7 +14,18 @@ export { KeyWindow } from './crdt/window.js';
 export { Engine, type EngineOptions, type EngineStats, type ReceiveResult } from './decision/engine.js';
 export type { PeerView } from './decision/peers.js';
 export { type ErrorCode, ErrorCodes, isRateMeshError, RateMeshError } from './errors.js';
+export * from './http/index.js';
 export * from './keys/index.js';
+export {
+  createMeshLimiter,
+  type Logger,
+  type MeshLimiter,
+  type MeshLimiterOptions,
+  type MeshStats,
+  type PeerInfo,
+  SYNC_PROTOCOL,
+  TOPIC_PREFIX,
+} from './mesh/index.js';
 export * from './policy/index.js';
 export { gcraBound, runBaselines } from './sim/baselines.js';
 export { slidingLogAdmits, worstAligned, worstRolling } from './sim/metrics.js';
