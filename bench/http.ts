@@ -95,6 +95,11 @@ interface Variant {
   paths: string[];
 }
 
+/** DIAG=1 adds variants that split the overhead: fixed headers only, guard without headers, engine only. */
+const eng = new Engine({
+  policies: [{ name: 'open', limit: 1_000_000_000, windowMs: 60_000 }],
+  nodeId: 'diag',
+});
 const diag: Variant[] = process.env.DIAG
   ? [
       {
@@ -107,16 +112,22 @@ const diag: Variant[] = process.env.DIAG
         paths: ['/'],
       },
       { name: 'rm-noheaders', listener: ratemeshListener(false), paths: ['/'] },
-      { name: 'engine-only', listener: (req, res) => { eng.checkAll([['open', `ip:${req.socket.remoteAddress}`]]); ok(res); }, paths: ['/'] },
+      {
+        name: 'engine-only',
+        listener: (req, res) => {
+          eng.checkAll([['open', `ip:${req.socket.remoteAddress}`]]);
+          ok(res);
+        },
+        paths: ['/'],
+      },
     ]
   : [];
-const eng = new Engine({ policies: [{ name: 'open', limit: 1_000_000_000, windowMs: 60_000 }], nodeId: 'x' });
 const variants: Variant[] = [
-  ...diag,
   { name: 'none', listener: (_req, res) => ok(res), paths: ['/'] },
   { name: 'ratemesh-allow', listener: ratemeshListener(), paths: ['/'] },
   { name: 'ratemesh-deny90', listener: ratemeshListener(), paths: ['/', ...Array(9).fill('/deny')] },
   { name: 'erl-memory', listener: erlListener(), paths: ['/'] },
+  ...diag,
 ];
 
 interface Row {

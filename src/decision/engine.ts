@@ -517,7 +517,8 @@ export class Engine implements RateLimiter {
     const c = Math.floor(pos);
     if (c > kw.cur) kw.roll(c);
     // weight of the oldest bucket still inside the window
-    const w = c < kw.cur ? 1 : 1 - (pos - c);
+    // the fraction from the bucket start, not from now / bw: exact at epoch-sized times
+    const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
     kw.addOffered(cost);
     this.touch(kw);
     out.resetMs =
@@ -571,14 +572,14 @@ export class Engine implements RateLimiter {
         let b = cU;
         if (cU === kw.cur) {
           // the common case: U is shorter than the part of the current bucket gone by
-          const after = 1 - (posU - cU);
+          const after = 1 - (tU - cU * rt.bw) / rt.bw;
           const s = kw.curSlot;
           const n = kw.nextSlot;
           recentAll = kw.sum[s]! * after + kw.sum[n]!;
           ownRecent = kw.own[s]! * after + kw.own[n]!;
           b = kw.cur + 2;
         } else if (cU >= kw.cur - kw.k) {
-          const after = 1 - (posU - cU);
+          const after = 1 - (tU - cU * rt.bw) / rt.bw;
           const s = kw.slotOf(cU);
           recentAll = kw.sum[s]! * after;
           ownRecent = kw.own[s]! * after;
@@ -719,13 +720,14 @@ export class Engine implements RateLimiter {
   private expiry(kw: KeyWindow, arr: Float64Array, need: number, now: number, rt: PolicyRt): number {
     if (need <= 0) return 0;
     const bw = rt.bw;
-    const frac = now / bw - kw.cur;
+    const frac = (now - kw.cur * bw) / bw;
     const rest = frac < 0 ? 1 : 1 - frac;
     const s0 = arr[kw.oldest]!;
-    if (s0 * rest >= need) return (need / s0) * bw;
+    if (s0 * rest >= need - 1e-9) return (Math.min(need, s0 * rest) / s0) * bw;
     need -= s0 * rest;
     let t = rest * bw;
     for (let b = kw.cur - kw.k + 1; b <= kw.cur + 1; b++) {
+      if (need <= 1e-9) return t;
       const s = arr[kw.slotOf(b)]!;
       if (s >= need) return t + (need / s) * bw;
       need -= s;
@@ -1068,7 +1070,7 @@ export class Engine implements RateLimiter {
     if (kw === undefined) return 0;
     const c = Math.floor(now / rt.bw);
     if (c > kw.cur) kw.roll(c);
-    return kw.estimate(1 - (now / rt.bw - kw.cur));
+    return kw.estimate(1 - (now - kw.cur * rt.bw) / rt.bw);
   }
 }
 
@@ -1078,7 +1080,7 @@ export class Engine implements RateLimiter {
  * compare demands compare rates.
  */
 function demandPerWindow(kw: KeyWindow, now: number, W: number, bw: number): number {
-  const w = Math.min(1, 1 - (now / bw - kw.cur));
+  const w = Math.min(1, 1 - (now - kw.cur * bw) / bw);
   const offered = kw.offeredEstimate(w);
   const age = now - kw.created;
   return age >= W ? offered : (offered * W) / Math.max(age, bw);

@@ -9,6 +9,7 @@
  * here throws to the caller or rejects unhandled.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { isRateMeshError } from '../errors.js';
 import { accountKey, endpointKey, ipKey, validateKey } from '../keys/index.js';
 import type { Decision, FailureMode, KeyOutcome, PolicyKey } from '../types.js';
@@ -32,6 +33,7 @@ import {
   parseOptions,
   type RateMeshHttpOptions,
 } from './options.js';
+import { foldCase, normalizePath } from './path.js';
 
 /** Why a request could not be decided; each is counted and logged. */
 export type FailureReason =
@@ -90,12 +92,6 @@ function isThenable<T>(v: MaybePromise<T>): v is Promise<T> {
   return typeof v === 'object' && v !== null && typeof (v as Promise<T>).then === 'function';
 }
 
-function pathOf(url: string | undefined): string {
-  if (url === undefined) return '/';
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
-}
-
 class Failure {
   constructor(
     readonly reason: FailureReason,
@@ -135,13 +131,20 @@ export class RateMeshCore<Req, Res> {
   private readonly release = (): void => {
     this.c.inFlight--;
   };
+  /** Per-instance socket slot caching the ip key (instances may fold IPv6 differently). */
+  private readonly ipKeySlot = Symbol('ratemesh.ipKey');
   /** The response headers are written to; set just before the (synchronous) header writers run. */
   private headerTarget: Res | undefined;
   private readonly set: SetHeader = (name, value) => this.hooks.setHeader(this.headerTarget!, name, value);
 
+  /** `{"error":..,"message":..,` of the default body, serialised once. */
+  private readonly messageJson: string;
+
   constructor(options: RateMeshHttpOptions<Req, Res>, hooks: AdapterHooks<Req, Res>) {
     this.config = parseOptions(options);
     this.hooks = hooks;
+    const message = typeof this.config.message === 'string' ? this.config.message : DEFAULT_MESSAGE;
+    this.messageJson = `{"error":"too_many_requests","message":${JSON.stringify(message)},`;
   }
 
   /** A snapshot of the outcome counters. */
@@ -223,11 +226,16 @@ export class RateMeshCore<Req, Res> {
     if (routes.length === 1 && routes[0]!.label === '*') return routes[0];
     const raw = this.hooks.raw(req);
     const method = raw.method ?? 'GET';
-    const path = pathOf(this.hooks.url(req));
+    const path = normalizePath(this.hooks.url(req));
+    let folded: string | undefined;
     for (const r of routes) {
       if (r.methods !== undefined && !r.methods.has(method)) continue;
-      if (r.exact !== undefined && r.exact !== path) continue;
-      if (r.prefix !== undefined && !path.startsWith(r.prefix) && path !== r.prefix.slice(0, -1)) continue;
+      if (r.exact !== undefined || r.prefix !== undefined) {
+        folded ??= foldCase(path);
+        if (r.exact !== undefined && r.exact !== folded) continue;
+        if (r.prefix !== undefined && !folded.startsWith(r.prefix) && folded !== r.prefix.slice(0, -1))
+          continue;
+      }
       if (r.regex !== undefined && !r.regex.test(path)) continue;
       return r;
     }
@@ -238,8 +246,28 @@ export class RateMeshCore<Req, Res> {
   private ipKeyOf(req: Req): string | Failure {
     const cfg = this.config;
     const raw = this.hooks.raw(req);
-    const header = cfg.trustProxy === undefined ? undefined : raw.headers[cfg.proxyHeader];
-    const ip = clientIp(raw.socket?.remoteAddress, header, cfg.trustProxy, cfg.proxyHeader);
+    // Without trusted proxies the key is a function of the connection alone: computed
+    // once per socket, so keep-alive requests skip parsing and folding the address.
+    const socket = raw.socket as (Socket & Record<symbol, string | undefined>) | null;
+    if (cfg.trustProxy === undefined && socket !== null) {
+      const cached = socket[this.ipKeySlot];
+      if (cached !== undefined) return cached;
+      const key = this.ipKeyFromAddress(socket.remoteAddress, undefined);
+      if (typeof key === 'string') socket[this.ipKeySlot] = key;
+      return key;
+    }
+    return this.ipKeyFromAddress(
+      socket?.remoteAddress,
+      cfg.trustProxy === undefined ? undefined : raw.headers[cfg.proxyHeader],
+    );
+  }
+
+  private ipKeyFromAddress(
+    remoteAddress: string | undefined,
+    header: string | string[] | undefined,
+  ): string | Failure {
+    const cfg = this.config;
+    const ip = clientIp(remoteAddress, header, cfg.trustProxy, cfg.proxyHeader);
     if (
       ip === 'no-client-address' ||
       ip === 'forwarded-malformed' ||
@@ -376,7 +404,11 @@ export class RateMeshCore<Req, Res> {
     c.allowed++;
     if (decision.delayMs > 0) {
       // leaky-bucket shaping: hold the request (and its concurrency slot) for the scheduled delay.
-      return new Promise<boolean>((resolve) => setTimeout(resolve, decision.delayMs, true));
+      const raw = this.hooks.rawRes(res);
+      return new Promise<boolean>((resolve) => {
+        // A client gone while it waited is not served.
+        setTimeout(() => resolve(!raw.destroyed && !raw.writableEnded), decision.delayMs);
+      });
     }
     return true;
   }
@@ -497,6 +529,14 @@ export class RateMeshCore<Req, Res> {
       this.hooks.rawRes(res).end();
       return;
     }
+    const type = cfg.problemJson ? 'application/problem+json' : 'application/json; charset=utf-8';
+    if (typeof cfg.message !== 'function' && typeof cfg.message !== 'object' && !cfg.problemJson) {
+      // The default shape with a fixed message: no object to build and stringify per denial.
+      const retry = info.retryAfter === undefined ? '' : `,"retryAfter":${info.retryAfter}`;
+      const body = `${this.messageJson}"policy":${JSON.stringify(info.policy)}${retry}}`;
+      this.hooks.send(res, info.statusCode, type, body);
+      return;
+    }
     let m: string | Readonly<Record<string, unknown>> = DEFAULT_MESSAGE;
     try {
       if (typeof cfg.message === 'function') m = cfg.message(req, info);
@@ -506,9 +546,7 @@ export class RateMeshCore<Req, Res> {
       this.log('warn', { err: errorInfo(err) }, 'message function threw; sent the default message');
     }
     let body: string;
-    let type: string;
     if (cfg.problemJson) {
-      type = 'application/problem+json';
       const detail = typeof m === 'string' ? { detail: m } : m;
       body = JSON.stringify({
         type: PROBLEM_TYPE,
@@ -519,7 +557,6 @@ export class RateMeshCore<Req, Res> {
         ...(info.retryAfter === undefined ? {} : { 'retry-after': info.retryAfter }),
       });
     } else {
-      type = 'application/json; charset=utf-8';
       body =
         typeof m === 'string'
           ? JSON.stringify({

@@ -30,7 +30,8 @@ export function rateMeshExpress(options: RateMeshHttpOptions<Request, Response>)
   const mw = ((req: Request, res: Response, next: NextFunction): void => {
     const r = core.handle(req, res);
     if (r === true) next();
-    else if (r !== false) void r.then((ok) => ok && next());
+    // The core's promise never rejects; the catch covers a downstream layer that throws through next().
+    else if (r !== false) r.then((ok) => ok && next()).catch((err: unknown) => next(err));
   }) as RateMeshExpressMiddleware;
   mw.counters = () => core.counters();
   return mw;

@@ -39,7 +39,8 @@ export function rateMeshFastify(
     fastify.addHook('onRequest', (request, reply, next) => {
       const r = core.handle(request, reply);
       if (r === true) next();
-      else if (r !== false) void r.then((ok) => ok && next());
+      // The core's promise never rejects; the catch covers a hook chain that throws through next().
+      else if (r !== false) r.then((ok) => ok && next()).catch((err: unknown) => next(err as Error));
     });
     done();
   }) as RateMeshFastifyPlugin;

@@ -15,6 +15,7 @@ import {
   type HeaderMember,
   sfString,
 } from './headers.js';
+import { foldCase, normalizePath } from './path.js';
 
 /**
  * Which key a policy is spent on:
@@ -35,7 +36,12 @@ export type MaybePromise<T> = T | Promise<T>;
 export interface RouteRule<Req> {
   /** Methods matched (case-insensitive). Default: all. */
   readonly method?: string | readonly string[];
-  /** Exact pathname (query ignored), a prefix ending in `/*`, or a RegExp tested on the pathname. */
+  /**
+   * An exact path or a prefix ending in `/*`, matched without regard to case on the
+   * normalised request path (escapes decoded, `//` collapsed, trailing `/` ignored,
+   * query cut), so respelling a URL cannot dodge a rule; or a RegExp tested on that
+   * normalised path (case kept: add the `i` flag to ignore it). `GET` rules match `HEAD` too.
+   */
   readonly path: string | RegExp;
   readonly policies: readonly PolicyRef[];
   /** What to do when no decision can be made. Default: the top-level `failureMode`. */
@@ -299,14 +305,17 @@ function compileRoute<Req>(
         return m.toUpperCase();
       }),
     );
+    // HEAD is GET without the body: a GET limit a client could dodge with HEAD would be no limit.
+    if (methods.has('GET')) methods.add('HEAD');
   }
   let exact: string | undefined;
   let prefix: string | undefined;
   let regex: RegExp | undefined;
   if (typeof r.path === 'string') {
     if (!r.path.startsWith('/')) bad(`${field}.path`, "must start with '/'");
-    if (r.path.endsWith('/*')) prefix = r.path.slice(0, -1);
-    else exact = r.path;
+    // Patterns are normalised as request paths are (see path.ts); exact and prefix rules ignore case.
+    if (r.path.endsWith('/*')) prefix = `${foldCase(normalizePath(r.path.slice(0, -2)))}/`.replace('//', '/');
+    else exact = foldCase(normalizePath(r.path));
   } else if (r.path instanceof RegExp) {
     if (r.path.global || r.path.sticky)
       bad(`${field}.path`, 'a RegExp with the g or y flag keeps state between tests');

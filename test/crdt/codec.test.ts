@@ -27,7 +27,14 @@ const gossip: Omit<GossipMessage, 'type'> = {
   sentAt: 1_700_000_000_123.5,
   members: 3,
   entries: [
-    { origin: 0, policy: 0, key: 'ip:10.0.0.1', base: 170_000_000_000, counts: [1, 0, 300, 2 ** 40], demand: 77 },
+    {
+      origin: 0,
+      policy: 0,
+      key: 'ip:10.0.0.1',
+      base: 170_000_000_000,
+      counts: [1, 0, 300, 2 ** 40],
+      demand: 77,
+    },
     { origin: 0, policy: 2, key: 'acct:ü€😀', base: 0, counts: [5], demand: 0 },
   ],
 };
@@ -110,7 +117,10 @@ describe('codec round trips', () => {
 
   it('sync request', () => {
     const bytes = encodeSyncRequest({ version: V, t0: 1234.5 });
-    expect(decodeMessage(bytes, V)).toEqual({ ok: true, message: { type: TYPE_SYNC_REQUEST, version: V, t0: 1234.5 } });
+    expect(decodeMessage(bytes, V)).toEqual({
+      ok: true,
+      message: { type: TYPE_SYNC_REQUEST, version: V, t0: 1234.5 },
+    });
   });
 
   it('sync response', () => {
@@ -123,12 +133,10 @@ describe('codec round trips', () => {
     expect(decodeMessage(bytes, `${V}ffff`).ok).toBe(true);
   });
 
-  const keyArb = fc
-    .string({ unit: 'grapheme', minLength: 1, maxLength: 40 })
-    .filter((s) => {
-      const n = new TextEncoder().encode(s).length;
-      return n > 0 && n <= LIMITS.keyBytes;
-    });
+  const keyArb = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }).filter((s) => {
+    const n = new TextEncoder().encode(s).length;
+    return n > 0 && n <= LIMITS.keyBytes;
+  });
   const entryArb = (origins: number): fc.Arbitrary<WireEntry> =>
     fc.record({
       origin: origins > 0 ? fc.integer({ min: 0, max: origins - 1 }) : fc.constant(0),
@@ -159,15 +167,21 @@ describe('codec round trips', () => {
   it('random sync responses round-trip exactly (property)', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.string({ minLength: 1, maxLength: 20 }).filter((s) => new TextEncoder().encode(s).length <= 128), {
-          minLength: 1,
-          maxLength: 5,
-        }),
+        fc.array(
+          fc.string({ minLength: 1, maxLength: 20 }).filter((s) => new TextEncoder().encode(s).length <= 128),
+          {
+            minLength: 1,
+            maxLength: 5,
+          },
+        ),
         fc.double({ noNaN: true, noDefaultInfinity: true }),
         fc.double({ noNaN: true, noDefaultInfinity: true }),
         fc.integer({ min: 0, max: 5 }),
         (origins, t0, t1, n) => {
-          const entries = fc.sample(fc.array(entryArb(origins.length), { minLength: n, maxLength: n }), 1)[0]!;
+          const entries = fc.sample(
+            fc.array(entryArb(origins.length), { minLength: n, maxLength: n }),
+            1,
+          )[0]!;
           const m = { version: V, t0, t1, origins, entries };
           expect(decodeMessage(encodeSyncResponse(m), V)).toEqual({
             ok: true,
@@ -306,7 +320,8 @@ describe('codec rejects malformed input whole, never throwing', () => {
   });
 
   it('sync response: no origins, an origin index out of range, a bad origin id', () => {
-    const base = (origins: string[], entries: WireEntry[]) => encodeSyncResponse({ ...syncRes, origins, entries });
+    const base = (origins: string[], entries: WireEntry[]) =>
+      encodeSyncResponse({ ...syncRes, origins, entries });
     expectReason(base([], []), 'bad-field');
     expectReason(base(['a'], [{ ...syncRes.entries[0]!, origin: 1 }]), 'bad-field');
     expectReason(base(['x'.repeat(129)], []), 'bad-field');
@@ -326,24 +341,28 @@ describe('codec rejects malformed input whole, never throwing', () => {
   it('random bytes after a valid header never throw and never half-decode (property)', () => {
     const head = encodeGossip({ ...gossip, entries: [] }).subarray(0, 11);
     fc.assert(
-      fc.property(fc.uint8Array({ maxLength: 200 }), fc.constantFrom(TYPE_GOSSIP, TYPE_SYNC_REQUEST, TYPE_SYNC_RESPONSE), (tail, type) => {
-        const bytes = new Uint8Array(11 + tail.length);
-        bytes.set(head);
-        bytes[2] = type;
-        bytes.set(tail, 11);
-        const res = decodeMessage(bytes, V);
-        if (res.ok) {
-          // whatever decodes re-encodes to the same bytes (accepted whole, nothing invented)
-          const m = res.message;
-          const again =
-            m.type === TYPE_GOSSIP
-              ? encodeGossip(m)
-              : m.type === TYPE_SYNC_REQUEST
-                ? encodeSyncRequest(m)
-                : encodeSyncResponse(m);
-          expect(decodeMessage(again, V)).toEqual(res);
-        } else expect(typeof res.reason).toBe('string');
-      }),
+      fc.property(
+        fc.uint8Array({ maxLength: 200 }),
+        fc.constantFrom(TYPE_GOSSIP, TYPE_SYNC_REQUEST, TYPE_SYNC_RESPONSE),
+        (tail, type) => {
+          const bytes = new Uint8Array(11 + tail.length);
+          bytes.set(head);
+          bytes[2] = type;
+          bytes.set(tail, 11);
+          const res = decodeMessage(bytes, V);
+          if (res.ok) {
+            // whatever decodes re-encodes to the same bytes (accepted whole, nothing invented)
+            const m = res.message;
+            const again =
+              m.type === TYPE_GOSSIP
+                ? encodeGossip(m)
+                : m.type === TYPE_SYNC_REQUEST
+                  ? encodeSyncRequest(m)
+                  : encodeSyncResponse(m);
+            expect(decodeMessage(again, V)).toEqual(res);
+          } else expect(typeof res.reason).toBe('string');
+        },
+      ),
       { numRuns: 2000 },
     );
   });

@@ -116,10 +116,14 @@ describe('KeyWindow merge (CRDT laws)', () => {
 
   it('estimate equals the max-per-entry reference, oldest bucket weighted', () => {
     fc.assert(
-      fc.property(fc.array(entryArb, { maxLength: 40 }), fc.double({ min: 0, max: 1, noNaN: true }), (e, w) => {
-        const kw = windowFrom(e);
-        expect(kw.estimate(w)).toBeCloseTo(reference(e, CUR, K, w), 6);
-      }),
+      fc.property(
+        fc.array(entryArb, { maxLength: 40 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (e, w) => {
+          const kw = windowFrom(e);
+          expect(kw.estimate(w)).toBeCloseTo(reference(e, CUR, K, w), 6);
+        },
+      ),
       { numRuns: 300 },
     );
   });

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { decodeMessage, encodeGossip, TYPE_GOSSIP, type WireEntry } from '../../src/crdt/codec.js';
@@ -58,7 +59,12 @@ describe('gossip between engines', () => {
     gossip(b, a, c);
     gossip(c, a, b);
     expect(estimates(es)).toEqual([55, 55, 55]);
-    expect(a.peerViews().map((v) => v.id).sort()).toEqual(['b', 'c']);
+    expect(
+      a
+        .peerViews()
+        .map((v) => v.id)
+        .sort(),
+    ).toEqual(['b', 'c']);
     expect(a.stats()).toMatchObject({ livePeers: 2, members: 3, gossipIn: 4, gossipOut: 2 });
   });
 
@@ -115,7 +121,11 @@ describe('gossip between engines', () => {
     spend(a, 'p', 'k', 10);
     const good = a.buildGossip();
     spend(b, 'p', 'k', 4);
-    const snap = () => ({ est: b.estimate('p', 'k'), other: b.estimate('p', 'x'), peers: b.peerViews().length });
+    const snap = () => ({
+      est: b.estimate('p', 'k'),
+      other: b.estimate('p', 'x'),
+      peers: b.peerViews().length,
+    });
     const before = snap();
     const cases: [Uint8Array, string][] = [
       [good.subarray(0, good.length - 1), 'truncated'],
@@ -133,7 +143,14 @@ describe('gossip between engines', () => {
       expect(snap()).toEqual(before);
     }
     const dropped = b.stats().dropped;
-    expect(dropped).toEqual({ truncated: 3, 'bad-magic': 1, 'bad-format': 1, 'bad-type': 2, 'bad-field': 1, 'too-large': 1 });
+    expect(dropped).toEqual({
+      truncated: 3,
+      'bad-magic': 1,
+      'bad-format': 1,
+      'bad-type': 2,
+      'bad-field': 1,
+      'too-large': 1,
+    });
     // the good one still merges afterwards
     expect(b.receiveGossip('a', good)).toEqual({ ok: true });
     expect(b.estimate('p', 'k')).toBe(14);
@@ -205,7 +222,9 @@ describe('gossip between engines', () => {
       ok: false,
       reason: 'bad-key',
     });
-    expect(b.receiveGossip('x', craft(b, [fine, { key: 'j', base: c, counts: new Array(13).fill(1) }]))).toEqual({
+    expect(
+      b.receiveGossip('x', craft(b, [fine, { key: 'j', base: c, counts: new Array(13).fill(1) }])),
+    ).toEqual({
       ok: false,
       reason: 'bad-field',
     });
@@ -220,7 +239,10 @@ describe('gossip between engines', () => {
     const c = Math.floor(T0 / 100);
     expect(b.receiveGossip('x1', craft(b, [{ base: c, counts: [1] }])).ok).toBe(true);
     expect(b.receiveGossip('x2', craft(b, [{ base: c, counts: [1] }])).ok).toBe(true);
-    expect(b.receiveGossip('x3', craft(b, [{ base: c, counts: [1] }]))).toEqual({ ok: false, reason: 'too-many-peers' });
+    expect(b.receiveGossip('x3', craft(b, [{ base: c, counts: [1] }]))).toEqual({
+      ok: false,
+      reason: 'too-many-peers',
+    });
     expect(b.estimate('p', 'k')).toBe(2);
   });
 
@@ -267,6 +289,67 @@ describe('gossip between engines', () => {
     expect(ctl.rules.has('headroom-share')).toBe(true);
     expect(naive.admitted).toBeGreaterThanOrEqual(L * 1.5);
     expect([...naive.rules]).toEqual(['global-limit']);
+  });
+});
+
+describe('convergence under loss, reordering and duplication (property)', () => {
+  type Op =
+    | { op: 'spend'; node: number; n: number; key: number }
+    | { op: 'send'; node: number }
+    | { op: 'deliver'; pick: number; dup: boolean }
+    | { op: 'advance'; ms: number };
+  const opArb: fc.Arbitrary<Op> = fc.oneof(
+    fc.record({
+      op: fc.constant('spend' as const),
+      node: fc.nat({ max: 2 }),
+      n: fc.integer({ min: 1, max: 8 }),
+      key: fc.nat({ max: 2 }),
+    }),
+    fc.record({ op: fc.constant('send' as const), node: fc.nat({ max: 2 }) }),
+    fc.record({ op: fc.constant('deliver' as const), pick: fc.nat(), dup: fc.boolean() }),
+    fc.record({ op: fc.constant('advance' as const), ms: fc.integer({ min: 1, max: 15 }) }),
+  );
+
+  it('after anti-entropy every engine estimates the sum of what every engine admitted', () => {
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 60 }), (ops) => {
+        const { es, clock } = mesh(['a', 'b', 'c']);
+        const admitted = [new Map<string, number>(), new Map<string, number>(), new Map<string, number>()];
+        const inflight: { to: number; from: number; bytes: Uint8Array }[] = [];
+        for (const o of ops) {
+          if (o.op === 'spend') {
+            const key = `k${o.key}`;
+            const n = spend(es[o.node]!, 'p', key, o.n);
+            admitted[o.node]!.set(key, (admitted[o.node]!.get(key) ?? 0) + n);
+          } else if (o.op === 'send') {
+            const bytes = es[o.node]!.buildGossip();
+            for (let to = 0; to < 3; to++) if (to !== o.node) inflight.push({ to, from: o.node, bytes });
+          } else if (o.op === 'deliver') {
+            if (inflight.length === 0) continue;
+            const i = o.pick % inflight.length;
+            const m = inflight[i]!;
+            if (!o.dup) inflight.splice(i, 1); // a duplicate stays in flight and may arrive again
+            const r = es[m.to]!.receiveGossip(es[m.from]!.nodeId, m.bytes);
+            if (!r.ok) expect(r.reason).toBe('duplicate');
+          } else clock.advance(o.ms);
+          // nobody ever estimates more than was admitted in total (no double counting)
+          for (const k of ['k0', 'k1', 'k2']) {
+            const total = admitted.reduce((s, m) => s + (m.get(k) ?? 0), 0);
+            for (const e of es) expect(e.estimate('p', k)).toBeLessThanOrEqual(total + 1e-9);
+          }
+        }
+        // a full exchange for 50 ticks reaches an anti-entropy tick on every engine
+        for (let t = 0; t < 50; t++) {
+          for (const e of es) gossip(e, ...es.filter((x) => x !== e));
+          clock.advance(1);
+        }
+        for (const k of ['k0', 'k1', 'k2']) {
+          const total = admitted.reduce((s, m) => s + (m.get(k) ?? 0), 0);
+          expect(estimates(es, k)).toEqual([total, total, total]);
+        }
+      }),
+      { numRuns: 150 },
+    );
   });
 });
 
@@ -355,9 +438,16 @@ describe('sync', () => {
     expect(a.answerSync('b', a.buildGossip())).toEqual({ ok: false, reason: 'sync-bad-type' });
     const res = a.answerSync('b', b.buildSyncRequest()) as Uint8Array;
     expect(b.receiveSyncResponse('c', res)).toEqual({ ok: false, reason: 'sync-wrong-origin' });
-    expect(b.receiveSyncResponse('a', res.subarray(0, res.length - 2))).toEqual({ ok: false, reason: 'sync-truncated' });
+    expect(b.receiveSyncResponse('a', res.subarray(0, res.length - 2))).toEqual({
+      ok: false,
+      reason: 'sync-truncated',
+    });
     expect(b.receiveSyncResponse('a', b.buildSyncRequest())).toEqual({ ok: false, reason: 'sync-bad-type' });
-    const other = new Engine({ policies: [{ name: 'p', limit: 5, windowMs: 1000 }], clock: new ManualClock(T0), nodeId: 'o' });
+    const other = new Engine({
+      policies: [{ name: 'p', limit: 5, windowMs: 1000 }],
+      clock: new ManualClock(T0),
+      nodeId: 'o',
+    });
     expect(other.receiveSyncResponse('a', res)).toEqual({ ok: false, reason: 'sync-version-mismatch' });
     expect(b.estimate('p', 'k')).toBe(0);
     expect(a.stats().dropped).toEqual({ 'sync-bad-magic': 1, 'sync-bad-type': 1 });

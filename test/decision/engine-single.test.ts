@@ -15,7 +15,14 @@ describe('Engine as a single-node limiter', () => {
     for (let i = 0; i < 10; i++) {
       clock.advance(3);
       const d = e.check('p', 'k');
-      expect(d).toMatchObject({ allowed: true, limited: false, rule: 'allow', mode: 'global', policy: 'p', key: 'k' });
+      expect(d).toMatchObject({
+        allowed: true,
+        limited: false,
+        rule: 'allow',
+        mode: 'global',
+        policy: 'p',
+        key: 'k',
+      });
       expect(d.remaining).toBe(9 - i);
       expect(d.retryAfterMs).toBe(0);
       expect(d.limit).toBe(10);
@@ -23,7 +30,13 @@ describe('Engine as a single-node limiter', () => {
     }
     for (let i = 0; i < 5; i++) {
       const d = e.check('p', 'k');
-      expect(d).toMatchObject({ allowed: false, limited: true, rule: 'global-limit', mode: 'global', remaining: 0 });
+      expect(d).toMatchObject({
+        allowed: false,
+        limited: true,
+        rule: 'global-limit',
+        mode: 'global',
+        remaining: 0,
+      });
       expect(d.retryAfterMs).toBeGreaterThan(0);
     }
     expect(e.estimate('p', 'k')).toBe(10); // denied requests spend nothing
@@ -33,7 +46,11 @@ describe('Engine as a single-node limiter', () => {
   });
 
   it('a new window admits again; the oldest bucket drains linearly (sliding-window-counter)', () => {
-    const { e, clock } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 10 }], {}, new ManualClock(0));
+    const { e, clock } = engine(
+      [{ name: 'p', limit: 10, windowMs: 1000, buckets: 10 }],
+      {},
+      new ManualClock(0),
+    );
     expect(spend(e, 'p', 'k', 20)).toBe(10); // all in bucket 0 = [0, 100)
     clock.set(999);
     expect(e.check('p', 'k').allowed).toBe(false);
@@ -96,7 +113,11 @@ describe('Engine as a single-node limiter', () => {
   it('advancing by exactly retryAfterMs admits (epoch 0: float rounding at a whole-ms boundary)', () => {
     // L = 10, W = 1000, 4 buckets of 250 ms. 10 admitted at t = 0 (bucket 0); at t = 1 one more is denied.
     // Bucket 0 drains over [1000, 1250): one cell has left at exactly t = 1025, so retryAfterMs = 1024.
-    const { e, clock } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 4 }], {}, new ManualClock(0));
+    const { e, clock } = engine(
+      [{ name: 'p', limit: 10, windowMs: 1000, buckets: 4 }],
+      {},
+      new ManualClock(0),
+    );
     expect(spend(e, 'p', 'k', 10)).toBe(10);
     clock.set(1);
     const d = e.check('p', 'k');
@@ -111,7 +132,11 @@ describe('Engine as a single-node limiter', () => {
     // is denied. The bucket drains over [T0 + 1000, T0 + 2000): one cell has left at T0 + 1100, so
     // retryAfterMs = 993. But now / bw = 1700000001.1 keeps only ~7 decimal digits of its fraction:
     // the weight is 0.9000000954, the estimate 9.00000095, far above the 1e-9 tolerance, so it denies.
-    const { e, clock } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 1 }], {}, new ManualClock(T0 + 7));
+    const { e, clock } = engine(
+      [{ name: 'p', limit: 10, windowMs: 1000, buckets: 1 }],
+      {},
+      new ManualClock(T0 + 7),
+    );
     expect(spend(e, 'p', 'k', 10)).toBe(10);
     clock.set(T0 + 107);
     const d = e.check('p', 'k');
@@ -122,7 +147,11 @@ describe('Engine as a single-node limiter', () => {
   });
 
   it('resetMs: the window is empty again after resetMs', () => {
-    const { e, clock } = engine([{ name: 'p', limit: 10, windowMs: 1000, buckets: 10 }], {}, new ManualClock(0));
+    const { e, clock } = engine(
+      [{ name: 'p', limit: 10, windowMs: 1000, buckets: 10 }],
+      {},
+      new ManualClock(0),
+    );
     e.check('p', 'k');
     clock.set(30);
     const d = e.check('p', 'k');
@@ -189,13 +218,46 @@ describe('multi-key requests: spend only if every key allows', () => {
       expect(d.allowed).toBe(true);
       expect(d.policy).toBe('acct'); // least remaining relative to its limit
       expect(d.outcomes).toEqual([
-        { policy: 'ip', key: 'ip:1.2.3.4', limit: 5, windowMs: 1000, remaining: 4 - i, resetMs: expect.any(Number), limited: false, shadow: false },
-        { policy: 'acct', key: 'acct:7', limit: 3, windowMs: 60_000, remaining: 2 - i, resetMs: expect.any(Number), limited: false, shadow: false },
-        { policy: 'loc', key: 'acct:7', limit: 100, windowMs: 1000, remaining: expect.any(Number), resetMs: expect.any(Number), limited: false, shadow: false },
+        {
+          policy: 'ip',
+          key: 'ip:1.2.3.4',
+          limit: 5,
+          windowMs: 1000,
+          remaining: 4 - i,
+          resetMs: expect.any(Number),
+          limited: false,
+          shadow: false,
+        },
+        {
+          policy: 'acct',
+          key: 'acct:7',
+          limit: 3,
+          windowMs: 60_000,
+          remaining: 2 - i,
+          resetMs: expect.any(Number),
+          limited: false,
+          shadow: false,
+        },
+        {
+          policy: 'loc',
+          key: 'acct:7',
+          limit: 100,
+          windowMs: 1000,
+          remaining: expect.any(Number),
+          resetMs: expect.any(Number),
+          limited: false,
+          shadow: false,
+        },
       ]);
     }
     const d = e.checkAll(pairs);
-    expect(d).toMatchObject({ allowed: false, limited: true, policy: 'acct', key: 'acct:7', rule: 'global-limit' });
+    expect(d).toMatchObject({
+      allowed: false,
+      limited: true,
+      policy: 'acct',
+      key: 'acct:7',
+      rule: 'global-limit',
+    });
     expect(d.outcomes.map((o) => o.limited)).toEqual([false, true, false]);
     expect(e.estimate('ip', 'ip:1.2.3.4')).toBe(3);
     expect(e.estimate('acct', 'acct:7')).toBe(3);
@@ -209,10 +271,24 @@ describe('multi-key requests: spend only if every key allows', () => {
     const { e } = engine([P]);
     expectCode(() => e.checkAll([]), ErrorCodes.KEY_INVALID);
     expectCode(() => e.checkAll('p' as never), ErrorCodes.KEY_INVALID);
-    expectCode(() => e.checkAll([['p', 'a'], ['nope', 'b']]), ErrorCodes.POLICY_UNKNOWN);
+    expectCode(
+      () =>
+        e.checkAll([
+          ['p', 'a'],
+          ['nope', 'b'],
+        ]),
+      ErrorCodes.POLICY_UNKNOWN,
+    );
     expectCode(() => e.checkAll([['p', 'a'], 'p' as never]), ErrorCodes.POLICY_UNKNOWN);
     expectCode(() => e.checkAll([['p', 'a']], 0), ErrorCodes.COST_INVALID);
-    expectCode(() => e.checkAll([['p', 'a'], ['p', '']]), ErrorCodes.KEY_INVALID);
+    expectCode(
+      () =>
+        e.checkAll([
+          ['p', 'a'],
+          ['p', ''],
+        ]),
+      ErrorCodes.KEY_INVALID,
+    );
     expect(e.estimate('p', 'a')).toBe(0);
   });
 });
@@ -228,7 +304,13 @@ describe('shadow mode', () => {
         ['s', 'k'],
         ['p', 'k'],
       ]);
-      expect(d).toMatchObject({ allowed: true, limited: true, shadow: true, policy: 's', rule: 'global-limit' });
+      expect(d).toMatchObject({
+        allowed: true,
+        limited: true,
+        shadow: true,
+        policy: 's',
+        rule: 'global-limit',
+      });
     }
     expect(e.estimate('s', 'k')).toBe(3);
     expect(e.estimate('p', 'k')).toBe(4);
@@ -288,7 +370,12 @@ describe('weighted cost validation', () => {
     const { e, clock } = engine([C]);
     for (let i = 0; i < 30; i++) {
       const d = e.check('c', 'k', 11);
-      expect(d).toMatchObject({ allowed: false, limited: true, rule: 'cost-exceeds-limit', retryAfterMs: -1 });
+      expect(d).toMatchObject({
+        allowed: false,
+        limited: true,
+        rule: 'cost-exceeds-limit',
+        retryAfterMs: -1,
+      });
       clock.advance(500);
     }
     expect(e.estimate('c', 'k')).toBe(0);
@@ -297,7 +384,12 @@ describe('weighted cost validation', () => {
 
   it('cost-exceeds-limit on a local-scope policy too', () => {
     const { e } = engine([{ name: 'l', scope: 'local', limit: 5, windowMs: 1000, maxCost: 9 }]);
-    expect(e.check('l', 'k', 6)).toMatchObject({ allowed: false, rule: 'cost-exceeds-limit', retryAfterMs: -1, mode: 'local' });
+    expect(e.check('l', 'k', 6)).toMatchObject({
+      allowed: false,
+      rule: 'cost-exceeds-limit',
+      retryAfterMs: -1,
+      mode: 'local',
+    });
   });
 });
 
@@ -343,7 +435,12 @@ describe('bad input', () => {
     const clock: Clock = { now: () => t };
     const e = new Engine({ policies: [P], clock });
     expect(e.check('p', 'k').allowed).toBe(true);
-    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY, 'x' as unknown as number]) {
+    for (const bad of [
+      Number.NaN,
+      Number.POSITIVE_INFINITY,
+      Number.NEGATIVE_INFINITY,
+      'x' as unknown as number,
+    ]) {
       t = bad;
       expectCode(() => e.check('p', 'k'), ErrorCodes.CLOCK_INVALID);
       expectCode(() => e.buildGossip(), ErrorCodes.CLOCK_INVALID);
@@ -357,14 +454,21 @@ describe('bad input', () => {
   it('a clock that goes backwards never admits more than the same run on a clamped clock (property)', () => {
     fc.assert(
       fc.property(
-        fc.array(fc.tuple(fc.integer({ min: -400, max: 300 }), fc.integer({ min: 1, max: 3 })), { maxLength: 120 }),
+        fc.array(fc.tuple(fc.integer({ min: -400, max: 300 }), fc.integer({ min: 1, max: 3 })), {
+          maxLength: 120,
+        }),
         (steps) => {
           const raw = new ManualClock(T0);
           const clamped = new ManualClock(T0);
           const specs: PolicySpec[] = [
             { name: 'p', limit: 8, windowMs: 500, buckets: 5 },
             { name: 'l', scope: 'local', limit: 8, windowMs: 500, algorithm: 'sliding-window-counter' },
-            { name: 'f', limit: 50, windowMs: 500, local: { algorithm: 'token-bucket', limit: 4, windowMs: 200 } },
+            {
+              name: 'f',
+              limit: 50,
+              windowMs: 500,
+              local: { algorithm: 'token-bucket', limit: 4, windowMs: 200 },
+            },
           ];
           const a = new Engine({ policies: specs, clock: raw });
           const b = new Engine({ policies: specs, clock: clamped });
@@ -401,7 +505,8 @@ describe('bad input', () => {
 describe('local scope and front limiters', () => {
   it('a local-scope policy decides in mode local, refuses with local-limit and is never gossiped', () => {
     const { e, clock } = engine([{ name: 'l', scope: 'local', limit: 5, windowMs: 1000 }, P]);
-    for (let i = 0; i < 5; i++) expect(e.check('l', 'k')).toMatchObject({ allowed: true, mode: 'local', rule: 'allow' });
+    for (let i = 0; i < 5; i++)
+      expect(e.check('l', 'k')).toMatchObject({ allowed: true, mode: 'local', rule: 'allow' });
     const d = e.check('l', 'k');
     expect(d).toMatchObject({ allowed: false, limited: true, mode: 'local', rule: 'local-limit' });
     expect(d.retryAfterMs).toBe(200); // GCRA: one cell per 200 ms
@@ -415,7 +520,12 @@ describe('local scope and front limiters', () => {
 
   it('a global policy with a local front limiter refuses bursts with local-limit before the global limit', () => {
     const { e, clock } = engine([
-      { name: 'g', limit: 100, windowMs: 1000, local: { algorithm: 'token-bucket', limit: 5, windowMs: 1000 } },
+      {
+        name: 'g',
+        limit: 100,
+        windowMs: 1000,
+        local: { algorithm: 'token-bucket', limit: 5, windowMs: 1000 },
+      },
     ]);
     expect(spend(e, 'g', 'k', 5)).toBe(5);
     const d = e.check('g', 'k');
@@ -428,7 +538,9 @@ describe('local scope and front limiters', () => {
   });
 
   it('the global limit still applies behind a generous front limiter', () => {
-    const { e } = engine([{ name: 'g', limit: 5, windowMs: 1000, local: { algorithm: 'gcra', limit: 100, windowMs: 1000 } }]);
+    const { e } = engine([
+      { name: 'g', limit: 5, windowMs: 1000, local: { algorithm: 'gcra', limit: 100, windowMs: 1000 } },
+    ]);
     expect(spend(e, 'g', 'k', 5)).toBe(5);
     expect(e.check('g', 'k').rule).toBe('global-limit');
   });
@@ -436,7 +548,9 @@ describe('local scope and front limiters', () => {
 
 describe('key cap', () => {
   it('a flood of distinct keys keeps keys <= maxKeys and counts evictions', () => {
-    const { e, clock } = engine([P, { name: 'l', scope: 'local', limit: 5, windowMs: 1000 }], { maxKeys: 100 });
+    const { e, clock } = engine([P, { name: 'l', scope: 'local', limit: 5, windowMs: 1000 }], {
+      maxKeys: 100,
+    });
     for (let i = 0; i < 5000; i++) {
       e.check('p', `flood:${i}`);
       e.check('l', `flood:${i}`);
@@ -468,13 +582,24 @@ describe('construction', () => {
     expectCode(() => new Engine({ policies: [P], clock: c, gossipIntervalMs: 0 }), ErrorCodes.CONFIG_INVALID);
     expectCode(() => new Engine({ policies: [P], clock: c, maxKeys: 1.5 }), ErrorCodes.CONFIG_INVALID);
     expectCode(() => new Engine({ policies: [P], clock: c, nodeId: '' }), ErrorCodes.CONFIG_INVALID);
-    expectCode(() => new Engine({ policies: [P], clock: c, earlyPublishFraction: 0 }), ErrorCodes.CONFIG_INVALID);
+    expectCode(
+      () => new Engine({ policies: [P], clock: c, earlyPublishFraction: 0 }),
+      ErrorCodes.CONFIG_INVALID,
+    );
     expectCode(() => new Engine({ policies: [], clock: c }), ErrorCodes.POLICY_INVALID);
-    expectCode(() => new Engine({ policies: [{ name: 'p', limit: 0, windowMs: 1 }], clock: c }), ErrorCodes.POLICY_INVALID);
+    expectCode(
+      () => new Engine({ policies: [{ name: 'p', limit: 0, windowMs: 1 }], clock: c }),
+      ErrorCodes.POLICY_INVALID,
+    );
   });
 
   it('the default stale/depart thresholds follow g and d', () => {
-    const e = new Engine({ policies: [P], clock: new ManualClock(0), gossipIntervalMs: 20, expectedDelayMs: 5 });
+    const e = new Engine({
+      policies: [P],
+      clock: new ManualClock(0),
+      gossipIntervalMs: 20,
+      expectedDelayMs: 5,
+    });
     expect(e.staleAfterMs).toBe(3 * 20 + 2 * 5);
     expect(e.ready).toBe(true);
   });

@@ -87,7 +87,7 @@ describe('staleness and fallback', () => {
   });
 
   it('partly stale: what a stale peer was seen to spend counts instead when it is more than L/N', () => {
-    const { es, clock, rounds } = mesh(3, { overAdmission: 'naive' });
+    const { es, rounds } = mesh(3, { overAdmission: 'naive' });
     const [a, b, c] = es as [Engine, Engine, Engine];
     rounds(es, 2);
     expect(spend(c, 'p', 'k', 50)).toBe(50);

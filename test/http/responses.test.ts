@@ -201,3 +201,30 @@ describe('routes and skip', () => {
     expect(Date.now() - t0).toBeGreaterThanOrEqual(150);
   });
 });
+
+describe('a rule cannot be dodged by respelling the URL', () => {
+  it.each(['/LOGIN', '/login/', '//login', '/%6Cogin', '/login?x=1', '/Login//'])(
+    '%s meets the /login rule',
+    async (path) => {
+      const limiter = makeLimiter([{ name: 'login', limit: 1, windowMs: 60_000 }]);
+      const srv = await up('node', {
+        limiter,
+        routes: [{ method: 'POST', path: '/login', policies: ['login'] }],
+        logger: false,
+      });
+      expect((await fetch(`${srv.url}/login`, { method: 'POST' })).status).toBe(200);
+      expect((await fetch(`${srv.url}${path}`, { method: 'POST' })).status).toBe(429);
+    },
+  );
+
+  it('HEAD meets a GET rule', async () => {
+    const limiter = makeLimiter([{ name: 'get', limit: 1, windowMs: 60_000 }]);
+    const srv = await up('express', {
+      limiter,
+      routes: [{ method: 'GET', path: '/', policies: ['get'] }],
+      logger: false,
+    });
+    expect((await fetch(srv.url)).status).toBe(200);
+    expect((await fetch(srv.url, { method: 'HEAD' })).status).toBe(429);
+  });
+});

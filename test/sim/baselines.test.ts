@@ -42,11 +42,15 @@ describe('the seed baselines (shared/seeds/000), exactly', () => {
 
   it('is deterministic', () => {
     const again = runBaselines(seedTrace());
-    expect(again.map((r) => [r.admitted.length, r.calls])).toEqual(rows.map((r) => [r.admitted.length, r.calls]));
+    expect(again.map((r) => [r.admitted.length, r.calls])).toEqual(
+      rows.map((r) => [r.admitted.length, r.calls]),
+    );
   });
 
   it('gcraBound on a small trace', () => {
     expect(gcraBound({ t: new Float64Array([0, 10.5]), node: new Uint8Array(2), nodes: 1 })).toBe(96 + 10);
-    expect(gcraBound({ t: new Float64Array([0, 100]), node: new Uint8Array(2), nodes: 1 }, 2, 5)).toBe(5 + 50);
+    expect(gcraBound({ t: new Float64Array([0, 100]), node: new Uint8Array(2), nodes: 1 }, 2, 5)).toBe(
+      5 + 50,
+    );
   });
 });

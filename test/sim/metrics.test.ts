@@ -52,18 +52,23 @@ describe('worstRolling / worstAligned', () => {
 describe('slidingLogAdmits', () => {
   it('admits at most `limit` in any half-open window, and every refusal was forced (property)', () => {
     fc.assert(
-      fc.property(sortedTimes, fc.integer({ min: 1, max: 20 }), fc.integer({ min: 1, max: 800 }), (times, limit, W) => {
-        const adm = slidingLogAdmits(times, limit, W);
-        expect(worstRolling(adm, W)).toBeLessThanOrEqual(limit);
-        // exact: a request is refused only when `limit` were admitted in (t - W, t]
-        let j = 0;
-        for (const t of times) {
-          const inWindow = adm.filter((a) => a > t - W && a <= t).length;
-          if (adm[j] === t) j++;
-          else expect(inWindow).toBe(limit);
-        }
-        expect(j).toBe(adm.length);
-      }),
+      fc.property(
+        sortedTimes,
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 1, max: 800 }),
+        (times, limit, W) => {
+          const adm = slidingLogAdmits(times, limit, W);
+          expect(worstRolling(adm, W)).toBeLessThanOrEqual(limit);
+          // exact: a request is refused only when `limit` were admitted in (t - W, t]
+          let j = 0;
+          for (const t of times) {
+            const inWindow = adm.filter((a) => a > t - W && a <= t).length;
+            if (adm[j] === t) j++;
+            else expect(inWindow).toBe(limit);
+          }
+          expect(j).toBe(adm.length);
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -120,14 +125,20 @@ describe('EventQueue and Prng', () => {
       fc.property(fc.array(fc.integer({ min: 0, max: 20 }), { maxLength: 200 }), (times) => {
         const q = new EventQueue();
         const out: [number, number][] = [];
-        times.forEach((t, i) => q.push(t, () => out.push([t, i])));
+        times.forEach((t, i) => {
+          q.push(t, () => {
+            out.push([t, i]);
+          });
+        });
         expect(q.size).toBe(times.length);
         while (q.size > 0) {
           const t = q.peekTime();
           q.pop()();
           expect(out.at(-1)![0]).toBe(t);
         }
-        const expected = times.map((t, i) => [t, i] as [number, number]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+        const expected = times
+          .map((t, i) => [t, i] as [number, number])
+          .sort((a, b) => a[0] - b[0] || a[1] - b[1]);
         expect(out).toEqual(expected);
         expect(q.peekTime()).toBe(Number.POSITIVE_INFINITY);
       }),

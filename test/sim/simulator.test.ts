@@ -20,7 +20,8 @@ describe('Simulator mechanics', () => {
     expect(sim.messages).toBeGreaterThanOrEqual(300);
     expect(sim.messages).toBeLessThanOrEqual(303);
     // every engine heard both others
-    for (const e of sim.engines) expect(e.stats()).toMatchObject({ livePeers: 2, members: 3, fallback: false });
+    for (const e of sim.engines)
+      expect(e.stats()).toMatchObject({ livePeers: 2, members: 3, fallback: false });
   });
 
   it('gossip carries counts with the link delay', () => {
@@ -107,7 +108,12 @@ describe('Simulator mechanics', () => {
     const b = replayTrace(trace, opts, 'seed');
     expect(b.admitted).toEqual(a.admitted);
     expect(b.admittedByNode).toEqual(a.admittedByNode);
-    expect([b.messages, b.bytes, b.sim.delivered, b.sim.lost]).toEqual([a.messages, a.bytes, a.sim.delivered, a.sim.lost]);
+    expect([b.messages, b.bytes, b.sim.delivered, b.sim.lost]).toEqual([
+      a.messages,
+      a.bytes,
+      a.sim.delivered,
+      a.sim.lost,
+    ]);
     const c = replayTrace(trace, { ...opts, seed: 4 }, 'seed');
     expect(c.admitted).not.toEqual(a.admitted);
     expect(c.sim.delivered).not.toBe(a.sim.delivered);
