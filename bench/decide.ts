@@ -3,7 +3,9 @@
  * - mesh_hot: a global (mesh) policy, controlled mode, with 7 live peers, one hot key;
  * - mesh_10k: the same over 10,000 keys in turn;
  * - local_gcra_hot: a local-scope GCRA policy, one hot key;
- * - rlflex_memory: rate-limiter-flexible's RateLimiterMemory `consume` (awaited), one hot key.
+ * - rlflex_memory: rate-limiter-flexible's RateLimiterMemory `consume` (awaited), one hot key;
+ * - mesh_hot_at, mesh_10k_at: the same decisions through `checkAt` with the time
+ *   passed in (the clock read once per batch), i.e. the decision without the clock read.
  * Every ratemesh figure goes through the public `check` with the production clock;
  * peers' gossip keeps arriving during the mesh runs so the view stays live.
  *

@@ -308,7 +308,11 @@ export class Engine implements RateLimiter {
 
   /** The clock's reading, validated and never earlier than one already used. */
   private now(): number {
-    const t = this.clock.now();
+    return this.at(this.clock.now());
+  }
+
+  /** `t` validated and never earlier than a time already used (an earlier one counts as standing still). */
+  private at(t: number): number {
     // NaN fails this comparison: checkTime throws the clear error
     if (!(t >= this.lastNow)) {
       checkTime(t);
@@ -346,6 +350,15 @@ export class Engine implements RateLimiter {
   }
 
   check(policy: string, keys: string | readonly string[], cost = 1): Decision {
+    return this.checkAt(this.clock.now(), policy, keys, cost);
+  }
+
+  /**
+   * {@link check} at a given time (epoch ms) instead of the clock's: for callers
+   * that already read the clock (one reading for many checks) and for tests. A
+   * time earlier than one already used is treated as that time.
+   */
+  checkAt(time: number, policy: string, keys: string | readonly string[], cost = 1): Decision {
     const rt = this.rtByName.get(policy);
     if (rt === undefined) {
       throw new RateMeshError(
@@ -355,7 +368,7 @@ export class Engine implements RateLimiter {
       );
     }
     this.checkCost(rt, cost);
-    const now = this.now();
+    const now = this.at(time);
     if (typeof keys === 'string') {
       const e = this.cur;
       this.evaluate(rt, keys, cost, now, e);
@@ -375,6 +388,11 @@ export class Engine implements RateLimiter {
   }
 
   checkAll(pairs: readonly PolicyKey[], cost = 1): Decision & { outcomes: KeyOutcome[] } {
+    return this.checkAllAt(this.clock.now(), pairs, cost);
+  }
+
+  /** {@link checkAll} at a given time; see {@link checkAt}. */
+  checkAllAt(time: number, pairs: readonly PolicyKey[], cost = 1): Decision & { outcomes: KeyOutcome[] } {
     if (!Array.isArray(pairs) || pairs.length === 0) {
       throw new RateMeshError(
         ErrorCodes.KEY_INVALID,
@@ -396,7 +414,7 @@ export class Engine implements RateLimiter {
       this.checkCost(rt, cost);
       rts.push(rt);
     }
-    const now = this.now();
+    const now = this.at(time);
     const outcomes: KeyOutcome[] = [];
     const d = this.evaluateAll(
       pairs.length,
@@ -475,7 +493,9 @@ export class Engine implements RateLimiter {
     const limited = !e.allowed;
     const c = this.counters;
     c.decisions++;
-    c.byMode[e.mode]++;
+    if (e.mode === 'global') c.byMode.global++;
+    else if (e.mode === 'fallback') c.byMode.fallback++;
+    else c.byMode.local++;
     if (limited) {
       if (allowed) c.shadowLimited++;
       else c.limited++;
@@ -565,24 +585,24 @@ export class Engine implements RateLimiter {
       if (U < p.windowMs) {
         if (kw.shareStamp !== this.stamp) this.computeShare(kw, rt, w, now);
         const tU = now - Math.max(U, 0);
-        const posU = tU / rt.bw;
-        const cU = Math.floor(posU);
+        const cU = Math.floor(tU / rt.bw);
+        // In the bucket that straddles the horizon, peers' counts count wholly
+        // as old (they may all precede the horizon; when the limit closes they
+        // do, and a pro-rata split would under-count E_old) and our own wholly
+        // as recent (they may all follow it). Both err on the safe side.
         let recentAll = 0;
         let ownRecent = 0;
         let b = cU;
         if (cU === kw.cur) {
-          // the common case: U is shorter than the part of the current bucket gone by
-          const after = 1 - (tU - cU * rt.bw) / rt.bw;
-          const s = kw.curSlot;
+          // the common case: the horizon falls in the current bucket
           const n = kw.nextSlot;
-          recentAll = kw.sum[s]! * after + kw.sum[n]!;
-          ownRecent = kw.own[s]! * after + kw.own[n]!;
+          const ownCur = kw.own[kw.curSlot]!;
+          recentAll = kw.sum[n]! + ownCur;
+          ownRecent = kw.own[n]! + ownCur;
           b = kw.cur + 2;
         } else if (cU >= kw.cur - kw.k) {
-          const after = 1 - (tU - cU * rt.bw) / rt.bw;
-          const s = kw.slotOf(cU);
-          recentAll = kw.sum[s]! * after;
-          ownRecent = kw.own[s]! * after;
+          ownRecent = kw.own[kw.slotOf(cU)]!;
+          recentAll = ownRecent;
           b = cU + 1;
         } else b = kw.cur - kw.k;
         for (; b <= kw.cur + 1; b++) {
