@@ -15,7 +15,7 @@ import {
 import { KeyWindow } from '../crdt/window.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import { validateKey } from '../keys/key.js';
-import { compilePolicies, type PolicySet } from '../policy/index.js';
+import { checkCost, compilePolicies, type PolicySet } from '../policy/index.js';
 import type {
   Decision,
   DecisionMode,
@@ -429,14 +429,9 @@ export class Engine implements RateLimiter {
   }
 
   private checkCost(rt: PolicyRt, cost: number): void {
-    if (typeof cost !== 'number' || !Number.isInteger(cost) || cost < 1 || cost > rt.policy.maxCost) {
-      throw new RateMeshError(
-        ErrorCodes.COST_INVALID,
-        `must be an integer from 1 to ${rt.policy.maxCost} (maxCost of policy "${rt.policy.name}"; got ${String(cost)})`,
-        'cost',
-      );
-    }
+    checkCost(cost, rt.policy);
   }
+
 
   /** Evaluate every pair; spend on all only if all allow (shadow policies never block). */
   private evaluateAll(
