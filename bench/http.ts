@@ -115,7 +115,7 @@ const diag: Variant[] = process.env.DIAG
       {
         name: 'engine-only',
         listener: (req, res) => {
-          eng.checkAll([['open', `ip:${req.socket.remoteAddress}`]]);
+          eng.check('open', `ip:${req.socket.remoteAddress}`);
           ok(res);
         },
         paths: ['/'],

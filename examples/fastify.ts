@@ -17,5 +17,5 @@ app.get('/', async (_request, reply) => {
   reply.type('text/plain');
   return 'hello from fastify\n';
 });
-await app.listen({ port, host: '::' });
+await app.listen({ port });
 console.log(`fastify example on http://localhost:${port}/ (5 requests / 10 s per IP)`);

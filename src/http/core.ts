@@ -92,6 +92,45 @@ function isThenable<T>(v: MaybePromise<T>): v is Promise<T> {
   return typeof v === 'object' && v !== null && typeof (v as Promise<T>).then === 'function';
 }
 
+/** The decision with its outcome list; a single-pair check gets its one outcome built here. */
+function withOutcomes<Req>(
+  d: Decision & { outcomes?: KeyOutcome[] },
+  route: CompiledRoute<Req>,
+): Decision & { outcomes: KeyOutcome[] } {
+  if (d.outcomes !== undefined) return d as Decision & { outcomes: KeyOutcome[] };
+  let windowMs = 0;
+  for (let i = 0; i < route.bindings.length; i++) {
+    if (route.bindings[i]!.policy === d.policy) windowMs = route.windowMs[i]!;
+  }
+  // Field by field rather than a spread: this runs on every denial.
+  return {
+    allowed: d.allowed,
+    limited: d.limited,
+    policy: d.policy,
+    key: d.key,
+    rule: d.rule,
+    mode: d.mode,
+    limit: d.limit,
+    remaining: d.remaining,
+    retryAfterMs: d.retryAfterMs,
+    resetMs: d.resetMs,
+    delayMs: d.delayMs,
+    shadow: d.shadow,
+    outcomes: [
+      {
+        policy: d.policy,
+        key: d.key,
+        limit: d.limit,
+        windowMs,
+        remaining: d.remaining,
+        resetMs: d.resetMs,
+        limited: d.limited,
+        shadow: d.shadow,
+      },
+    ],
+  };
+}
+
 class Failure {
   constructor(
     readonly reason: FailureReason,
@@ -140,8 +179,8 @@ export class RateMeshCore<Req, Res> {
   /** `{"error":..,"message":..,` of the default body, serialised once. */
   private readonly messageJson: string;
 
-  constructor(options: RateMeshHttpOptions<Req, Res>, hooks: AdapterHooks<Req, Res>) {
-    this.config = parseOptions(options);
+  constructor(options: RateMeshHttpOptions<Req, Res>, hooks: AdapterHooks<Req, Res>, allowNoRoutes = false) {
+    this.config = parseOptions(options, allowNoRoutes);
     this.hooks = hooks;
     const message = typeof this.config.message === 'string' ? this.config.message : DEFAULT_MESSAGE;
     this.messageJson = `{"error":"too_many_requests","message":${JSON.stringify(message)},`;
@@ -153,13 +192,14 @@ export class RateMeshCore<Req, Res> {
   }
 
   /**
-   * Runs the guard: returns true when the request should proceed, false when a
-   * response has been sent (429, or 503 for overload or fail-closed). Never
-   * throws, and a returned promise never rejects.
+   * Runs the guard: returns true when the request should proceed, false when it
+   * must not (a 429, or a 503 for overload or fail-closed, has been sent; or the
+   * client left during a shaping delay). Never throws; a returned promise never rejects.
+   * `route`, when given, is the rule to apply (null: none) instead of matching the URL.
    */
-  handle(req: Req, res: Res): boolean | Promise<boolean> {
+  handle(req: Req, res: Res, route?: CompiledRoute<Req> | null): boolean | Promise<boolean> {
     try {
-      const r = this.run(req, res);
+      const r = this.run(req, res, route);
       return r === true || r === false
         ? r
         : r.then(undefined, (err: unknown) => this.internalError(req, res, err));
@@ -177,7 +217,7 @@ export class RateMeshCore<Req, Res> {
     }
   }
 
-  private run(req: Req, res: Res): boolean | Promise<boolean> {
+  private run(req: Req, res: Res, pre: CompiledRoute<Req> | null | undefined): boolean | Promise<boolean> {
     const c = this.c;
     c.requests++;
     const cfg = this.config;
@@ -187,13 +227,15 @@ export class RateMeshCore<Req, Res> {
       c.inFlight++;
       this.hooks.rawRes(res).once('close', this.release);
     }
-    let route: CompiledRoute<Req> | undefined;
-    try {
-      route = this.match(req);
-    } catch (err) {
-      return this.fail(req, res, undefined, new Failure('key-error', err));
-    }
+    let route: CompiledRoute<Req> | null | undefined = pre;
     if (route === undefined) {
+      try {
+        route = this.match(req);
+      } catch (err) {
+        return this.fail(req, res, undefined, new Failure('key-error', err));
+      }
+    }
+    if (route === undefined || route === null) {
       c.skipped++;
       return true;
     }
@@ -284,6 +326,11 @@ export class RateMeshCore<Req, Res> {
   }
 
   private keysThenDecide(req: Req, res: Res, route: CompiledRoute<Req>): boolean | Promise<boolean> {
+    if (route.ipOnly) {
+      // One policy on the client address: no user function, no pair list to build.
+      const ip = this.ipKeyOf(req);
+      return ip instanceof Failure ? this.fail(req, res, route, ip) : this.decide(req, res, route, ip);
+    }
     const keys = this.keysOf(req, route);
     if (keys instanceof Failure) return this.fail(req, res, route, keys);
     if (isThenable(keys)) {
@@ -350,7 +397,9 @@ export class RateMeshCore<Req, Res> {
             pairs.push([b.policy, ip!]);
             break;
           case 'key':
-            pairs.push([b.policy, customKey ?? ip!]);
+            if (this.config.keyGenerator === undefined) pairs.push([b.policy, ip!]);
+            else if (customKey === undefined) throw new TypeError('keyGenerator returned no key');
+            else pairs.push([b.policy, customKey]);
             break;
           case 'account':
             if (acctKey !== undefined) pairs.push([b.policy, acctKey]);
@@ -366,20 +415,27 @@ export class RateMeshCore<Req, Res> {
     }
   }
 
+  /** `pairs` is the (policy, key) list, or, for an `ipOnly` route, the one key of its one policy. */
   private decide(
     req: Req,
     res: Res,
     route: CompiledRoute<Req>,
-    pairs: PolicyKey[],
+    pairs: PolicyKey[] | string,
   ): boolean | Promise<boolean> {
     const c = this.c;
     if (pairs.length === 0) return this.skipped();
     const cfg = this.config;
     const limiter = cfg.limiter;
-    let decision: Decision & { outcomes: KeyOutcome[] };
+    let decision: Decision & { outcomes?: KeyOutcome[] };
     try {
       if (!limiter.ready) return this.fail(req, res, route, new Failure('not-ready'));
-      decision = limiter.checkAll(pairs);
+      // One pair: the single-policy check, which skips building the multi-key outcome list.
+      decision =
+        typeof pairs === 'string'
+          ? limiter.check(route.bindings[0]!.policy, pairs)
+          : pairs.length === 1
+            ? limiter.check(pairs[0]![0], pairs[0]![1])
+            : limiter.checkAll(pairs);
     } catch (err) {
       return this.fail(req, res, route, new Failure('limiter-error', err));
     }
@@ -391,9 +447,9 @@ export class RateMeshCore<Req, Res> {
       this.writeHeaders(res, route, decision, retryAfter);
     if (denied) {
       c.limited++;
-      return this.deny(req, res, decision, retryAfter);
+      return this.deny(req, res, withOutcomes(decision, route), retryAfter);
     }
-    if (decision.limited || (decision.outcomes.length > 1 && decision.outcomes.some((o) => o.limited))) {
+    if (decision.limited || decision.outcomes?.some((o) => o.limited)) {
       c.shadowLimited++;
       this.log(
         'info',
@@ -416,31 +472,30 @@ export class RateMeshCore<Req, Res> {
   private writeHeaders(
     res: Res,
     route: CompiledRoute<Req>,
-    d: Decision & { outcomes: KeyOutcome[] },
+    decision: Decision & { outcomes?: KeyOutcome[] },
     retryAfter: number | undefined,
   ): void {
     const cfg = this.config;
-    const outcomes = d.outcomes;
     if (
-      outcomes.length === 1 &&
+      decision.outcomes === undefined &&
       cfg.standardHeaders === 'draft-11' &&
       !cfg.legacyHeaders &&
       !cfg.partitionKey &&
-      !outcomes[0]!.shadow &&
+      !decision.shadow &&
       route.bindings.length === 1
     ) {
       // The common case (one policy, default headers), without the general path's allocations.
-      const o = outcomes[0]!;
-      const t = retryAfter ?? seconds(o.resetMs);
+      const t = retryAfter ?? seconds(decision.resetMs);
       this.hooks.setHeader(res, 'RateLimit-Policy', route.policyHeader);
       this.hooks.setHeader(
         res,
         'RateLimit',
-        limitMemberQuoted(route.quotedNames[0]!, o.limited ? 0 : o.remaining, t),
+        limitMemberQuoted(route.quotedNames[0]!, decision.limited ? 0 : decision.remaining, t),
       );
       if (retryAfter !== undefined) this.hooks.setHeader(res, 'Retry-After', String(retryAfter));
       return;
     }
+    const d = withOutcomes(decision, route);
     this.headerTarget = res;
     const set = this.set;
     const members: HeaderMember[] = [];

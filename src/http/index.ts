@@ -1,8 +1,8 @@
 /** The HTTP response layer: adapters for node:http, Express 5 and Fastify 5 over one shared core. */
-export { type ProxyHeader, parseHop } from './client-ip.js';
+export type { ProxyHeader } from './client-ip.js';
 export { type AdapterHooks, type FailureReason, type HttpCounters, RateMeshCore } from './core.js';
 export { type RateMeshExpressMiddleware, rateMeshExpress } from './express.js';
-export { type RateMeshFastifyPlugin, rateMeshFastify } from './fastify.js';
+export { type FastifyRouteRateMesh, type RateMeshFastifyPlugin, rateMeshFastify } from './fastify.js';
 export {
   formatRateLimit,
   formatRateLimitPolicy,

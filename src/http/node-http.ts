@@ -13,7 +13,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type AdapterHooks, type HttpCounters, RateMeshCore } from './core.js';
 import type { RateMeshHttpOptions } from './options.js';
 
-/** Returns true when the request may proceed; false when a response was sent. Never throws or rejects. */
+/**
+ * Returns true when the request may proceed; false when it must not (a 429 or 503 was
+ * sent, or the client left while a shaping delay held it). Never throws or rejects.
+ */
 export interface NodeGuard {
   (req: IncomingMessage, res: ServerResponse): boolean | Promise<boolean>;
   /** A snapshot of the outcome counters. */

@@ -43,8 +43,9 @@ export interface RouteRule<Req> {
    * normalised path (case kept: add the `i` flag to ignore it). `GET` rules match `HEAD` too.
    */
   readonly path: string | RegExp;
+  /** Policies spent by the matched requests; an empty list exempts them. */
   readonly policies: readonly PolicyRef[];
-  /** What to do when no decision can be made. Default: the top-level `failureMode`. */
+  /** What to do when no decision can be made. Default: closed if a policy says so, else the top-level `failureMode`. */
   readonly failureMode?: FailureMode;
   /** Route-specific skip; runs instead of the top-level `skip`. */
   readonly skip?: (req: Req) => MaybePromise<boolean>;
@@ -108,7 +109,10 @@ export interface RateMeshHttpOptions<Req, Res> {
   readonly trustProxy?: readonly string[] | false;
   /** The header the trusted proxies write; only that one is read. Default `x-forwarded-for`. */
   readonly proxyHeader?: ProxyHeader;
-  /** When no decision can be made: `open` forwards, `closed` answers 503. Default: `closed` if any policy of the route says so, else `open`. */
+  /**
+   * When no decision can be made: `open` forwards, `closed` answers 503. A route's own
+   * `failureMode` wins; else a route with any fail-closed policy fails closed; else this. Default `open`.
+   */
   readonly failureMode?: FailureMode;
   /** `Retry-After` seconds of a fail-closed 503. Default 1. */
   readonly failureRetryAfter?: number;
@@ -140,8 +144,12 @@ export interface CompiledRoute<Req> {
   readonly skip: ((req: Req) => MaybePromise<boolean>) | undefined;
   /** The draft-11 `RateLimit-Policy` value when every non-shadow binding applies and no `pk` is sent. */
   readonly policyHeader: string;
+  /** Each binding's policy window (ms), in binding order. */
+  readonly windowMs: readonly number[];
   /** {@link sfString} of each binding's policy name, in binding order. */
   readonly quotedNames: readonly string[];
+  /** One binding, keyed by the client address: the allocation-free path. */
+  readonly ipOnly: boolean;
   /** True when the ip of the request is needed (an `ip` binding, or `key` with no keyGenerator). */
   readonly needsIp: boolean;
 }
@@ -150,6 +158,8 @@ export interface CompiledRoute<Req> {
 export interface HttpConfig<Req, Res> {
   readonly limiter: RateLimiter;
   readonly routes: readonly CompiledRoute<Req>[];
+  /** Compiles a further rule (a Fastify route's own config) against these options; throws CONFIG_INVALID naming `field`. */
+  readonly compileRoute: (rule: unknown, field: string) => CompiledRoute<Req>;
   readonly keyGenerator: ((req: Req) => MaybePromise<string>) | undefined;
   readonly account: ((req: Req) => MaybePromise<string | undefined>) | undefined;
   readonly endpoint: ((req: Req) => MaybePromise<string | undefined>) | undefined;
@@ -322,10 +332,13 @@ function compileRoute<Req>(
     regex = r.path;
   } else if (r.path !== undefined) bad(`${field}.path`, 'must be a string or RegExp');
   const bindings = compileBindings(r.policies, field === '' ? 'policies' : `${field}.policies`, limiter, has);
-  const explicit = failureModeOf(r.failureMode, `${field}.failureMode`) ?? dfltFailure;
+  // The route's own word wins; then a fail-closed policy (login, payment) keeps its route
+  // closed; then the top-level default.
   const failureMode =
-    explicit ??
-    (bindings.some((b) => limiter.policy(b.policy)?.failureMode === 'closed') ? 'closed' : 'open');
+    failureModeOf(r.failureMode, `${field}.failureMode`) ??
+    (bindings.some((b) => limiter.policy(b.policy)?.failureMode === 'closed') ? 'closed' : undefined) ??
+    dfltFailure ??
+    'open';
   const members: HeaderMember[] = [];
   for (const b of bindings) {
     const p = limiter.policy(b.policy)!;
@@ -344,12 +357,21 @@ function compileRoute<Req>(
     skip: optionalFn(r.skip, `${field}.skip`),
     policyHeader: formatRateLimitPolicy(members),
     quotedNames: bindings.map((b) => sfString(b.policy)),
+    windowMs: bindings.map((b) => limiter.policy(b.policy)!.windowMs),
     needsIp: bindings.some((b) => b.by === 'ip' || (b.by === 'key' && !has.keyGenerator)),
+    ipOnly:
+      bindings.length === 1 && (bindings[0]!.by === 'ip' || (bindings[0]!.by === 'key' && !has.keyGenerator)),
   };
 }
 
-/** Validates `options` once; throws CONFIG_INVALID naming the field. */
-export function parseOptions<Req, Res>(options: RateMeshHttpOptions<Req, Res>): HttpConfig<Req, Res> {
+/**
+ * Validates `options` once; throws CONFIG_INVALID naming the field. `allowNoRoutes`
+ * is for adapters whose routes bring their own rules (Fastify route config).
+ */
+export function parseOptions<Req, Res>(
+  options: RateMeshHttpOptions<Req, Res>,
+  allowNoRoutes = false,
+): HttpConfig<Req, Res> {
   if (typeof options !== 'object' || options === null) bad('options', 'must be an object');
   for (const k of Object.keys(options)) if (!OPTION_FIELDS.has(k)) bad(k, 'unknown option');
   const limiter = options.limiter as unknown;
@@ -384,7 +406,7 @@ export function parseOptions<Req, Res>(options: RateMeshHttpOptions<Req, Res>): 
     const route = compileRoute<Req>({ policies: options.policies }, '', options.limiter, has, failureMode);
     routes.push({ ...route, label: '*', skip });
   }
-  if (routes.length === 0) bad('policies', 'give policies, routes, or both');
+  if (routes.length === 0 && !allowNoRoutes) bad('policies', 'give policies, routes, or both');
 
   let standardHeaders: HeaderDraft | false;
   const sh = options.standardHeaders;
@@ -449,6 +471,10 @@ export function parseOptions<Req, Res>(options: RateMeshHttpOptions<Req, Res>): 
   return {
     limiter: options.limiter,
     routes,
+    compileRoute: (rule, field) => {
+      const route = compileRoute<Req>(rule, field, options.limiter, has, failureMode);
+      return route.skip === undefined && skip !== undefined ? { ...route, skip } : route;
+    },
     keyGenerator,
     account,
     endpoint,

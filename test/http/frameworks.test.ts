@@ -202,6 +202,20 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
     expect(srv.counters()).toMatchObject({ overloaded: 1, inFlight: 0 });
   });
 
+  it('releases a concurrency slot when the client aborts mid-request', async () => {
+    const limiter = makeLimiter([{ ...PER_IP, limit: 100 }]);
+    const srv = await up(fw, { limiter, policies: ['per-ip'], maxInFlight: 1, logger: false });
+    const ac = new AbortController();
+    const pending = fetch(`${srv.url}/slow`, { signal: ac.signal }).catch(() => 'aborted');
+    await waitFor(() => srv.counters().inFlight === 1);
+    expect((await fetch(srv.url)).status).toBe(503);
+    ac.abort();
+    expect(await pending).toBe('aborted');
+    await waitFor(() => srv.counters().inFlight === 0);
+    expect((await fetch(srv.url)).status).toBe(200);
+    srv.release();
+  });
+
   it('applies the failure policy to a keyGenerator that throws or rejects, with no unhandled rejection', async () => {
     const limiter = makeLimiter([PER_IP]);
     const logger = memoryLogger();
@@ -214,6 +228,7 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
         if (h === 'throw') throw new Error('boom');
         if (h === 'reject') return Promise.reject(new Error('async boom'));
         if (h === 'bad') return 'bad\u0000key';
+        if (h === 'none') return undefined as unknown as string;
         return Promise.resolve(`user:${String(h)}`);
       },
       logger,
@@ -222,10 +237,11 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
     expect((await get('/', 'throw')).status).toBe(200);
     expect((await get('/', 'reject')).status).toBe(200);
     expect((await get('/', 'bad')).status).toBe(200);
+    expect((await get('/', 'none')).status).toBe(200);
     expect((await get('/closed', 'throw')).status).toBe(503);
     expect((await get('/closed', 'reject')).status).toBe(503);
     expect((await get('/closed', 'ok')).status).toBe(200);
-    expect(srv.counters().failures).toEqual({ 'key-error': 5 });
+    expect(srv.counters().failures).toEqual({ 'key-error': 6 });
     expect(logger.lines.map((l) => l.obj.err)).toContainEqual({ name: 'Error', message: 'async boom' });
   });
 

@@ -19,6 +19,8 @@ export class Switchable implements RateLimiter {
   calls = 0;
   constructor(readonly inner: RateLimiter) {}
   check(policy: string, keys: string | readonly string[], cost?: number): Decision {
+    this.calls++;
+    if (this.throwOnCheck) throw new Error('limiter exploded');
     return this.inner.check(policy, keys, cost);
   }
   checkAll(pairs: readonly PolicyKey[], cost?: number): Decision & { outcomes: KeyOutcome[] } {

@@ -228,3 +228,46 @@ describe('a rule cannot be dodged by respelling the URL', () => {
     expect((await fetch(srv.url, { method: 'HEAD' })).status).toBe(429);
   });
 });
+
+describe('failure-mode precedence and exemptions', () => {
+  it('route word > fail-closed policy > top-level default; an empty policy list exempts', async () => {
+    const limiter = makeLimiter([PER_IP, { name: 'pay', limit: 5, windowMs: 10_000, failureMode: 'closed' }]);
+    limiter.ready = false;
+    const srv = await up('node', {
+      limiter,
+      failureMode: 'open',
+      routes: [
+        { path: '/health', policies: [] },
+        { path: '/pay', policies: ['pay'] },
+        { path: '/pay-open', policies: ['pay'], failureMode: 'open' },
+        { path: '/strict', policies: ['per-ip'], failureMode: 'closed' },
+      ],
+      policies: ['per-ip'],
+      logger: false,
+    });
+    const st = async (p: string) => (await fetch(`${srv.url}${p}`)).status;
+    expect(await st('/health')).toBe(200);
+    expect(await st('/pay')).toBe(503);
+    expect(await st('/pay-open')).toBe(200);
+    expect(await st('/strict')).toBe(503);
+    expect(await st('/')).toBe(200);
+    expect(srv.counters()).toMatchObject({ skipped: 1, failClosed: 2, failOpen: 2 });
+  });
+});
+
+describe('a lone shadow policy', () => {
+  it('never denies, sends no RateLimit fields, and counts would-be denials', async () => {
+    const srv = await up('fastify', {
+      limiter: makeLimiter([{ name: 'dark', limit: 1, windowMs: 10_000, shadow: true }]),
+      policies: ['dark'],
+      logger: false,
+    });
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(srv.url);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('ratelimit')).toBeNull();
+      expect(res.headers.get('retry-after')).toBeNull();
+    }
+    expect(srv.counters()).toMatchObject({ allowed: 3, shadowLimited: 2, limited: 0 });
+  });
+});
