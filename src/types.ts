@@ -143,6 +143,8 @@ export interface KeyOutcome {
   windowMs: number;
   remaining: number;
   resetMs: number;
+  /** When this pair refused: ms until it may admit (-1: never); 0 when it allowed. */
+  retryAfterMs: number;
   limited: boolean;
   shadow: boolean;
 }

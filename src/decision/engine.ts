@@ -432,7 +432,6 @@ export class Engine implements RateLimiter {
     checkCost(cost, rt.policy);
   }
 
-
   /** Evaluate every pair; spend on all only if all allow (shadow policies never block). */
   private evaluateAll(
     n: number,
@@ -462,7 +461,21 @@ export class Engine implements RateLimiter {
         copyEval(e, best);
       }
     }
-    if (!blocked) for (const ev of evals) if (ev.allowed) this.commit(ev, cost, now);
+    if (!blocked) {
+      for (const ev of evals) if (ev.allowed) this.commit(ev, cost, now);
+    } else {
+      // the request passes only once every refusing pair allows: wait for the slowest
+      let retry = 0;
+      for (const ev of evals) {
+        if (ev.allowed || ev.rt!.policy.shadow) continue;
+        if (ev.retryAfterMs < 0) {
+          retry = -1;
+          break;
+        }
+        if (ev.retryAfterMs > retry) retry = ev.retryAfterMs;
+      }
+      worst.retryAfterMs = retry;
+    }
     if (outcomes !== undefined) {
       for (const ev of evals) {
         const p = ev.rt!.policy;
@@ -473,6 +486,7 @@ export class Engine implements RateLimiter {
           windowMs: p.windowMs,
           remaining: ev.remaining,
           resetMs: ev.resetMs,
+          retryAfterMs: ev.allowed ? 0 : ev.retryAfterMs,
           limited: !ev.allowed,
           shadow: p.shadow,
         });

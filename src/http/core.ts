@@ -124,6 +124,7 @@ function withOutcomes<Req>(
         windowMs,
         remaining: d.remaining,
         resetMs: d.resetMs,
+        retryAfterMs: d.limited ? d.retryAfterMs : 0,
         limited: d.limited,
         shadow: d.shadow,
       },

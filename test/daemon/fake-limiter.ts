@@ -98,6 +98,7 @@ export class FakeLimiter implements MeshLimiter {
         limit: d.limit,
         windowMs: 10_000,
         remaining: d.remaining,
+        retryAfterMs: d.retryAfterMs,
         resetMs: d.resetMs,
         limited: d.limited,
         shadow: d.shadow,

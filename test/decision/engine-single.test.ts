@@ -225,6 +225,7 @@ describe('multi-key requests: spend only if every key allows', () => {
           windowMs: 1000,
           remaining: 4 - i,
           resetMs: expect.any(Number),
+          retryAfterMs: 0,
           limited: false,
           shadow: false,
         },
@@ -235,6 +236,7 @@ describe('multi-key requests: spend only if every key allows', () => {
           windowMs: 60_000,
           remaining: 2 - i,
           resetMs: expect.any(Number),
+          retryAfterMs: 0,
           limited: false,
           shadow: false,
         },
@@ -245,6 +247,7 @@ describe('multi-key requests: spend only if every key allows', () => {
           windowMs: 1000,
           remaining: expect.any(Number),
           resetMs: expect.any(Number),
+          retryAfterMs: 0,
           limited: false,
           shadow: false,
         },
@@ -259,6 +262,10 @@ describe('multi-key requests: spend only if every key allows', () => {
       rule: 'global-limit',
     });
     expect(d.outcomes.map((o) => o.limited)).toEqual([false, true, false]);
+    // the refusing pair's wait is the request's wait; allowing pairs say 0
+    expect(d.outcomes[1]!.retryAfterMs).toBe(d.retryAfterMs);
+    expect(d.retryAfterMs).toBeGreaterThan(0);
+    expect(d.outcomes[0]!.retryAfterMs).toBe(0);
     expect(e.estimate('ip', 'ip:1.2.3.4')).toBe(3);
     expect(e.estimate('acct', 'acct:7')).toBe(3);
     // the local policy spent nothing either: it still has 97 of 100
@@ -602,5 +609,48 @@ describe('construction', () => {
     });
     expect(e.staleAfterMs).toBe(3 * 20 + 2 * 5);
     expect(e.ready).toBe(true);
+  });
+});
+
+describe('multi-policy retry-after', () => {
+  it('when several pairs refuse, the request waits for the slowest of them', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const e = new Engine({
+      clock,
+      policies: [
+        { name: 'fast', limit: 1, windowMs: 1000 },
+        { name: 'slow', limit: 1, windowMs: 60_000 },
+      ],
+    });
+    expect(
+      e.checkAll([
+        ['fast', 'k'],
+        ['slow', 'k'],
+      ]).allowed,
+    ).toBe(true);
+    const d = e.checkAll([
+      ['fast', 'k'],
+      ['slow', 'k'],
+    ]);
+    expect(d.allowed).toBe(false);
+    const fast = d.outcomes[0]!.retryAfterMs;
+    const slow = d.outcomes[1]!.retryAfterMs;
+    expect(fast).toBeGreaterThan(0);
+    expect(slow).toBeGreaterThan(fast);
+    expect(d.retryAfterMs).toBe(slow);
+    clock.advance(fast);
+    expect(
+      e.checkAll([
+        ['fast', 'k'],
+        ['slow', 'k'],
+      ]).allowed,
+    ).toBe(false);
+    clock.advance(slow - fast);
+    expect(
+      e.checkAll([
+        ['fast', 'k'],
+        ['slow', 'k'],
+      ]).allowed,
+    ).toBe(true);
   });
 });
