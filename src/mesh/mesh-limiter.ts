@@ -64,6 +64,8 @@ class MeshLimiterImpl implements MeshLimiter {
   private earlyImmediate: NodeJS.Immediate | undefined;
   private readonly timers = new Set<NodeJS.Timeout>();
   private publishesInFlight = 0;
+  /** TESTS/DRILLS ONLY (mesh-test): drop all gossip in and out; see {@link isolateForTests}. */
+  private isolated = false;
   private readonly members = new Map<string, Member>();
   private departed = 0;
   private readonly warnedVersions = new Set<string>();
@@ -282,6 +284,10 @@ class MeshLimiterImpl implements MeshLimiter {
   private publish(): void {
     const node = this.node;
     if (this.state !== 'running' || node === undefined) return;
+    if (this.isolated) {
+      bump(this.counters.drops, 'isolated-out');
+      return;
+    }
     if (this.publishesInFlight >= MAX_PUBLISHES_IN_FLIGHT) {
       // The next message carries the same full window, so skipping one loses nothing for good.
       bump(this.counters.drops, 'publish-backlog');
@@ -331,6 +337,10 @@ class MeshLimiterImpl implements MeshLimiter {
     const from = msg.from.toString();
     if (from === this.peerId) {
       bump(this.counters.drops, 'self');
+      return;
+    }
+    if (this.isolated) {
+      bump(this.counters.drops, 'isolated-in');
       return;
     }
     const { injectLoss, injectDelayMs } = this.cfg;
@@ -452,6 +462,18 @@ class MeshLimiterImpl implements MeshLimiter {
     }
   };
 
+  /** TESTS/DRILLS ONLY: see {@link isolateForTests}. */
+  setIsolated(on: boolean): void {
+    if (this.isolated === on) return;
+    this.isolated = on;
+    this.cfg.logger.warn(
+      { peerId: this.peerId, isolated: on },
+      on
+        ? '!!! ratemesh TEST KNOB: gossip isolation ON (all gossip in and out dropped) !!!'
+        : 'ratemesh TEST KNOB: gossip isolation OFF',
+    );
+  }
+
   // ---- introspection ----
 
   multiaddrs(): string[] {
@@ -506,6 +528,18 @@ function emptySync(): MeshStats['sync'] {
 
 function emptyDiscovery(): MeshStats['discovery'] {
   return { dials: 0, dialErrors: 0, dnsErrors: 0, lastResolved: 0 };
+}
+
+/**
+ * TESTS/DRILLS ONLY (mesh-test fault drills; not exported from the package):
+ * while `on`, the node drops every gossip message it would publish or receive,
+ * counted under `stats().drops['isolated-out' | 'isolated-in']`; connections
+ * stay up, so healing needs no redial. A network cut without root privileges.
+ */
+export function isolateForTests(limiter: MeshLimiter, on: boolean): void {
+  if (!(limiter instanceof MeshLimiterImpl))
+    throw new TypeError('not a mesh limiter made by createMeshLimiter');
+  limiter.setIsolated(on);
 }
 
 /**

@@ -1,0 +1,339 @@
+/**
+ * One mesh-test node process: a real libp2p mesh node (createMeshLimiter) that
+ * replays its own share of a trace in real time, in-process, on the parent's
+ * command (IPC; see protocol.ts). Exits when the parent goes away.
+ *
+ * Role `rogue`: a mesh member whose engine publishes malformed and inflated
+ * gossip on the real topic during its rogue window (signed with its own key,
+ * exactly as a compromised member would).
+ */
+import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { systemClock } from '../src/clock.js';
+import { encodeGossip } from '../src/crdt/codec.js';
+import { Engine } from '../src/decision/engine.js';
+import type { EngineInit, MeshEngine } from '../src/mesh/engine-port.js';
+import { createMeshLimiter, isolateForTests } from '../src/mesh/mesh-limiter.js';
+import type { Logger, MeshLimiter, MeshStats } from '../src/mesh/types.js';
+import {
+  type ChildConfig,
+  type ChildMessage,
+  MODES,
+  type ParentMessage,
+  type RunReport,
+  type RunSpec,
+  type Status,
+} from './protocol.js';
+
+const send = (m: ChildMessage): void => {
+  if (process.connected) process.send?.(m);
+};
+
+/** Warnings and errors go to the parent (deduplicated there); debug and info are dropped. */
+const logger: Logger = {
+  debug() {},
+  info() {},
+  warn(obj, msg) {
+    send({ ev: 'log', level: 'warn', msg: msg ?? '', obj });
+  },
+  error(obj, msg) {
+    send({ ev: 'log', level: 'error', msg: msg ?? '', obj });
+  },
+};
+
+/** Malformed and inflated gossip, one kind per tick, while `active`. */
+class RogueEngine extends Engine {
+  active = false;
+  readonly sent: Record<string, number> = {};
+  private n = 0;
+  private rogueSeq = 1_000_000;
+  private readonly k: number;
+  private readonly bw: number;
+  private readonly L: number;
+
+  constructor(
+    init: EngineInit,
+    private readonly key: string,
+  ) {
+    super(init);
+    const p = this.policies.policies[0]!;
+    this.k = p.buckets;
+    this.bw = p.windowMs / p.buckets;
+    this.L = p.limit;
+  }
+
+  override buildGossip(): Uint8Array {
+    if (!this.active) return super.buildGossip();
+    const now = systemClock.now();
+    const cur = Math.floor(now / this.bw);
+    const entry = (o: Partial<{ policy: number; key: string; counts: number[]; demand: number }>) => ({
+      origin: 0,
+      policy: o.policy ?? 0,
+      key: o.key ?? this.key,
+      base: cur - this.k,
+      counts: o.counts ?? new Array<number>(this.k + 1).fill(10 * this.L),
+      demand: o.demand ?? 1e9,
+    });
+    const msg = (entries: ReturnType<typeof entry>[], version = this.version) =>
+      encodeGossip({ version, seq: this.rogueSeq++, sentAt: now, members: 2, entries });
+    const kinds = [
+      'inflated',
+      'garbage',
+      'truncated',
+      'unknown-policy',
+      'bad-key',
+      'too-many-counts',
+      'wrong-version',
+    ] as const;
+    const kind = kinds[this.n++ % kinds.length]!;
+    this.sent[kind] = (this.sent[kind] ?? 0) + 1;
+    switch (kind) {
+      case 'inflated':
+        return msg([entry({})]);
+      case 'garbage': {
+        const b = new Uint8Array(64 + (this.n % 200));
+        for (let i = 0; i < b.length; i++) b[i] = (i * 131 + this.n * 7) & 0xff;
+        return b;
+      }
+      case 'truncated': {
+        const full = msg([entry({})]);
+        return full.subarray(0, Math.max(12, full.length >> 1));
+      }
+      case 'unknown-policy':
+        return msg([entry({ policy: 7 })]);
+      case 'bad-key':
+        return msg([entry({ key: 'bad\u0001key' })]);
+      case 'too-many-counts':
+        return msg([entry({ counts: new Array<number>(this.k + 10).fill(1) })]);
+      case 'wrong-version':
+        return msg([entry({})], 'ffffffffffffffff');
+    }
+  }
+}
+
+let limiter: MeshLimiter | undefined;
+let rogue: RogueEngine | undefined;
+let cfg: ChildConfig | undefined;
+
+async function init(c: ChildConfig): Promise<void> {
+  cfg = c;
+  const privateKey = new Uint8Array(readFileSync(c.keyFile));
+  limiter = createMeshLimiter({
+    policies: c.policies,
+    listen: [`/ip4/127.0.0.1/tcp/${c.port}`],
+    bootstrap: c.bootstrap,
+    privateKey,
+    gossipIntervalMs: c.gossipIntervalMs,
+    expectedDelayMs: c.expectedDelayMs,
+    ...(c.injectDelayMs > 0 ? { injectDelayMs: c.injectDelayMs } : {}),
+    ...(c.heartbeatMs === undefined ? {} : { heartbeatMs: c.heartbeatMs }),
+    ...(c.discoveryIntervalMs === undefined ? {} : { discoveryIntervalMs: c.discoveryIntervalMs }),
+    logger,
+    ...(c.role === 'rogue'
+      ? {
+          engineFactory: (i: EngineInit): MeshEngine => {
+            rogue = new RogueEngine(i, 'global');
+            return rogue;
+          },
+        }
+      : {}),
+  });
+  await limiter.start();
+  send({ ev: 'ready', peerId: limiter.peerId, addrs: limiter.multiaddrs() });
+}
+
+function status(): Status {
+  const l = limiter!;
+  const peers = l.peers();
+  const live = peers.filter((p) => !p.stale).length;
+  const s = l.stats();
+  return {
+    peerId: l.peerId,
+    live,
+    stale: peers.length - live,
+    connected: s.peers.connected,
+    synced: s.sync.pullsOk,
+  };
+}
+
+function pct(sorted: Float64Array, q: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Replays `run.times` in real time; resolves with the report once the last request is due and served. */
+async function replay(run: RunSpec): Promise<RunReport> {
+  const l = limiter!;
+  const clock = systemClock;
+  const n = run.times.length;
+  const lat = new Float64Array(n);
+  const late = new Float64Array(n);
+  const fd = openSync(run.decisionFile, 'a');
+  const buf = new Float64Array(2 * 256);
+  let served = 0;
+  let skipped = 0;
+  let admitted = 0;
+  let i = 0;
+  let isoOn = -1;
+  let isoOff = -1;
+
+  // Wait for the common start instant (bounded: the parent picks it a few seconds ahead).
+  const wait = run.startAt - clock.now();
+  if (wait > 60_000) throw new Error(`start instant ${wait} ms away`);
+  if (wait > 2) await sleep(wait - 2);
+  while (clock.now() < run.startAt) {
+    /* sub-2 ms spin to the start instant */
+  }
+
+  if (run.gateOnLivePeer) {
+    const until = clock.now() + 30_000;
+    while (l.peers().every((p) => p.stale) && clock.now() < until) await sleep(1);
+  }
+  // On time (and not gated): serve from the start instant; else from now (earlier requests are skipped).
+  const servingFrom = wait >= 0 && !run.gateOnLivePeer ? 0 : clock.now() - run.startAt;
+  const gs0 = l.stats();
+  const cpu0 = process.cpuUsage();
+  const wall0 = clock.now();
+
+  await new Promise<void>((resolve) => {
+    const step = (): void => {
+      const now = clock.now() - run.startAt;
+      if (run.isolate !== undefined) {
+        if (isoOn < 0 && now >= run.isolate.fromMs) {
+          isolateForTests(l, true);
+          isoOn = now;
+        }
+        if (isoOn >= 0 && isoOff < 0 && now >= run.isolate.toMs) {
+          isolateForTests(l, false);
+          isoOff = now;
+        }
+      }
+      if (rogue !== undefined && run.rogue !== undefined) {
+        rogue.active = now >= run.rogue.fromMs && now < run.rogue.toMs;
+      }
+      let b = 0;
+      while (i < n && run.times[i]! <= now) {
+        const due = run.times[i]!;
+        if (due < servingFrom) {
+          skipped++;
+          i++;
+          continue;
+        }
+        const t0 = performance.now();
+        const d = l.check(run.policy, run.key);
+        const t1 = performance.now();
+        lat[served] = (t1 - t0) * 1000;
+        const at = t1 + performance.timeOrigin - run.startAt;
+        late[served] = at - due;
+        served++;
+        if (d.allowed) admitted++;
+        buf[b++] = at;
+        buf[b++] = (d.allowed ? 1 : 0) + 2 * MODES.indexOf(d.mode);
+        if (b === buf.length) {
+          writeSync(fd, buf, 0, b * 8);
+          b = 0;
+        }
+        i++;
+      }
+      if (b > 0) writeSync(fd, buf, 0, b * 8);
+      const isoPending = run.isolate !== undefined && isoOff < 0;
+      const roguePending = run.rogue !== undefined && now < run.rogue.toMs;
+      if (i >= n && !isoPending && !roguePending) {
+        resolve();
+        return;
+      }
+      let next = i < n ? run.times[i]! - now : 1;
+      if (isoPending) next = Math.min(next, (isoOn < 0 ? run.isolate!.fromMs : run.isolate!.toMs) - now);
+      setTimeout(step, Math.max(0, Math.min(next - 0.5, 50)));
+    };
+    step();
+  });
+
+  const cpu = process.cpuUsage(cpu0);
+  const wallMs = clock.now() - wall0;
+  closeSync(fd);
+  const gs1 = l.stats();
+  const latS = lat.subarray(0, served).sort();
+  const lateS = late.subarray(0, served).sort();
+  const eng = gs1.engine as {
+    dropped: Record<string, number>;
+    capped: number;
+    gossipIn: number;
+    byMode: Record<string, number>;
+    livePeers: number;
+    members: number;
+  };
+  const d = (k: keyof MeshStats['gossip']) => (gs1.gossip[k] as number) - (gs0.gossip[k] as number);
+  return {
+    index: cfg!.index,
+    served,
+    skipped,
+    admitted,
+    lateMs: { p50: pct(lateS, 0.5), p99: pct(lateS, 0.99), max: pct(lateS, 1) },
+    latencyUs: { p50: pct(latS, 0.5), p99: pct(latS, 0.99), p999: pct(latS, 0.999), max: pct(latS, 1) },
+    cpuPct: wallMs > 0 ? ((cpu.user + cpu.system) / 1000 / wallMs) * 100 : 0,
+    wallMs,
+    gossip: {
+      msgsOut: d('msgsOut'),
+      bytesOut: d('bytesOut'),
+      msgsIn: d('msgsIn'),
+      bytesIn: d('bytesIn'),
+      earlyPublishes: d('earlyPublishes'),
+    },
+    drops: gs1.drops,
+    injected: { delayed: gs1.injected.delayed, dropped: gs1.injected.dropped },
+    sync: { pulls: gs1.sync.pulls, pullsOk: gs1.sync.pullsOk, served: gs1.sync.served },
+    engine: {
+      dropped: eng.dropped,
+      capped: eng.capped,
+      gossipIn: eng.gossipIn,
+      byMode: eng.byMode,
+      livePeers: eng.livePeers,
+      members: eng.members,
+    },
+    servingFrom,
+    ...(run.isolate ? { isolation: { onAt: isoOn, offAt: isoOff } } : {}),
+    ...(rogue ? { rogue: { sent: { ...rogue.sent } } } : {}),
+  };
+}
+
+async function stop(): Promise<void> {
+  const l = limiter;
+  limiter = undefined;
+  await Promise.race([l?.stop(), sleep(5_000)]);
+}
+
+process.on('message', (raw: ParentMessage) => {
+  const reply = (id: number, p: Promise<unknown>) =>
+    p.then(
+      (data) => send({ ev: 'reply', id, data }),
+      (err: unknown) => send({ ev: 'reply', id, data: { error: String((err as Error)?.stack ?? err) } }),
+    );
+  switch (raw.op) {
+    case 'init':
+      init(raw.cfg).catch((err: unknown) => {
+        send({ ev: 'fatal', message: String((err as Error)?.stack ?? err) });
+        process.exit(1);
+      });
+      break;
+    case 'status':
+      void reply(raw.id, Promise.resolve().then(status));
+      break;
+    case 'run':
+      void reply(raw.id, replay(raw.run));
+      break;
+    case 'stop':
+      void reply(raw.id, stop()).then(() => {
+        process.disconnect?.();
+        setTimeout(() => process.exit(0), 50).unref();
+      });
+      break;
+  }
+});
+
+// The parent is the only owner: if it goes away, so do we.
+process.on('disconnect', () => {
+  void stop().finally(() => process.exit(0));
+  setTimeout(() => process.exit(0), 6_000).unref();
+});

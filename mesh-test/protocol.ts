@@ -1,0 +1,103 @@
+/**
+ * The IPC protocol between the mesh-test harness (parent) and one node process
+ * (node-child.ts). Every node process replays its own share of a trace in real
+ * time, in-process, and writes each decision to a file as it is made, so a
+ * node killed with SIGKILL still leaves every decision it returned.
+ */
+import type { PolicySpec } from '../src/types.js';
+
+/** What a node process is started with. */
+export interface ChildConfig {
+  /** Position in the mesh (trace node index); the rogue is past the last one. */
+  index: number;
+  role: 'node' | 'rogue';
+  /** Protobuf-encoded libp2p private key file (restart keeps the identity). */
+  keyFile: string;
+  /** libp2p TCP port on 127.0.0.1. */
+  port: number;
+  /** Every other node's multiaddr (with /p2p/<id>). */
+  bootstrap: string[];
+  policies: PolicySpec[];
+  gossipIntervalMs: number;
+  expectedDelayMs: number;
+  injectDelayMs: number;
+  heartbeatMs?: number;
+  discoveryIntervalMs?: number;
+}
+
+/** One replay: request i at startAt + times[i] (wall-clock epoch ms), in-process `check(policy, key)`. */
+export interface RunSpec {
+  startAt: number;
+  /** Offsets (ms, ascending) of this node's requests. */
+  times: number[];
+  policy: string;
+  key: string;
+  /** Decisions are appended here as [t (ms since startAt, when decided), code] float64 pairs. */
+  decisionFile: string;
+  /**
+   * Serve only once this node's view would pass the daemon's /healthz (at least
+   * one live peer); requests due before then are not served (a load balancer
+   * would have sent them elsewhere). Default false: serve at once.
+   */
+  gateOnLivePeer?: boolean;
+  /** Drill: drop all gossip in and out during [fromMs, toMs) after startAt. */
+  isolate?: { fromMs: number; toMs: number };
+  /** Rogue: publish malformed and inflated gossip during [fromMs, toMs) after startAt. */
+  rogue?: { fromMs: number; toMs: number };
+}
+
+/** Decision codes in the decision file: allowed bit + 2 × mode index. */
+export const MODES = ['global', 'fallback', 'local'] as const;
+
+/** What a node reports after a replay. */
+export interface RunReport {
+  index: number;
+  served: number;
+  /** Requests due before the node could serve (restart, gate) and skipped. */
+  skipped: number;
+  admitted: number;
+  /** How late requests were served against their trace time, ms. */
+  lateMs: { p50: number; p99: number; max: number };
+  /** In-process check() latency, µs. */
+  latencyUs: { p50: number; p99: number; p999: number; max: number };
+  /** CPU (user + system) over the replay, % of one core. */
+  cpuPct: number;
+  wallMs: number;
+  gossip: { msgsOut: number; bytesOut: number; msgsIn: number; bytesIn: number; earlyPublishes: number };
+  drops: Record<string, number>;
+  injected: { delayed: number; dropped: number };
+  sync: { pulls: number; pullsOk: number; served: number };
+  engine: {
+    dropped: Record<string, number>;
+    capped: number;
+    gossipIn: number;
+    byMode: Record<string, number>;
+    livePeers: number;
+    members: number;
+  };
+  /** When isolation was applied and lifted (ms since startAt). */
+  isolation?: { onAt: number; offAt: number };
+  /** When this node started serving (ms since startAt). */
+  servingFrom: number;
+  rogue?: { sent: Record<string, number> };
+}
+
+export type ParentMessage =
+  | { op: 'init'; cfg: ChildConfig }
+  | { op: 'status'; id: number }
+  | { op: 'run'; id: number; run: RunSpec }
+  | { op: 'stop'; id: number };
+
+export interface Status {
+  peerId: string;
+  live: number;
+  stale: number;
+  connected: number;
+  synced: number;
+}
+
+export type ChildMessage =
+  | { ev: 'ready'; peerId: string; addrs: string[] }
+  | { ev: 'reply'; id: number; data: unknown }
+  | { ev: 'log'; level: string; msg: string; obj: unknown }
+  | { ev: 'fatal'; message: string };
