@@ -44,6 +44,12 @@ export interface EngineOptions {
   staleAfterMs?: number;
   /** A silent peer stops being a member after this (while others are live). Default max(5 s, 10 × staleAfter). */
   departAfterMs?: number;
+  /**
+   * Members this node expects, itself included (a mesh node: 1 + its bootstrap
+   * peers). Until it hears any peer it enforces L/N with this N, so a node that
+   * starts or restarts does not spend the whole limit alone. Default 1 (standalone).
+   */
+  expectedMembers?: number;
   /** Cap on tracked keys over all policies. Default 100,000. */
   maxKeys?: number;
   /** Cap on known origins (peers). Default 256. */
@@ -254,7 +260,8 @@ export class Engine implements RateLimiter {
         'earlyPublishFraction',
       );
     }
-    this.peers = new PeerTable(this.nodeId, this.staleAfterMs, departAfter, maxPeers);
+    const expectedMembers = positiveInt(opts.expectedMembers, 'expectedMembers', 1);
+    this.peers = new PeerTable(this.nodeId, this.staleAfterMs, departAfter, maxPeers, expectedMembers);
 
     this.rts = this.policies.policies.map((policy, idx) => {
       const rt: PolicyRt = {
@@ -1042,7 +1049,15 @@ export class Engine implements RateLimiter {
       peer.offsetMeasured = true;
     }
     for (const e of m.entries) this.mergeEntry(refs[e.origin]!, e, now);
+    // A sync answer is direct contact: the responder is a live member, and its
+    // window is as of its answer (half the round trip ago).
+    if (peer.lastHeard < now) {
+      peer.member = true;
+      peer.lastHeard = now;
+      peer.delayMs = Math.max(0, (now - m.t0) / 2);
+    }
     this.stamp++;
+    this.refresh(now);
     return { ok: true };
   }
 

@@ -48,15 +48,22 @@ export class PeerTable {
   stale: PeerState[] = [];
   /** Members (live + stale) plus this node, as last known while any peer was live. */
   knownN = 1;
-  /** There are members and none is live: the view is stale. */
+  /** There are members and none is live, or peers are expected and none has been heard yet: the view is stale. */
   allStale = false;
+  /** Peers are expected (a mesh node that has bootstrap peers) and none has been heard yet. */
+  private awaiting: boolean;
 
   constructor(
     readonly selfId: string,
     private readonly staleAfterMs: number,
     private readonly departAfterMs: number,
     private readonly maxOrigins: number,
-  ) {}
+    expectedMembers = 1,
+  ) {
+    this.knownN = expectedMembers;
+    this.awaiting = expectedMembers > 1;
+    this.allStale = this.awaiting;
+  }
 
   get size(): number {
     return this.byId.size;
@@ -118,6 +125,7 @@ export class PeerTable {
     }
     const departed: string[] = [];
     if (live.length > 0) {
+      this.awaiting = false;
       for (let i = stale.length - 1; i >= 0; i--) {
         const p = stale[i]!;
         if (now - p.lastHeard > this.departAfterMs) {
@@ -130,7 +138,7 @@ export class PeerTable {
     }
     this.live = live;
     this.stale = stale;
-    this.allStale = live.length === 0 && stale.length > 0;
+    this.allStale = live.length === 0 && (stale.length > 0 || this.awaiting);
     return departed;
   }
 

@@ -47,6 +47,8 @@ export interface EngineInit {
   clock: Clock;
   gossipIntervalMs: number;
   expectedDelayMs: number;
+  /** 1 + the bootstrap entries: the engine enforces L/N with this N until it hears a peer. */
+  expectedMembers?: number;
 }
 
 /** Builds an engine; the mesh limiter uses the real one unless a test injects another. */

@@ -83,6 +83,7 @@ class MeshLimiterImpl implements MeshLimiter {
       clock: cfg.clock,
       gossipIntervalMs: cfg.gossipIntervalMs,
       expectedDelayMs: cfg.expectedDelayMs,
+      expectedMembers: 1 + cfg.bootstrap.length,
     });
     this.topic = `${TOPIC_PREFIX}${this.engine.version}`;
     this.rng = xorshift32(cfg.injectSeed);

@@ -178,3 +178,39 @@ describe('staleness and fallback', () => {
     expect(a.estimate('p', 'k')).toBe(0);
   });
 });
+
+describe('a node that expects peers (restart)', () => {
+  it('enforces L/N with N = expectedMembers until it hears a peer, then decides globally', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+    const fresh = new Engine({ policies, clock, nodeId: 'fresh', expectedMembers: 4 });
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) {
+      const d = fresh.check('p', 'k');
+      if (d.allowed) admitted++;
+      else expect(d).toMatchObject({ mode: 'fallback', rule: 'fallback-share' });
+    }
+    expect(admitted).toBe(25);
+    const peer = new Engine({ policies, clock, nodeId: 'peer', expectedMembers: 4 });
+    expect(fresh.receiveGossip('peer', peer.buildGossip())).toEqual({ ok: true });
+    expect(fresh.check('p', 'k')).toMatchObject({ allowed: true, mode: 'global' });
+  });
+
+  it('a sync answer counts as hearing the responder', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+    const fresh = new Engine({ policies, clock, nodeId: 'fresh', expectedMembers: 2 });
+    const peer = new Engine({ policies, clock, nodeId: 'peer' });
+    expect(fresh.check('p', 'k').mode).toBe('fallback');
+    const answer = peer.answerSync('fresh', fresh.buildSyncRequest());
+    expect(answer).toBeInstanceOf(Uint8Array);
+    expect(fresh.receiveSyncResponse('peer', answer as Uint8Array)).toEqual({ ok: true });
+    expect(fresh.check('p', 'k').mode).toBe('global');
+  });
+
+  it('rejects a bad expectedMembers', () => {
+    expect(
+      () => new Engine({ policies: [{ name: 'p', limit: 1, windowMs: 1000 }], expectedMembers: 0 }),
+    ).toThrow(/expectedMembers/);
+  });
+});
