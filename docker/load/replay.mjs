@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// ratemesh load driver (placeholder until the trace port lands): replays
+// ratemesh load driver (the compose `load` service; docker/mesh.ts is the full drill): replays
 // requests against every replica's `POST /v1/check` and prints what was admitted.
 // Plain Node (no dependencies) so it runs in the daemon image and on the host.
 //
@@ -9,7 +9,8 @@
 // --target host:port   host resolved to ALL its addresses (compose service name),
 //                      sorted, replica i = i-th address; or a comma list host:port,...
 // --trace              JSON lines {"t": ms offset, "node": i, "key"?: s, "cost"?: n}
-//                      (mesh.ts writes the seed trace there); else synthetic:
+//                      (mesh.ts writes the seed trace to docker/tmp/trace/seed.jsonl,
+//                      mounted at /trace/seed.jsonl); else synthetic:
 //                      request i at i*1000/rate ms, node by xorshift64 over --weights.
 // Output: per-replica admitted/denied/errors, worst rolling 1 s and worst aligned
 // 100 ms of admitted requests (by scheduled time), as a table, or --json.

@@ -5,8 +5,16 @@
 //   GET /dns       {"self": [...my addrs], "name": "node", "addrs": [...]} (lookup of the service name)
 //   POST /v1/check {"allowed": true}   (counts requests; GET /v1/stats shows the count)
 import { lookup } from 'node:dns/promises';
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { networkInterfaces } from 'node:os';
+
+// compose.yml's entrypoint runs `ratemesh keygen --out <file>` on first start: write a placeholder.
+if (process.argv[2] === 'keygen') {
+  const out = process.argv[process.argv.indexOf('--out') + 1];
+  if (out) writeFileSync(out, 'smoke stand-in key\n');
+  process.exit(0);
+}
 
 const [host, port] = (process.env.RATEMESH_HTTP ?? '0.0.0.0:8080').split(':');
 const boot = (process.env.RATEMESH_BOOTSTRAP ?? 'dns:node:4001').split(',')[0];
