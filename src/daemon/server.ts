@@ -206,7 +206,9 @@ async function check(
   if (!decision.allowed && decision.retryAfterMs >= 0) {
     headers['retry-after'] = String(Math.ceil(decision.retryAfterMs / 1000));
   }
-  return send(res, decision.allowed ? 200 : 429, decision, state, headers);
+  // decidedAt: this node's wall time of the decision (ms), so load drivers can
+  // place admissions in time even when replies lag.
+  return send(res, decision.allowed ? 200 : 429, { ...decision, decidedAt: Date.now() }, state, headers);
 }
 
 type CheckRequest =

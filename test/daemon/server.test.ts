@@ -90,11 +90,15 @@ describe('POST /v1/check', () => {
           'resetMs',
           'delayMs',
           'shadow',
+          'decidedAt',
         ].sort(),
       );
     }
+    const before = Date.now();
     const r = await post({ policy: 'api', key: 'ip:1.2.3.4' });
     expect(r.status).toBe(429);
+    expect(r.body.decidedAt).toBeGreaterThanOrEqual(before);
+    expect(r.body.decidedAt).toBeLessThanOrEqual(Date.now());
     expect(r.body).toMatchObject({ allowed: false, limited: true, rule: 'global-limit', retryAfterMs: 1500 });
     expect(r.headers.get('retry-after')).toBe('2');
     // another key is unaffected
