@@ -337,17 +337,26 @@ export class Engine implements RateLimiter {
   private refresh(now: number): void {
     const departed = this.peers.refresh(now);
     if (departed.length > 0) this.stamp++;
-    this.updateOldestSent();
     this.nextRefresh = now + Math.max(1, Math.min(this.gossipIntervalMs, this.staleAfterMs / 4));
+    this.updateOldestSent();
   }
 
+  /**
+   * Recompute the unseen horizon, and refresh no later than the moment the
+   * first live peer turns stale, so the view goes stale exactly on time.
+   */
   private updateOldestSent(): void {
     let oldest = Number.POSITIVE_INFINITY;
+    let firstStale = Number.POSITIVE_INFINITY;
     for (const p of this.peers.live) {
       const sent = p.lastHeard - p.delayMs;
       if (sent < oldest) oldest = sent;
+      if (p.lastHeard < firstStale) firstStale = p.lastHeard;
     }
     this.oldestSent = oldest;
+    // a peer is stale once now - lastHeard > staleAfterMs
+    const due = firstStale + this.staleAfterMs + 1e-6;
+    if (due < this.nextRefresh) this.nextRefresh = due;
   }
 
   // ------------------------------------------------------------------ RateLimiter
