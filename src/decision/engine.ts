@@ -261,7 +261,14 @@ export class Engine implements RateLimiter {
       );
     }
     const expectedMembers = positiveInt(opts.expectedMembers, 'expectedMembers', 1);
-    this.peers = new PeerTable(this.nodeId, this.staleAfterMs, departAfter, maxPeers, expectedMembers);
+    this.peers = new PeerTable(
+      this.nodeId,
+      this.staleAfterMs,
+      departAfter,
+      maxPeers,
+      expectedMembers,
+      this.expectedDelayMs,
+    );
 
     this.rts = this.policies.policies.map((policy, idx) => {
       const rt: PolicyRt = {
@@ -351,11 +358,12 @@ export class Engine implements RateLimiter {
     for (const p of this.peers.live) {
       const sent = p.lastHeard - p.delayMs;
       if (sent < oldest) oldest = sent;
-      if (p.lastHeard < firstStale) firstStale = p.lastHeard;
+      // a peer is stale once its data age passes staleAfterMs
+      const due = p.lastHeard - Math.min(p.delayMs, this.expectedDelayMs) + this.staleAfterMs;
+      if (due < firstStale) firstStale = due;
     }
     this.oldestSent = oldest;
-    // a peer is stale once now - lastHeard > staleAfterMs
-    const due = firstStale + this.staleAfterMs + 1e-6;
+    const due = firstStale + 1e-6;
     if (due < this.nextRefresh) this.nextRefresh = due;
   }
 

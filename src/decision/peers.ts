@@ -59,10 +59,19 @@ export class PeerTable {
     private readonly departAfterMs: number,
     private readonly maxOrigins: number,
     expectedMembers = 1,
+    private readonly expectedDelayMs = 0,
   ) {
     this.knownN = expectedMembers;
     this.awaiting = expectedMembers > 1;
     this.allStale = this.awaiting;
+  }
+
+  /**
+   * How old a peer's newest data is: since it arrived plus its measured delay,
+   * the delay capped at the expected one (a skewed clock inflates the measure).
+   */
+  dataAge(p: PeerState, now: number): number {
+    return now - p.lastHeard + Math.min(p.delayMs, this.expectedDelayMs);
   }
 
   get size(): number {
@@ -110,7 +119,7 @@ export class PeerTable {
 
   /**
    * Recompute freshness at `now`. A member is stale when its newest data is
-   * older than staleAfterMs. While any member is live, members silent for longer
+   * older than staleAfterMs (measured from when it was sent). While any member is live, members silent for longer
    * than departAfterMs stop being members and N is updated; when every member
    * is stale nothing departs and N stays as last known.
    * Returns the ids of members that departed.
@@ -120,7 +129,7 @@ export class PeerTable {
     const stale: PeerState[] = [];
     for (const p of this.byId.values()) {
       if (!p.member) continue;
-      p.stale = now - p.lastHeard > this.staleAfterMs;
+      p.stale = this.dataAge(p, now) > this.staleAfterMs;
       (p.stale ? stale : live).push(p);
     }
     const departed: string[] = [];
@@ -149,7 +158,7 @@ export class PeerTable {
       out.push({
         id: p.id,
         ageMs: Math.max(0, now - p.lastHeard),
-        stale: now - p.lastHeard > this.staleAfterMs,
+        stale: this.dataAge(p, now) > this.staleAfterMs,
         delayMs: p.delayMs,
         clockOffsetMs: p.clockOffsetMs,
         members: p.members,
