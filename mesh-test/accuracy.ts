@@ -54,7 +54,7 @@ function arg(): { nodes: number; gossip: number[]; delays: number[]; seconds: nu
   const { values } = parseArgs({
     options: {
       nodes: { type: 'string', default: '8' },
-      'gossip-ms': { type: 'string', default: '20' },
+      'gossip-ms': { type: 'string', default: '50' },
       delays: { type: 'string', default: '0,10,50,100' },
       seconds: { type: 'string', default: '10' },
     },
