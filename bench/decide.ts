@@ -55,6 +55,8 @@ async function main(): Promise<void> {
     mesh_10k: [],
     local_gcra_hot: [],
     rlflex_memory: [],
+    mesh_hot_at: [],
+    mesh_10k_at: [],
   };
   const keys = Array.from({ length: 10_000 }, (_, i) => `acct:${i}`);
   let sink = 0;
@@ -79,6 +81,36 @@ async function main(): Promise<void> {
           feed();
           for (let i = 0; i < n; i++) {
             if (engine.check('api', keys[j]!).allowed) sink++;
+            j = j === keys.length - 1 ? 0 : j + 1;
+          }
+        }),
+      );
+    }
+    {
+      // the decision alone: time passed in (checkAt), one clock reading per batch, advancing 0.1 us per call
+      const { engine, feed } = meshEngines();
+      results.mesh_hot_at!.push(
+        timeLoop((n) => {
+          feed();
+          let t = Date.now();
+          for (let i = 0; i < n; i++) {
+            t += 0.0001;
+            if (engine.checkAt(t, 'api', 'hot').allowed) sink++;
+          }
+        }),
+      );
+    }
+    {
+      const { engine, feed } = meshEngines();
+      for (const k of keys) engine.check('api', k);
+      let j = 0;
+      results.mesh_10k_at!.push(
+        timeLoop((n) => {
+          feed();
+          let t = Date.now();
+          for (let i = 0; i < n; i++) {
+            t += 0.0001;
+            if (engine.checkAt(t, 'api', keys[j]!).allowed) sink++;
             j = j === keys.length - 1 ? 0 : j + 1;
           }
         }),
@@ -119,7 +151,8 @@ async function main(): Promise<void> {
   for (const [k, v] of Object.entries(out))
     console.log(`  ${k.padEnd(16)} ${v.toLocaleString('en-US').padStart(14)}`);
   console.log(
-    `  mesh_hot / rlflex_memory = ${(out.mesh_hot! / out.rlflex_memory!).toFixed(1)}x   (sink ${sink > 0 ? 'ok' : 'empty'})`,
+    `  mesh_hot / rlflex_memory = ${(out.mesh_hot! / out.rlflex_memory!).toFixed(1)}x (clock read per check); ` +
+      `mesh_hot_at / rlflex_memory = ${(out.mesh_hot_at! / out.rlflex_memory!).toFixed(1)}x (time passed in)   (sink ${sink > 0 ? 'ok' : 'empty'})`,
   );
   const dir = join(dirname(fileURLToPath(import.meta.url)), 'results');
   mkdirSync(dir, { recursive: true });
