@@ -50,8 +50,11 @@ export class PeerTable {
   knownN = 1;
   /** There are members and none is live, or peers are expected and none has been heard yet: the view is stale. */
   allStale = false;
-  /** Peers are expected (a mesh node that has bootstrap peers) and none has been heard yet. */
+  /** Still starting: peers are expected (a mesh node with bootstrap peers) and not all have been heard. */
   private awaiting: boolean;
+  private readonly expected: number;
+  /** When the first peer was heard while starting. */
+  private firstContact = Number.NEGATIVE_INFINITY;
 
   constructor(
     readonly selfId: string,
@@ -62,6 +65,7 @@ export class PeerTable {
     private readonly expectedDelayMs = 0,
   ) {
     this.knownN = expectedMembers;
+    this.expected = expectedMembers;
     this.awaiting = expectedMembers > 1;
     this.allStale = this.awaiting;
   }
@@ -133,8 +137,15 @@ export class PeerTable {
       (p.stale ? stale : live).push(p);
     }
     const departed: string[] = [];
+    if (this.awaiting && live.length > 0) {
+      // Still starting: stay on L/N until every expected peer is heard, or for
+      // one staleness period after the first one is (a peer that is not
+      // heard yet holds a share this node cannot see).
+      if (this.firstContact === Number.NEGATIVE_INFINITY) this.firstContact = now;
+      if (live.length + 1 >= this.expected || now - this.firstContact > this.staleAfterMs)
+        this.awaiting = false;
+    }
     if (live.length > 0) {
-      this.awaiting = false;
       for (let i = stale.length - 1; i >= 0; i--) {
         const p = stale[i]!;
         if (now - p.lastHeard > this.departAfterMs) {
@@ -144,10 +155,11 @@ export class PeerTable {
         }
       }
       this.knownN = live.length + stale.length + 1;
+      if (this.awaiting && this.knownN < this.expected) this.knownN = this.expected;
     }
     this.live = live;
     this.stale = stale;
-    this.allStale = live.length === 0 && (stale.length > 0 || this.awaiting);
+    this.allStale = (live.length === 0 && stale.length > 0) || this.awaiting;
     return departed;
   }
 

@@ -191,9 +191,31 @@ describe('a node that expects peers (restart)', () => {
       else expect(d).toMatchObject({ mode: 'fallback', rule: 'fallback-share' });
     }
     expect(admitted).toBe(25);
-    const peer = new Engine({ policies, clock, nodeId: 'peer', expectedMembers: 4 });
-    expect(fresh.receiveGossip('peer', peer.buildGossip())).toEqual({ ok: true });
+    const peers = ['p1', 'p2', 'p3'].map(
+      (id) => new Engine({ policies, clock, nodeId: id, expectedMembers: 4 }),
+    );
+    expect(fresh.receiveGossip('p1', peers[0]!.buildGossip())).toEqual({ ok: true });
+    // one of three expected peers heard: the others' shares are unseen, still L/N
+    expect(fresh.check('p', 'k').mode).toBe('fallback');
+    fresh.receiveGossip('p2', peers[1]!.buildGossip());
+    fresh.receiveGossip('p3', peers[2]!.buildGossip());
     expect(fresh.check('p', 'k')).toMatchObject({ allowed: true, mode: 'global' });
+  });
+
+  it('gives up waiting for missing expected peers one staleness period after the first contact', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+    const opts = { policies, clock, gossipIntervalMs: 10, expectedDelayMs: 10 };
+    const fresh = new Engine({ ...opts, nodeId: 'fresh', expectedMembers: 4 });
+    const peer = new Engine({ ...opts, nodeId: 'peer' });
+    fresh.receiveGossip('peer', peer.buildGossip());
+    expect(fresh.check('p', 'k').mode).toBe('fallback');
+    for (let t = 0; t < 6; t++) {
+      clock.advance(10);
+      fresh.receiveGossip('peer', peer.buildGossip());
+    }
+    // staleAfter = 3g + 2d = 50 ms after the first contact
+    expect(fresh.check('p', 'k').mode).toBe('global');
   });
 
   it('a sync answer counts as hearing the responder', () => {
