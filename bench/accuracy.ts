@@ -185,9 +185,9 @@ function main(): void {
 
 /** Worst 1 s over-admission (% over L) against gossip delay, one line per design. */
 function chart(rows: AccuracyRow[]): string {
-  const w = 720;
+  const w = 820;
   const h = 420;
-  const m = { l: 60, r: 150, t: 40, b: 50 };
+  const m = { l: 60, r: 220, t: 40, b: 50 };
   const pw = w - m.l - m.r;
   const ph = h - m.t - m.b;
   const pct = (r: AccuracyRow) => ((r.worst_1s - L) / L) * 100;
@@ -207,13 +207,13 @@ function chart(rows: AccuracyRow[]): string {
       pts: sweep(design).map((r) => [DELAYS.indexOf(r.d_ms!), pct(r)]),
     });
   }
-  for (const [design, color] of [
-    ['central', '#1f77b4'],
-    ['static', '#9467bd'],
-    ['lease', '#ff7f0e'],
+  for (const [design, label, color] of [
+    ['central', 'central GCRA', '#1f77b4'],
+    ['static', 'static L/N', '#9467bd'],
+    ['lease', 'lease x20', '#ff7f0e'],
   ] as const) {
     const r = rows.find((x) => x.design === design)!;
-    series.push({ name: `${design} (no gossip)`, color, pts: DELAYS.map((_, i) => [i, pct(r)]) });
+    series.push({ name: `${label} (seed, burst 96)`, color, pts: DELAYS.map((_, i) => [i, pct(r)]) });
   }
   const all = series.flatMap((s) => s.pts.map((p) => p[1]));
   const ymax = Math.ceil(Math.max(5, ...all) / 5) * 5;
@@ -224,7 +224,7 @@ function chart(rows: AccuracyRow[]): string {
   parts.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${h}" font-family="sans-serif" font-size="12">`,
     `<rect width="${w}" height="${h}" fill="white"/>`,
-    `<text x="${m.l}" y="22" font-size="14">Worst rolling 1 s admitted, % over L, vs one-way gossip delay (g = 10 ms, 8 nodes, seed trace)</text>`,
+    `<text x="${m.l}" y="22" font-size="14">Worst rolling 1 s, % over L, vs gossip delay (g = 10 ms, 8 nodes, seed trace)</text>`,
   );
   for (let v = ymin; v <= ymax; v += 5) {
     parts.push(
@@ -239,7 +239,7 @@ function chart(rows: AccuracyRow[]): string {
   parts.push(`<line x1="${m.l}" x2="${m.l}" y1="${m.t}" y2="${m.t + ph}" stroke="#333"/>`);
   parts.push(`<line x1="${m.l}" x2="${m.l + pw}" y1="${y(0)}" y2="${y(0)}" stroke="#333"/>`);
   series.forEach((s, si) => {
-    const dash = s.name.includes('no gossip') ? ' stroke-dasharray="5,4"' : '';
+    const dash = s.name.includes('seed,') ? ' stroke-dasharray="5,4"' : '';
     parts.push(
       `<polyline fill="none" stroke="${s.color}" stroke-width="2"${dash} points="${s.pts.map(([i, v]) => `${x(i)},${y(v)}`).join(' ')}"/>`,
     );
