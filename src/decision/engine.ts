@@ -356,7 +356,10 @@ export class Engine implements RateLimiter {
     let oldest = Number.POSITIVE_INFINITY;
     let firstStale = Number.POSITIVE_INFINITY;
     for (const p of this.peers.live) {
-      const sent = p.lastHeard - p.delayMs;
+      // A peer whose clock is far behind (or a rogue claiming old send times)
+      // must not stretch the horizon past the window and switch the control
+      // off: its delay counts for at most one staleness period.
+      const sent = p.lastHeard - Math.min(p.delayMs, this.staleAfterMs);
       if (sent < oldest) oldest = sent;
       // a peer is stale once its data age passes staleAfterMs
       const due = p.lastHeard - Math.min(p.delayMs, this.expectedDelayMs) + this.staleAfterMs;

@@ -236,3 +236,23 @@ describe('a node that expects peers (restart)', () => {
     ).toThrow(/expectedMembers/);
   });
 });
+
+describe('a peer claiming old send times', () => {
+  it('cannot switch over-admission control off by stretching the unseen horizon', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+    const self = new Engine({ policies, clock, nodeId: 'self' });
+    // a rogue clock 10 s behind: every message looks 10 s old when it arrives
+    const rogueClock = { now: () => clock.now() - 10_000 };
+    const rogue = new Engine({ policies, clock: rogueClock, nodeId: 'rogue' });
+    for (let i = 0; i < 40; i++) rogue.check('p', 'k');
+    expect(self.receiveGossip('rogue', rogue.buildGossip())).toEqual({ ok: true });
+    // the rogue is live and demands as much as we do: we may take about half the headroom, not all of it
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (self.check('p', 'k').allowed) admitted++;
+    const rules = new Set<string>();
+    for (let i = 0; i < 5; i++) rules.add(self.check('p', 'k').rule);
+    expect(rules.has('headroom-share')).toBe(true);
+    expect(admitted).toBeLessThan(100);
+  });
+});
