@@ -12,7 +12,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gcraBound, runBaselines } from '../src/sim/baselines.js';
-import { slidingLogAdmits, worstAligned, worstRolling } from '../src/sim/metrics.js';
+import { round, rowFigures, slidingLogAdmits } from '../src/sim/metrics.js';
 import { type Cut, replayTrace } from '../src/sim/simulator.js';
 import { seedTrace } from '../src/sim/trace.js';
 import type { OverAdmission, PolicySpec } from '../src/types.js';
@@ -46,16 +46,8 @@ const seconds = (trace.t[trace.t.length - 1]! + 0.5) / 1000;
 const gcra = gcraBound(trace);
 const windowBound = slidingLogAdmits(trace.t, L, W).length;
 
-const round = (x: number, digits = 4) => Math.round(x * 10 ** digits) / 10 ** digits;
-
 function figures(admitted: number[]) {
-  return {
-    admitted: admitted.length,
-    vs_gcra_bound: round(admitted.length / gcra),
-    vs_window_bound: round(admitted.length / windowBound),
-    worst_1s: worstRolling(admitted, 1000),
-    worst_100ms: worstAligned(admitted, 100),
-  };
+  return rowFigures(admitted, gcra, windowBound);
 }
 
 export function gossipRow(

@@ -38,7 +38,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type AccuracyRow, gossipRow } from '../bench/accuracy.js';
 import { gcraBound } from '../src/sim/baselines.js';
-import { slidingLogAdmits, worstAligned, worstRolling } from '../src/sim/metrics.js';
+import { round, rowFigures, slidingLogAdmits, worstRolling } from '../src/sim/metrics.js';
 import { type Cut, replayTrace } from '../src/sim/simulator.js';
 import { seedTrace, type Trace } from '../src/sim/trace.js';
 import type { PolicySpec } from '../src/types.js';
@@ -101,7 +101,6 @@ const OUT = resolve(argv.out);
 // ---------------------------------------------------------------- small helpers
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-const round = (x: number, digits = 4) => Math.round(x * 10 ** digits) / 10 ** digits;
 const secs = (ms: number) => round(ms / 1000, 2);
 const elapsed = () => performance.now() - T0;
 const log = (m: string) => console.log(`[docker:mesh ${secs(elapsed()).toFixed(1).padStart(6)} s] ${m}`);
@@ -684,15 +683,7 @@ function dockerTrace(nodes: number, seconds: number): Trace {
 }
 
 function figures(trace: Trace, admitted: number[]) {
-  const gcra = gcraBound(trace);
-  const windowBound = slidingLogAdmits(trace.t, L, W).length;
-  return {
-    admitted: admitted.length,
-    vs_gcra_bound: round(admitted.length / gcra),
-    vs_window_bound: round(admitted.length / windowBound),
-    worst_1s: worstRolling(admitted, 1000),
-    worst_100ms: worstAligned(admitted, 100),
-  };
+  return rowFigures(admitted, gcraBound(trace), slidingLogAdmits(trace.t, L, W).length);
 }
 
 /** The simulator's row for this run: gossipRow itself for the 8-node 10 s trace, else the same replay. */

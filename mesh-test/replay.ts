@@ -3,12 +3,12 @@
  * the simulator's rows (bench/accuracy.ts) computed from what the nodes admitted.
  */
 import { gcraBound } from '../src/sim/baselines.js';
-import { slidingLogAdmits, worstAligned, worstRolling } from '../src/sim/metrics.js';
+import { round, rowFigures, slidingLogAdmits } from '../src/sim/metrics.js';
 import type { Trace } from '../src/sim/trace.js';
 import { type DecisionRecord, type Mesh, readDecisions, shares, sleep } from './harness.js';
 import type { RunReport, RunSpec } from './protocol.js';
 
-export const round = (x: number, digits = 4): number => Math.round(x * 10 ** digits) / 10 ** digits;
+export { round };
 
 /** How a replay is set up beyond the trace. */
 export interface ReplayOptions {
@@ -75,15 +75,7 @@ export async function replayLive(mesh: Mesh, trace: Trace, opts: ReplayOptions):
 
 /** The simulator's row figures for a set of admitted times. */
 export function figures(trace: Trace, admitted: number[], limit: number, windowMs: number) {
-  const gcra = gcraBound(trace);
-  const windowBound = slidingLogAdmits(trace.t, limit, windowMs).length;
-  return {
-    admitted: admitted.length,
-    vs_gcra_bound: round(admitted.length / gcra),
-    vs_window_bound: round(admitted.length / windowBound),
-    worst_1s: worstRolling(admitted, 1000),
-    worst_100ms: worstAligned(admitted, 100),
-  };
+  return rowFigures(admitted, gcraBound(trace), slidingLogAdmits(trace.t, limit, windowMs).length);
 }
 
 /** Largest count admitted in [from, from + 1 s) for every start `from` in [a, b] (ms). */

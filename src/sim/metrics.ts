@@ -43,3 +43,30 @@ export function slidingLogAdmits(times: ArrayLike<number>, limit: number, window
   }
   return admitted;
 }
+
+/** Round to `digits` decimals, as the result rows print fractions. */
+export function round(x: number, digits = 4): number {
+  return Math.round(x * 10 ** digits) / 10 ** digits;
+}
+
+/** The figures every accuracy row carries, for admitted times on a trace of arrivals. */
+export interface RowFigures {
+  admitted: number;
+  /** admitted / the most a burst-96, 1/ms GCRA can admit on the trace. */
+  vs_gcra_bound: number;
+  /** admitted / what an exact central sliding-window log of `limit` per `windowMs` admits. */
+  vs_window_bound: number;
+  worst_1s: number;
+  worst_100ms: number;
+}
+
+/** Row figures of `admitted` (ms, ascending) against bounds `gcra` and `windowBound`. */
+export function rowFigures(admitted: readonly number[], gcra: number, windowBound: number): RowFigures {
+  return {
+    admitted: admitted.length,
+    vs_gcra_bound: round(admitted.length / gcra),
+    vs_window_bound: round(admitted.length / windowBound),
+    worst_1s: worstRolling(admitted, 1000),
+    worst_100ms: worstAligned(admitted, 100),
+  };
+}
