@@ -170,18 +170,22 @@ function positiveInt(v: unknown, field: string, def: number, min = 1): number {
  * The decision core of one node: policies, the windowed G-counters of every
  * key, the peer view, and the decision rule. It is transport-free: a mesh feeds
  * it peers' gossip and publishes what it builds, the simulator does the same on
- * a virtual network. Every method takes its time from the injected clock.
+ * a virtual network.
  *
  * The rule for a global policy with limit L (DESIGN.md §2):
  * - estimate E = sliding-window-counter sum over all origins;
  * - naive: admit when E + cost <= L;
- * - controlled (default): also admit only while this node's spend since the last
- *   view change stays within its demand-weighted share of the headroom, where
- *   the headroom L - E also subtracts what live peers may have spent unseen
- *   (each bounded by its demand rate times how long it has been unseen, and by
- *   its own share);
- * - every member stale (and fallback on): admit while own counts + cost <= L/N;
+ * - controlled (default): everything live peers admitted more than U ago has
+ *   reached us (U = the longest any live peer has gone unseen); what they
+ *   admitted since is unknown. The headroom left for the last U ms, L - E_old,
+ *   is shared by demand (offered cost, which every node gossips), and this node
+ *   admits only while its own admissions in the last U ms stay within its share.
+ *   Summed over the nodes that is at most L;
+ * - every member stale, or still starting and not all expected peers heard (and
+ *   fallback on): admit while own counts + cost <= L/N;
  * - some members stale: each stale peer is counted as spending at least L/N.
+ * Time is the clock's (`check`) or the caller's (`checkAt`); an earlier time
+ * than one already used counts as standing still.
  */
 export class Engine implements RateLimiter {
   readonly nodeId: string;
@@ -208,7 +212,7 @@ export class Engine implements RateLimiter {
   private nextRefresh = Number.NEGATIVE_INFINITY;
   private tick = 0;
   private seq = 0;
-  /** Changes whenever the view changes (gossip in, own tick): budgets are recomputed. */
+  /** Changes whenever the view changes (gossip in, own tick): demand shares are recomputed. */
   private stamp = 0;
   private early = false;
   /** Min over live peers of the time (ours) their newest data was sent. */
