@@ -7,10 +7,10 @@ import {
   denyBadTime,
   exactRetry,
   type FitsAt,
+  floatSlack,
   isTime,
   positiveFinite,
   positiveInt,
-  REL_EPS,
 } from './shared.js';
 import type { AlgoResult, LocalAlgorithm } from './types.js';
 
@@ -62,11 +62,6 @@ export class Gcra implements LocalAlgorithm<GcraState>, FitsAt<GcraState> {
     return { tat: isTime(now) ? now * this.rate : Number.NEGATIVE_INFINITY };
   }
 
-  /** Float-noise slack (cells) for comparisons around `x = now × rate`. */
-  private slack(x: number): number {
-    return (Math.abs(x) + this.capacity) * REL_EPS;
-  }
-
   /** Outstanding debt in cells at `x = t × rate` (0 when the state is full, noise included). */
   private debt(state: GcraState, x: number, slack: number): number {
     const d = state.tat - x;
@@ -76,14 +71,14 @@ export class Gcra implements LocalAlgorithm<GcraState>, FitsAt<GcraState> {
   fitsAt(state: GcraState, cost: number, t: number): boolean {
     if (!isTime(t)) return false;
     const x = t * this.rate;
-    const slack = this.slack(x);
+    const slack = floatSlack(x, this.capacity);
     return this.debt(state, x, slack) + cost <= this.capacity + slack;
   }
 
   check(state: GcraState, cost: number, now: number, out: AlgoResult): boolean {
     if (!isTime(now)) return denyBadTime(out);
     const x = now * this.rate;
-    const slack = this.slack(x);
+    const slack = floatSlack(x, this.capacity);
     const debt = this.debt(state, x, slack);
     const resetNow = ceilMs((debt - slack) / this.rate);
     if (!costFits(cost, this.capacity)) return deny(out, cells(this.capacity - debt + slack), -1, resetNow);
@@ -104,6 +99,6 @@ export class Gcra implements LocalAlgorithm<GcraState>, FitsAt<GcraState> {
   isIdle(state: GcraState, now: number): boolean {
     if (!isTime(now)) return false;
     const x = now * this.rate;
-    return state.tat - x <= this.slack(x);
+    return state.tat - x <= floatSlack(x, this.capacity);
   }
 }

@@ -7,11 +7,11 @@ import {
   denyBadTime,
   exactRetry,
   type FitsAt,
+  floatSlack,
   isTime,
   nonNegativeFinite,
   positiveFinite,
   positiveInt,
-  REL_EPS,
 } from './shared.js';
 import type { AlgoResult, LocalAlgorithm } from './types.js';
 
@@ -72,11 +72,6 @@ export class LeakyBucket implements LocalAlgorithm<LeakyBucketState>, FitsAt<Lea
     return { empty: isTime(now) ? now * this.rate : Number.NEGATIVE_INFINITY };
   }
 
-  /** Float-noise slack (units) for comparisons around `x = now × rate`. */
-  private slack(x: number): number {
-    return (Math.abs(x) + this.capacity) * REL_EPS;
-  }
-
   /** Units queued at `x = t × rate` (0 when empty, noise included). */
   private queued(state: LeakyBucketState, x: number, slack: number): number {
     const q = state.empty - x;
@@ -91,7 +86,7 @@ export class LeakyBucket implements LocalAlgorithm<LeakyBucketState>, FitsAt<Lea
   fitsAt(state: LeakyBucketState, cost: number, t: number): boolean {
     if (!isTime(t)) return false;
     const x = t * this.rate;
-    const slack = this.slack(x);
+    const slack = floatSlack(x, this.capacity);
     const q = this.queued(state, x, slack);
     return q + cost <= this.capacity + slack && this.delay(q, slack) <= this.deadlineMs;
   }
@@ -99,7 +94,7 @@ export class LeakyBucket implements LocalAlgorithm<LeakyBucketState>, FitsAt<Lea
   check(state: LeakyBucketState, cost: number, now: number, out: AlgoResult): boolean {
     if (!isTime(now)) return denyBadTime(out);
     const x = now * this.rate;
-    const slack = this.slack(x);
+    const slack = floatSlack(x, this.capacity);
     const q = this.queued(state, x, slack);
     const resetNow = this.delay(q, slack);
     if (!costFits(cost, this.capacity)) return deny(out, cells(this.capacity - q + slack), -1, resetNow);
@@ -123,6 +118,6 @@ export class LeakyBucket implements LocalAlgorithm<LeakyBucketState>, FitsAt<Lea
   isIdle(state: LeakyBucketState, now: number): boolean {
     if (!isTime(now)) return false;
     const x = now * this.rate;
-    return state.empty - x <= this.slack(x);
+    return state.empty - x <= floatSlack(x, this.capacity);
   }
 }

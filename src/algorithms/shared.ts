@@ -44,6 +44,11 @@ export function exactRetry<S>(
  */
 export const REL_EPS = 2 ** -48;
 
+/** Float-noise slack (cells) for comparisons around `x = now × rate` on a state of `capacity` cells. */
+export function floatSlack(x: number, capacity: number): number {
+  return (Math.abs(x) + capacity) * REL_EPS;
+}
+
 /** A duration in ms rounded up to a whole ms, never negative. */
 export function ceilMs(ms: number): number {
   return ms > 0 ? Math.ceil(ms) : 0;
