@@ -64,7 +64,16 @@ export class KeyWindow {
   /** A local front limiter's state, when the policy has one. */
   local: unknown = undefined;
 
-  constructor(k: number) {
+  /**
+   * @param k buckets per window
+   * @param policy the index of the policy this key belongs to
+   * @param key the key
+   */
+  constructor(
+    k: number,
+    readonly policy = 0,
+    readonly key = '',
+  ) {
     this.k = k;
     this.r = k + 2;
     this.ids = new Float64Array(this.r).fill(Number.NaN);
@@ -175,6 +184,23 @@ export class KeyWindow {
     this.sum[s] = this.sum[s]! + delta;
     if (b > this.cur - this.k) this.full += delta;
     return delta;
+  }
+
+  /**
+   * Max-merge a count of this node's own origin learned back from a peer (after
+   * a restart this node's counts live on only there). Call after roll.
+   */
+  mergeOwnEntry(b: number, count: number): void {
+    if (b < this.cur - this.k || b > this.cur + 1) return;
+    const s = this.slotOf(b);
+    const delta = count - this.own[s]!;
+    if (delta <= 0) return;
+    this.own[s] = count;
+    this.sum[s] = this.sum[s]! + delta;
+    if (b > this.cur - this.k) {
+      this.full += delta;
+      this.ownFull += delta;
+    }
   }
 
   /** Origin `o`'s estimate in the window (0 when never heard). */

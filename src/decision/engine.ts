@@ -140,20 +140,6 @@ function newEval(): Eval {
   };
 }
 
-function copyEval(from: Eval, to: Eval): void {
-  to.allowed = from.allowed;
-  to.rule = from.rule;
-  to.mode = from.mode;
-  to.remaining = from.remaining;
-  to.retryAfterMs = from.retryAfterMs;
-  to.resetMs = from.resetMs;
-  to.delayMs = from.delayMs;
-  to.rt = from.rt;
-  to.key = from.key;
-  to.kw = from.kw;
-  to.entry = from.entry;
-}
-
 function positiveInt(v: unknown, field: string, def: number, min = 1): number {
   if (v === undefined) return def;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
@@ -219,11 +205,7 @@ export class Engine implements RateLimiter {
   private oldestSent = Number.POSITIVE_INFINITY;
   private readonly algoOut: AlgoResult = newAlgoResult();
   private readonly cur: Eval = newEval();
-  private readonly worst: Eval = newEval();
-  private readonly best: Eval = newEval();
   private readonly counters: EngineStats;
-  /** Keys of global policies, by policy index then key, for gossip entries. */
-  private readonly keyOf = new WeakMap<KeyWindow, { policy: number; key: string }>();
 
   constructor(opts: EngineOptions) {
     if (opts === null || typeof opts !== 'object') {
@@ -366,7 +348,7 @@ export class Engine implements RateLimiter {
       const sent = p.lastHeard - Math.min(p.delayMs, this.staleAfterMs);
       if (sent < oldest) oldest = sent;
       // a peer is stale once its data age passes staleAfterMs
-      const due = p.lastHeard - Math.min(p.delayMs, this.expectedDelayMs) + this.staleAfterMs;
+      const due = this.peers.staleAt(p);
       if (due < firstStale) firstStale = due;
     }
     this.oldestSent = oldest;
@@ -398,7 +380,7 @@ export class Engine implements RateLimiter {
         'policy',
       );
     }
-    this.checkCost(rt, cost);
+    checkCost(cost, rt.policy);
     const now = this.at(time);
     if (typeof keys === 'string') {
       const e = this.cur;
@@ -442,7 +424,7 @@ export class Engine implements RateLimiter {
           `pairs[${i}]`,
         );
       }
-      this.checkCost(rt, cost);
+      checkCost(cost, rt.policy);
       rts.push(rt);
     }
     const now = this.at(time);
@@ -459,10 +441,6 @@ export class Engine implements RateLimiter {
     return d;
   }
 
-  private checkCost(rt: PolicyRt, cost: number): void {
-    checkCost(cost, rt.policy);
-  }
-
   /** Evaluate every pair; spend on all only if all allow (shadow policies never block). */
   private evaluateAll(
     n: number,
@@ -472,31 +450,31 @@ export class Engine implements RateLimiter {
     now: number,
     outcomes?: KeyOutcome[],
   ): Decision {
-    const e = this.cur;
-    const worst = this.worst;
-    const best = this.best;
+    let worst: Eval | undefined;
+    let best: Eval | undefined;
     let blocked = false;
-    let anyLimited = false;
     const evals: Eval[] = [];
     for (let i = 0; i < n; i++) {
       const rt = rtAt(i);
+      const e = newEval();
       this.evaluate(rt, keyAt(i), cost, now, e);
-      const kept = newEval();
-      copyEval(e, kept);
-      evals.push(kept);
+      evals.push(e);
       if (!e.allowed) {
-        if (!anyLimited || (!rt.policy.shadow && worst.rt!.policy.shadow)) copyEval(e, worst);
-        anyLimited = true;
+        // the first refusing pair decides, a blocking one before a shadow one
+        if (worst === undefined || (!rt.policy.shadow && worst.rt!.policy.shadow)) worst = e;
         if (!rt.policy.shadow) blocked = true;
-      } else if (i === 0 || e.remaining / rt.policy.limit < best.remaining / best.rt!.policy.limit) {
-        copyEval(e, best);
+      } else if (
+        best === undefined ||
+        e.remaining / rt.policy.limit < best.remaining / best.rt!.policy.limit
+      ) {
+        best = e;
       }
     }
+    // the request passes only once every refusing pair allows: wait for the slowest
+    let retry = 0;
     if (!blocked) {
       for (const ev of evals) if (ev.allowed) this.commit(ev, cost, now);
     } else {
-      // the request passes only once every refusing pair allows: wait for the slowest
-      let retry = 0;
       for (const ev of evals) {
         if (ev.allowed || ev.rt!.policy.shadow) continue;
         if (ev.retryAfterMs < 0) {
@@ -505,7 +483,6 @@ export class Engine implements RateLimiter {
         }
         if (ev.retryAfterMs > retry) retry = ev.retryAfterMs;
       }
-      worst.retryAfterMs = retry;
     }
     if (outcomes !== undefined) {
       for (const ev of evals) {
@@ -523,12 +500,12 @@ export class Engine implements RateLimiter {
         });
       }
     }
-    if (anyLimited) return this.finish(worst, !blocked);
-    return this.finish(best, true);
+    if (worst !== undefined) return this.finish(worst, !blocked, blocked ? retry : worst.retryAfterMs);
+    return this.finish(best!, true);
   }
 
   /** Turn an evaluation into the Decision value and count it. */
-  private finish(e: Eval, allowed: boolean): Decision {
+  private finish(e: Eval, allowed: boolean, retryAfterMs = e.retryAfterMs): Decision {
     const p = e.rt!.policy;
     const limited = !e.allowed;
     const c = this.counters;
@@ -549,7 +526,7 @@ export class Engine implements RateLimiter {
       mode: e.mode,
       limit: p.limit,
       remaining: e.remaining,
-      retryAfterMs: limited ? e.retryAfterMs : 0,
+      retryAfterMs: limited ? retryAfterMs : 0,
       resetMs: e.resetMs,
       delayMs: e.delayMs,
       shadow: p.shadow,
@@ -797,10 +774,9 @@ export class Engine implements RateLimiter {
   }
 
   private createWindow(rt: PolicyRt, key: string): KeyWindow {
-    const kw = new KeyWindow(rt.policy.buckets);
+    const kw = new KeyWindow(rt.policy.buckets, rt.idx, key);
     kw.created = this.lastNow;
     this.windows[rt.idx]!.insert(key, kw, (_k, v) => this.forget(v));
-    this.keyOf.set(kw, { policy: rt.idx, key });
     return kw;
   }
 
@@ -845,8 +821,7 @@ export class Engine implements RateLimiter {
     const anti = this.tick % this.antiEntropyTicks === 0;
     const entries: WireEntry[] = [];
     for (const kw of this.dirty) {
-      const meta = this.keyOf.get(kw)!;
-      const rt = this.rts[meta.policy]!;
+      const rt = this.rts[kw.policy]!;
       const pos = now / rt.bw;
       const c = Math.floor(pos);
       if (c > kw.cur) kw.roll(c);
@@ -858,7 +833,7 @@ export class Engine implements RateLimiter {
         continue;
       }
       if (!recent && !anti) continue;
-      entries.push(this.ownEntry(kw, rt.wire, meta.key, 0, now, rt));
+      entries.push(this.ownEntry(kw, rt.wire, kw.key, 0, now, rt));
       kw.unsynced = 0;
     }
     this.seq++;
@@ -966,7 +941,7 @@ export class Engine implements RateLimiter {
         capped = true;
       }
       total += v;
-      if (origin === 0) this.mergeOwn(kw, e.base + i, v);
+      if (origin === 0) kw.mergeOwnEntry(e.base + i, v);
       else kw.mergeEntry(origin, e.base + i, v);
     }
     if (capped) this.counters.capped++;
@@ -975,20 +950,6 @@ export class Engine implements RateLimiter {
       const demandCap = 1000 * L;
       arr[kw.r] = Math.min(e.demand, demandCap);
       arr[kw.r + 1] = now;
-    }
-  }
-
-  /** Counts of our own origin learned back from a peer (after a restart): max-merge into own. */
-  private mergeOwn(kw: KeyWindow, b: number, v: number): void {
-    if (b < kw.cur - kw.k || b > kw.cur + 1) return;
-    const s = kw.slotOf(b);
-    const delta = v - kw.own[s]!;
-    if (delta <= 0) return;
-    kw.own[s] = v;
-    kw.sum[s] = kw.sum[s]! + delta;
-    if (b > kw.cur - kw.k) {
-      kw.full += delta;
-      kw.ownFull += delta;
     }
   }
 

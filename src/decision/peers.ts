@@ -71,11 +71,12 @@ export class PeerTable {
   }
 
   /**
-   * How old a peer's newest data is: since it arrived plus its measured delay,
-   * the delay capped at the expected one (a skewed clock inflates the measure).
+   * When a peer turns stale: its newest data (arrival time less its measured
+   * delay, the delay capped at the expected one since a skewed clock inflates
+   * the measure) plus staleAfterMs.
    */
-  dataAge(p: PeerState, now: number): number {
-    return now - p.lastHeard + Math.min(p.delayMs, this.expectedDelayMs);
+  staleAt(p: PeerState): number {
+    return p.lastHeard - Math.min(p.delayMs, this.expectedDelayMs) + this.staleAfterMs;
   }
 
   get size(): number {
@@ -133,7 +134,7 @@ export class PeerTable {
     const stale: PeerState[] = [];
     for (const p of this.byId.values()) {
       if (!p.member) continue;
-      p.stale = this.dataAge(p, now) > this.staleAfterMs;
+      p.stale = now > this.staleAt(p);
       (p.stale ? stale : live).push(p);
     }
     const departed: string[] = [];
@@ -170,7 +171,7 @@ export class PeerTable {
       out.push({
         id: p.id,
         ageMs: Math.max(0, now - p.lastHeard),
-        stale: this.dataAge(p, now) > this.staleAfterMs,
+        stale: now > this.staleAt(p),
         delayMs: p.delayMs,
         clockOffsetMs: p.clockOffsetMs,
         members: p.members,
