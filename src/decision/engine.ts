@@ -101,6 +101,9 @@ interface PolicyRt {
   readonly local: boolean;
   /** Index on the wire: the position of the name in the name-sorted set (the version hash ignores order). */
   wire: number;
+  /** The last key decided on and its window: a hot key skips the map lookup. Cleared when the window is dropped. */
+  hotKey: string | undefined;
+  hotKw: KeyWindow | undefined;
 }
 
 /** Per-key bookkeeping of local-scope policies. */
@@ -186,6 +189,8 @@ export class Engine implements RateLimiter {
   private readonly clock: Clock;
   private readonly rts: PolicyRt[];
   private readonly rtByName = new Map<string, PolicyRt>();
+  /** The policy of the last check: a caller checking one policy skips the name lookup. */
+  private lastRt: PolicyRt | undefined;
   private readonly rtByWire: PolicyRt[];
   private readonly windows: KeyStore<KeyWindow>[];
   private readonly locals: KeyStore<LocalEntry>[];
@@ -266,6 +271,8 @@ export class Engine implements RateLimiter {
         earlyAt: Math.max(1, Math.ceil(policy.limit * earlyFrac)),
         local: policy.scope === 'local',
         wire: 0,
+        hotKey: undefined,
+        hotKw: undefined,
       };
       this.rtByName.set(policy.name, rt);
       return rt;
@@ -372,7 +379,8 @@ export class Engine implements RateLimiter {
    * time earlier than one already used is treated as that time.
    */
   checkAt(time: number, policy: string, keys: string | readonly string[], cost = 1): Decision {
-    const rt = this.rtByName.get(policy);
+    let rt = this.lastRt;
+    if (rt === undefined || policy !== rt.policy.name) rt = this.rtByName.get(policy);
     if (rt === undefined) {
       throw new RateMeshError(
         ErrorCodes.POLICY_UNKNOWN,
@@ -380,6 +388,7 @@ export class Engine implements RateLimiter {
         'policy',
       );
     }
+    this.lastRt = rt;
     checkCost(cost, rt.policy);
     const now = this.at(time);
     if (typeof keys === 'string') {
@@ -547,8 +556,14 @@ export class Engine implements RateLimiter {
     }
     const p = rt.policy;
     const L = p.limit;
-    let kw = this.windows[rt.idx]!.get(key);
-    if (kw === undefined) kw = this.createWindow(rt, validateKey(key));
+    let kw: KeyWindow | undefined;
+    if (key === rt.hotKey) kw = rt.hotKw!;
+    else {
+      kw = this.windows[rt.idx]!.get(key);
+      if (kw === undefined) kw = this.createWindow(rt, validateKey(key));
+      rt.hotKey = key;
+      rt.hotKw = kw;
+    }
     out.kw = kw;
     const pos = now / rt.bw;
     const c = Math.floor(pos);
@@ -781,6 +796,11 @@ export class Engine implements RateLimiter {
   }
 
   private forget(kw: KeyWindow): void {
+    const rt = this.rts[kw.policy]!;
+    if (rt.hotKw === kw) {
+      rt.hotKey = undefined;
+      rt.hotKw = undefined;
+    }
     if (kw.inDirty) {
       this.dirty.delete(kw);
       kw.inDirty = false;

@@ -2,6 +2,7 @@ import './polyfill.js';
 import type { Message, SubscriptionChangeData, TopicValidatorFn } from '@libp2p/gossipsub';
 import { TopicValidatorResult } from '@libp2p/gossipsub';
 import type { PeerId } from '@libp2p/interface';
+import { warmUp } from '../decision/warm.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey } from '../types.js';
 import {
   MAX_PUBLISHES_IN_FLIGHT,
@@ -152,6 +153,12 @@ class MeshLimiterImpl implements MeshLimiter {
     const cfg = this.cfg;
     this.state = 'starting';
     try {
+      // compile the decision path before the first request (throwaway engines; no state shared)
+      const warm = warmUp(cfg.policies);
+      cfg.logger.debug(
+        { decisions: warm.decisions, ms: Math.round(warm.ms) },
+        'ratemesh decision path warmed up',
+      );
       const node = await createMeshNode({
         listen: cfg.listen,
         privateKey: cfg.privateKey,

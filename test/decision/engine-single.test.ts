@@ -582,6 +582,36 @@ describe('key cap', () => {
   });
 });
 
+describe('hot-key shortcut', () => {
+  it('a hot key evicted by gossip for new keys starts a fresh window in the store, never the dropped one', () => {
+    const clock = new ManualClock(T0);
+    const peer = new Engine({ policies: [P], clock, nodeId: 'peer', maxKeys: 1000 });
+    const e = new Engine({ policies: [P], clock, nodeId: 'self', maxKeys: 10 });
+    expect(spend(e, 'p', 'hot', 3)).toBe(3);
+    clock.advance(5000); // 'hot' has aged out: the first key eviction drops
+    for (let i = 0; i < 20; i++) peer.check('p', `peer:${i}`);
+    expect(e.receiveGossip('peer', peer.buildGossip()).ok).toBe(true);
+    expect(e.stats().evictions).toBeGreaterThan(0);
+    // the hot key was dropped from the store; checking it again must count in the store's window
+    expect(e.check('p', 'hot').allowed).toBe(true);
+    expect(e.estimate('p', 'hot')).toBe(1);
+    const m = decodeMessage(e.buildGossip(), e.version);
+    if (!m.ok || m.message.type !== TYPE_GOSSIP) throw new Error('expected a gossip message');
+    expect(m.message.entries.map((x) => x.key)).toContain('hot');
+  });
+
+  it('switching policies and keys between calls decides each on its own window', () => {
+    const { e } = engine([P, { name: 'q', limit: 2, windowMs: 1000 }]);
+    expect(spend(e, 'p', 'a', 10)).toBe(10);
+    expect(e.check('q', 'a').allowed).toBe(true);
+    expect(e.check('p', 'b').allowed).toBe(true);
+    expect(e.check('q', 'a').allowed).toBe(true);
+    expect(e.check('q', 'a').allowed).toBe(false);
+    expect(e.check('p', 'a').allowed).toBe(false);
+    expect(e.estimate('p', 'b')).toBe(1);
+  });
+});
+
 describe('construction', () => {
   it('rejects bad options with ERR_CONFIG_INVALID and bad policies with ERR_POLICY_INVALID', () => {
     const c = new ManualClock(0);
