@@ -74,7 +74,7 @@ class RogueEngine extends Engine {
       demand: o.demand ?? 1e9,
     });
     const msg = (entries: ReturnType<typeof entry>[], version = this.version) =>
-      encodeGossip({ version, seq: this.rogueSeq++, sentAt: now, members: 2, entries });
+      encodeGossip({ version, seq: this.rogueSeq++, sentAt: now, members: 2, reach: 2, entries });
     const kinds = [
       'inflated',
       'garbage',

@@ -2,7 +2,7 @@
  * Versioned compact binary encoding of gossip and sync messages. The schema is
  * written out in docs/wire-format.md; in short every message is
  *
- *   magic 0x52 ('R') · format 1 · type · policy-set version (8 bytes) · body
+ *   magic 0x52 ('R') · format 2 · type · policy-set version (8 bytes) · body
  *
  * with unsigned LEB128 varints (up to 2^53) and little-endian float64 times.
  * Decoding validates every field and bound before anything is returned, so a
@@ -10,7 +10,8 @@
  */
 
 export const MAGIC = 0x52;
-export const FORMAT = 1;
+/** Format 2 added `reach` to the gossip header (format 1 had none). */
+export const FORMAT = 2;
 export const TYPE_GOSSIP = 1;
 export const TYPE_SYNC_REQUEST = 2;
 export const TYPE_SYNC_RESPONSE = 3;
@@ -47,6 +48,12 @@ export interface GossipMessage {
   sentAt: number;
   /** Live members the sender knows, itself included. */
   members: number;
+  /**
+   * Members the sender published this message to directly, itself included
+   * (its connected subscribers + 1). A receiver that knows no more members than
+   * this need not relay it: everyone it knows already has it from the origin.
+   */
+  reach: number;
   entries: WireEntry[];
 }
 
@@ -228,6 +235,7 @@ export function encodeGossip(m: Omit<GossipMessage, 'type'>): Uint8Array {
   w.varint(m.seq);
   w.f64(m.sentAt);
   w.varint(m.members);
+  w.varint(m.reach);
   w.varint(m.entries.length);
   for (const e of m.entries) writeEntry(w, e, false);
   return w.finish();
@@ -296,11 +304,13 @@ export function decodeMessage(
       const sentAt = r.f64();
       const members = r.varint();
       if (members === 0 || members > LIMITS.origins) throw 'bad-field';
+      const reach = r.varint();
+      if (reach === 0 || reach > LIMITS.origins) throw 'bad-field';
       const n = r.varint();
       if (n > LIMITS.entries) throw 'too-many-entries';
       const entries: WireEntry[] = [];
       for (let i = 0; i < n; i++) entries.push(readEntry(r, 0));
-      message = { type, version, seq, sentAt, members, entries };
+      message = { type, version, seq, sentAt, members, reach, entries };
     } else if (type === TYPE_SYNC_REQUEST) {
       message = { type, version, t0: r.f64() };
     } else {
@@ -321,5 +331,27 @@ export function decodeMessage(
   } catch (e) {
     if (typeof e === 'string') return { ok: false, reason: e as DecodeError };
     return { ok: false, reason: 'bad-field' };
+  }
+}
+
+/**
+ * The `reach` of a gossip message from its header alone (no entries decoded),
+ * for the relay decision before the message is merged; 0 when the bytes are
+ * not a well-formed gossip header of this format and `expectVersion`.
+ */
+export function peekGossipReach(bytes: Uint8Array, expectVersion: string): number {
+  if (!(bytes instanceof Uint8Array) || bytes.length > LIMITS.gossipBytes) return 0;
+  const r = new Reader(bytes);
+  try {
+    if (r.u8() !== MAGIC || r.u8() !== FORMAT || r.u8() !== TYPE_GOSSIP) return 0;
+    if (hex(r.bytes(8)) !== expectVersion.slice(0, 16)) return 0;
+    r.varint();
+    r.f64();
+    const members = r.varint();
+    const reach = r.varint();
+    if (members === 0 || members > LIMITS.origins || reach === 0 || reach > LIMITS.origins) return 0;
+    return reach;
+  } catch {
+    return 0;
   }
 }

@@ -7,6 +7,7 @@ import {
   encodeGossip,
   encodeSyncRequest,
   encodeSyncResponse,
+  LIMITS,
   TYPE_GOSSIP,
   TYPE_SYNC_REQUEST,
   TYPE_SYNC_RESPONSE,
@@ -832,8 +833,13 @@ export class Engine implements RateLimiter {
    * The message for this tick: every recently touched key's full window of own
    * counts (so a lost message is repaired by the next) and its demand; an idle
    * node sends only the header (a heartbeat).
+   *
+   * `reach` is how many members the caller will hand the message to directly,
+   * this node included (the mesh: its connected subscribers + 1); it goes in the
+   * header so receivers can tell whether anyone they know still needs a relay.
+   * Default: every live member (a network that delivers to all).
    */
-  buildGossip(): Uint8Array {
+  buildGossip(_now?: number, reach?: number): Uint8Array {
     const now = this.now();
     this.tick++;
     this.stamp++;
@@ -862,6 +868,10 @@ export class Engine implements RateLimiter {
       seq: this.seq,
       sentAt: now,
       members: this.peers.live.length + 1,
+      reach:
+        reach === undefined
+          ? this.peers.live.length + 1
+          : Math.max(1, Math.min(LIMITS.origins, Math.floor(reach) || 1)),
       entries,
     });
     this.counters.gossipOut++;
@@ -1067,6 +1077,11 @@ export class Engine implements RateLimiter {
   }
 
   /** The transport saw a peer leave: it stops being a member (its counts age out). */
+  /** Members this node counts, itself included (N of the L/N fallback): a relay decision compares it with a message's reach. */
+  memberCount(): number {
+    return this.peers.knownN;
+  }
+
   peerDeparted(id: string): void {
     const p = this.peers.get(id);
     if (p === undefined) return;

@@ -24,8 +24,13 @@ export interface EnginePeer {
 export interface MeshEngine extends RateLimiter {
   /** Policy-set version hash; the gossip topic is `ratemesh/<version>`. */
   readonly version: string;
-  /** This tick's message: every touched key's window of own counts, or a heartbeat. */
-  buildGossip(now?: number): Uint8Array;
+  /**
+   * This tick's message: every touched key's window of own counts, or a heartbeat.
+   * `reach`: members the message goes to directly, this node included.
+   */
+  buildGossip(now?: number, reach?: number): Uint8Array;
+  /** Members this node counts, itself included (the N of L/N). */
+  memberCount(): number;
   /** Cheap; true when unsynced own counts crossed the early-publish threshold. */
   wantsEarlyPublish(): boolean;
   /** Never throws; a refused message is counted inside and explained by `reason`. */

@@ -2,6 +2,7 @@ import './polyfill.js';
 import type { Message, SubscriptionChangeData, TopicValidatorFn } from '@libp2p/gossipsub';
 import { TopicValidatorResult } from '@libp2p/gossipsub';
 import type { PeerId } from '@libp2p/interface';
+import { peekGossipReach } from '../crdt/codec.js';
 import { warmUp } from '../decision/warm.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey } from '../types.js';
 import {
@@ -98,6 +99,8 @@ class MeshLimiterImpl implements MeshLimiter {
         msgsIn: 0,
         bytesIn: 0,
         rejected: {},
+        relayed: 0,
+        notRelayed: 0,
       },
       drops: {},
       injected: { delayMs: cfg.injectDelayMs, loss: cfg.injectLoss, delayed: 0, dropped: 0 },
@@ -172,7 +175,6 @@ class MeshLimiterImpl implements MeshLimiter {
       });
       this.node = node;
       const pubsub = node.services.pubsub;
-      pubsub.addEventListener('message', this.onMessage);
       pubsub.addEventListener('subscription-change', this.onSubscriptionChange);
       node.addEventListener('peer:disconnect', this.onPeerDisconnect);
       pubsub.topicValidators.set(this.topic, this.validate);
@@ -247,7 +249,6 @@ class MeshLimiterImpl implements MeshLimiter {
     const node = this.node;
     if (node !== undefined) {
       const pubsub = node.services.pubsub;
-      pubsub.removeEventListener('message', this.onMessage);
       pubsub.removeEventListener('subscription-change', this.onSubscriptionChange);
       node.removeEventListener('peer:disconnect', this.onPeerDisconnect);
       pubsub.topicValidators.delete(this.topic);
@@ -301,9 +302,11 @@ class MeshLimiterImpl implements MeshLimiter {
       bump(this.counters.drops, 'publish-backlog');
       return;
     }
-    const data = this.engine.buildGossip(this.cfg.clock.now());
+    const pubsub = node.services.pubsub;
+    // floodPublish hands the message to every connected subscriber: that, plus us, is its reach
+    const data = this.engine.buildGossip(this.cfg.clock.now(), pubsub.getSubscribers(this.topic).length + 1);
     this.publishesInFlight++;
-    node.services.pubsub.publish(this.topic, data).then(
+    pubsub.publish(this.topic, data).then(
       () => {
         this.publishesInFlight--;
         this.counters.gossip.msgsOut++;
@@ -319,7 +322,13 @@ class MeshLimiterImpl implements MeshLimiter {
 
   // ---- gossip in ----
 
-  /** Transport checks that run before gossipsub forwards a message: signed, not oversized. */
+  /**
+   * Every message on our topic that passed gossipsub's signature check comes
+   * here exactly once (gossipsub drops duplicates before). It goes to the
+   * engine, and the answer tells gossipsub whether to relay it: Reject for a
+   * message that is unsigned, oversized or whose header does not parse (never
+   * relayed), Accept to relay it to our mesh peers, Ignore not to.
+   */
   private readonly validate: TopicValidatorFn = (_peer, msg) => {
     if (msg.type !== 'signed') {
       bump(this.counters.drops, 'unsigned');
@@ -329,11 +338,36 @@ class MeshLimiterImpl implements MeshLimiter {
       bump(this.counters.drops, 'oversize');
       return TopicValidatorResult.Reject;
     }
-    return TopicValidatorResult.Accept;
+    this.receive(msg);
+    return this.relayDecision(msg.data);
   };
 
-  private readonly onMessage = (evt: CustomEvent<Message>): void => {
-    const msg = evt.detail;
+  /**
+   * Relay or not. The origin published straight to every subscriber it is
+   * connected to (floodPublish) and says how many that was (`reach`, itself
+   * included). When that is at least the number of members this node knows,
+   * everyone here already has the message from the origin and a relay would
+   * only make duplicates (in a full mesh of N nodes, relaying multiplies what
+   * each node receives by up to D + 1). When the origin reaches fewer, some
+   * member is not connected to it and the message is relayed through the mesh.
+   */
+  private relayDecision(data: Uint8Array): TopicValidatorResult {
+    const g = this.counters.gossip;
+    if (this.isolated) return TopicValidatorResult.Ignore;
+    const mode = this.cfg.relay;
+    if (mode !== 'always') {
+      const reach = peekGossipReach(data, this.engine.version);
+      if (reach === 0) return TopicValidatorResult.Reject; // the engine counted why
+      if (mode === 'never' || reach >= this.engine.memberCount()) {
+        g.notRelayed++;
+        return TopicValidatorResult.Ignore;
+      }
+    }
+    g.relayed++;
+    return TopicValidatorResult.Accept;
+  }
+
+  private receive(msg: Message): void {
     if (msg.topic !== this.topic) {
       bump(this.counters.drops, 'wrong-topic');
       return;
@@ -366,7 +400,7 @@ class MeshLimiterImpl implements MeshLimiter {
       return;
     }
     this.deliver(from, msg.from, msg.data);
-  };
+  }
 
   private deliver(from: string, peerId: PeerId, data: Uint8Array): void {
     if (this.state !== 'running') {

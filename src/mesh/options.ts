@@ -25,7 +25,7 @@ import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
 import { generateIdentity, identityFromProtobuf } from './identity.js';
 import { stderrLogger } from './logger.js';
-import type { Logger, MeshLimiterOptions } from './types.js';
+import type { Logger, MeshLimiterOptions, RelayMode } from './types.js';
 
 /** MeshLimiterOptions parsed once: defaults filled, every field checked. */
 export interface MeshConfig {
@@ -42,6 +42,7 @@ export interface MeshConfig {
   injectLoss: number;
   injectSeed: number;
   meshDegree: { D: number; Dlo: number; Dhi: number };
+  relay: RelayMode;
   heartbeatMs: number;
   maxMessageBytes: number;
   maxSyncBytes: number;
@@ -68,6 +69,7 @@ const KNOWN = new Set<string>([
   'injectLoss',
   'injectSeed',
   'meshDegree',
+  'relay',
   'heartbeatMs',
   'maxMessageBytes',
   'maxSyncBytes',
@@ -173,6 +175,11 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
   const Dhi = num('meshDegree.Dhi', degree.Dhi, 0, 1, 64, true);
   if (!(Dlo <= D && D <= Dhi)) bad('meshDegree', `needs Dlo <= D <= Dhi (got ${Dlo}, ${D}, ${Dhi})`);
 
+  const relay = opts.relay ?? 'auto';
+  if (relay !== 'auto' && relay !== 'always' && relay !== 'never') {
+    bad('relay', `must be 'auto', 'always' or 'never' (got ${JSON.stringify(String(relay))})`);
+  }
+
   if (opts.engineFactory !== undefined && typeof opts.engineFactory !== 'function') {
     bad('engineFactory', 'must be a function');
   }
@@ -198,6 +205,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
       true,
     ),
     meshDegree: { D, Dlo, Dhi },
+    relay,
     heartbeatMs: num('heartbeatMs', opts.heartbeatMs, DEFAULT_HEARTBEAT_MS, 50, 60_000),
     maxMessageBytes: num(
       'maxMessageBytes',

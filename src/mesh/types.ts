@@ -35,6 +35,15 @@ export interface MeshLimiterOptions {
   injectSeed?: number;
   /** Gossipsub mesh degree. Default { D: 3, Dlo: 2, Dhi: 4 }. */
   meshDegree?: { D: number; Dlo: number; Dhi: number };
+  /**
+   * Whether received gossip is relayed through the gossipsub mesh. `'auto'`
+   * (default): only when its origin did not reach every member this node knows
+   * directly (every message carries how many it reached), so a full mesh, as
+   * a DNS name or a complete bootstrap list gives, sends each message once to
+   * each node, and a partial one still relays. `'always'`: every message
+   * (plain gossipsub). `'never'`: none (only for a mesh known to be full).
+   */
+  relay?: RelayMode;
   /** Gossipsub heartbeat (mesh upkeep), ms. Default 700. */
   heartbeatMs?: number;
   /** Largest gossip message accepted from a peer, bytes; larger ones are dropped and counted. Default 1 MiB. */
@@ -56,6 +65,9 @@ export interface MeshLimiterOptions {
   /** Tests only: builds the engine instead of the real decision engine. */
   engineFactory?: EngineFactory;
 }
+
+/** See {@link MeshLimiterOptions.relay}. */
+export type RelayMode = 'auto' | 'always' | 'never';
 
 /** One peer as seen by this node. */
 export interface PeerInfo {
@@ -97,6 +109,9 @@ export interface MeshStats {
     bytesIn: number;
     /** Messages the engine refused, by its reason (the engine keeps its own detailed counts). */
     rejected: Record<string, number>;
+    /** Received messages handed back to gossipsub to relay, and not to (their origin reached everyone we know). */
+    relayed: number;
+    notRelayed: number;
   };
   /** Transport-level drops, by reason (oversize, unsigned, self, stopped, ...). */
   drops: Record<string, number>;

@@ -9,6 +9,7 @@ import {
   type GossipMessage,
   LIMITS,
   MAGIC,
+  peekGossipReach,
   type SyncResponse,
   TYPE_GOSSIP,
   TYPE_SYNC_REQUEST,
@@ -26,6 +27,7 @@ const gossip: Omit<GossipMessage, 'type'> = {
   seq: 42,
   sentAt: 1_700_000_000_123.5,
   members: 3,
+  reach: 3,
   entries: [
     {
       origin: 0,
@@ -67,6 +69,7 @@ function rawGossip(opts: {
   seq?: number;
   sentAt?: number;
   members?: number;
+  reach?: number;
   n?: number;
   entries?: (w: Writer) => void;
   tail?: number[];
@@ -79,6 +82,7 @@ function rawGossip(opts: {
   w.varint(opts.seq ?? 1);
   w.f64(opts.sentAt ?? 5);
   w.varint(opts.members ?? 1);
+  w.varint(opts.reach ?? 1);
   w.varint(opts.n ?? 0);
   opts.entries?.(w);
   for (const b of opts.tail ?? []) w.u8(b);
@@ -111,7 +115,7 @@ describe('codec round trips', () => {
   });
 
   it('gossip heartbeat (no entries)', () => {
-    const m = { version: V, seq: 0, sentAt: -5, members: 1, entries: [] };
+    const m = { version: V, seq: 0, sentAt: -5, members: 1, reach: 1, entries: [] };
     expect(decodeMessage(encodeGossip(m), V)).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m } });
   });
 
@@ -153,9 +157,10 @@ describe('codec round trips', () => {
         fc.maxSafeNat(),
         fc.double({ noNaN: true, noDefaultInfinity: true }),
         fc.integer({ min: 1, max: LIMITS.origins }),
+        fc.integer({ min: 1, max: LIMITS.origins }),
         fc.array(entryArb(0), { maxLength: 8 }),
-        (seq, sentAt, members, entries) => {
-          const m = { version: V, seq, sentAt, members, entries };
+        (seq, sentAt, members, reach, entries) => {
+          const m = { version: V, seq, sentAt, members, reach, entries };
           const dec = decodeMessage(encodeGossip(m), V);
           expect(dec).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m } });
         },
@@ -229,7 +234,10 @@ describe('codec rejects malformed input whole, never throwing', () => {
 
   it('an empty buffer is truncated', () => expectReason(new Uint8Array(0), 'truncated'));
   it('bad magic', () => expectReason(rawGossip({ magic: 0x53 }), 'bad-magic'));
-  it('bad format', () => expectReason(rawGossip({ format: 2 }), 'bad-format'));
+  it('bad format (format 1, without reach, is refused too)', () => {
+    expectReason(rawGossip({ format: FORMAT + 1 }), 'bad-format');
+    expectReason(rawGossip({ format: 1 }), 'bad-format');
+  });
   it('bad type', () => {
     expectReason(rawGossip({ type: 0 }), 'bad-type');
     expectReason(rawGossip({ type: 4 }), 'bad-type');
@@ -276,6 +284,25 @@ describe('codec rejects malformed input whole, never throwing', () => {
     expectReason(rawGossip({ members: 0 }), 'bad-field');
     expectReason(rawGossip({ members: LIMITS.origins + 1 }), 'bad-field');
     expect(decodeMessage(rawGossip({ members: LIMITS.origins }), V).ok).toBe(true);
+  });
+
+  it('reach 0 or above the cap', () => {
+    expectReason(rawGossip({ reach: 0 }), 'bad-field');
+    expectReason(rawGossip({ reach: LIMITS.origins + 1 }), 'bad-field');
+    expect(decodeMessage(rawGossip({ reach: LIMITS.origins }), V).ok).toBe(true);
+  });
+
+  it('peekGossipReach reads reach from the header, and 0 from anything that is not a gossip header of this version', () => {
+    expect(peekGossipReach(encodeGossip({ ...gossip, reach: 7 }), V)).toBe(7);
+    expect(peekGossipReach(rawGossip({ reach: 5, n: 3 }), V)).toBe(5); // entries are not read
+    expect(peekGossipReach(rawGossip({ reach: 5 }), OTHER)).toBe(0);
+    expect(peekGossipReach(rawGossip({ reach: 0 }), V)).toBe(0);
+    expect(peekGossipReach(rawGossip({ members: 0 }), V)).toBe(0);
+    expect(peekGossipReach(rawGossip({ format: 1 }), V)).toBe(0);
+    expect(peekGossipReach(encodeSyncRequest({ version: V, t0: 1 }), V)).toBe(0);
+    expect(peekGossipReach(encodeGossip(gossip).subarray(0, 20), V)).toBe(0);
+    expect(peekGossipReach(new Uint8Array(0), V)).toBe(0);
+    expect(peekGossipReach('x' as unknown as Uint8Array, V)).toBe(0);
   });
 
   it('a non-finite time', () => {

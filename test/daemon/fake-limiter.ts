@@ -120,6 +120,8 @@ export function emptyStats(peerId: string, topic: string): MeshStats {
       earlyPublishes: 0,
       msgsOut: 0,
       bytesOut: 0,
+      relayed: 0,
+      notRelayed: 0,
       publishErrors: 0,
       msgsIn: 0,
       bytesIn: 0,

@@ -34,6 +34,7 @@ function craft(to: Engine, entries: Partial<WireEntry>[], seq = 1, bw = 100): Ui
     seq,
     sentAt: now,
     members: 2,
+    reach: 2,
     entries: entries.map((e) => ({ origin: 0, policy: 0, key: 'k', base, counts: [0], demand: 0, ...e })),
   });
 }

@@ -582,6 +582,23 @@ describe('key cap', () => {
   });
 });
 
+describe('gossip header', () => {
+  it('carries reach as given (clamped to 1..origin cap), else every live member', () => {
+    const { e } = engine([P]);
+    const read = (bytes: Uint8Array) => {
+      const m = decodeMessage(bytes, e.version);
+      if (!m.ok || m.message.type !== TYPE_GOSSIP) throw new Error('expected a gossip message');
+      return m.message;
+    };
+    expect(read(e.buildGossip()).reach).toBe(1);
+    expect(read(e.buildGossip(undefined, 5)).reach).toBe(5);
+    expect(read(e.buildGossip(undefined, 0)).reach).toBe(1);
+    expect(read(e.buildGossip(undefined, Number.NaN)).reach).toBe(1);
+    expect(read(e.buildGossip(undefined, 1e9)).reach).toBe(1024);
+    expect(e.memberCount()).toBe(1);
+  });
+});
+
 describe('hot-key shortcut', () => {
   it('a hot key evicted by gossip for new keys starts a fresh window in the store, never the dropped one', () => {
     const clock = new ManualClock(T0);

@@ -65,6 +65,7 @@ describe('createMeshLimiter options', () => {
       'meshDegree',
     );
     expect(configError(() => createMeshLimiter({ ...base, policies: [] }))).toBe('policies');
+    expect(configError(() => createMeshLimiter({ ...base, relay: 'sometimes' as never }))).toBe('relay');
     expect(configError(() => createMeshLimiter({ ...base, gossipMs: 5 } as never))).toBe('gossipMs');
   });
 
@@ -123,6 +124,58 @@ describe('live mesh on loopback', () => {
       // One process, one clock: the sync round trip's offset estimate is within a few ms.
       for (const p of n.peers()) expect(Math.abs(p.clockOffsetMs)).toBeLessThan(250);
     }
+  });
+
+  it('in a full mesh no message is relayed once every member is connected (relay auto)', async () => {
+    const a = await cluster.add({ policies: NAIVE });
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
+    const c = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
+    const nodes = [a, b, c];
+    await waitFor('every node sees two live peers', () => nodes.every((n) => livePeers(n) === 2));
+    // let subscriptions settle: every origin then reaches both others directly
+    await waitFor(
+      'every node skips relaying',
+      () => nodes.every((n) => n.stats().gossip.notRelayed > 20),
+      20_000,
+    );
+    const before = nodes.map((n) => n.stats().gossip);
+    const inBefore = nodes.map(engineGossipIn);
+    await waitFor('each node receives 20 more messages', () =>
+      nodes.every((n, i) => engineGossipIn(n) > inBefore[i]! + 20),
+    );
+    nodes.forEach((n, i) => {
+      const g = n.stats().gossip;
+      expect(g.relayed).toBe(before[i]!.relayed);
+      expect(g.notRelayed).toBeGreaterThan(before[i]!.notRelayed + 20);
+      // nothing arrives twice: without relays each message comes once, from its origin
+      expect(g.rejected.duplicate ?? 0).toBe(before[i]!.rejected.duplicate ?? 0);
+    });
+  });
+
+  it('relays through a node in the middle when two members are not connected (A - S - B)', async () => {
+    const s = await cluster.add({ policies: NAIVE });
+    const a = await cluster.add({ policies: NAIVE, bootstrap: [dialable(s)] });
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(s)] });
+    await waitFor('A and B hear each other through S', () => livePeers(a) === 2 && livePeers(b) === 2);
+    expect(s.stats().gossip.relayed).toBeGreaterThan(0);
+    expect(s.stats().peers.connected).toBe(2);
+    expect(spend(a, 60)).toBe(60);
+    const after = clockNow();
+    await waitFor('B holds a message A built after its spend', () => heardSince(b, a, after));
+    expect(spend(b, 100)).toBe(40);
+  });
+
+  it("with relay 'never' in the middle, A and B never hear each other: the relay is what carries it", async () => {
+    const s = await cluster.add({ policies: NAIVE, relay: 'never' });
+    const a = await cluster.add({ policies: NAIVE, bootstrap: [dialable(s)] });
+    const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(s)] });
+    await waitFor('S hears both', () => livePeers(s) === 2);
+    const inA = engineGossipIn(a);
+    await waitFor('A receives 20 more messages from S', () => engineGossipIn(a) > inA + 20);
+    expect(a.peers().map((p) => p.id)).toEqual([s.peerId]);
+    expect(b.peers().map((p) => p.id)).toEqual([s.peerId]);
+    expect(s.stats().gossip.relayed).toBe(0);
+    expect(s.stats().gossip.notRelayed).toBeGreaterThan(20);
   });
 
   it('a late joiner pulls the mesh state by sync, not by waiting for gossip', async () => {
