@@ -9,7 +9,7 @@
  *   rogue    a member publishing malformed and inflated gossip on the real topic
  *            for 3 s: dropped and capped, counted by reason; worst 1 s <= L + 2 %
  *
- *   npm run mesh:drills -- [--gossip-ms 50] [--delay-ms 10] [--seconds 10] [--only restart,cut,rogue]
+ *   npm run mesh:drills -- [--gossip-ms 100] [--delay-ms 10] [--seconds 10] [--only restart,cut,rogue]
  *
  * Exits non-zero when a bound fails. Writes mesh-test/results/drills.json.
  */
@@ -342,7 +342,7 @@ export function printDrill(r: DrillResult): void {
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      'gossip-ms': { type: 'string', default: '50' },
+      'gossip-ms': { type: 'string', default: '100' },
       'delay-ms': { type: 'string', default: '10' },
       seconds: { type: 'string', default: '10' },
       only: { type: 'string', default: 'restart,restart-ungated,cut,rogue' },

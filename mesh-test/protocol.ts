@@ -63,7 +63,17 @@ export interface RunReport {
   /** CPU (user + system) over the replay, % of one core. */
   cpuPct: number;
   wallMs: number;
-  gossip: { msgsOut: number; bytesOut: number; msgsIn: number; bytesIn: number; earlyPublishes: number };
+  gossip: {
+    msgsOut: number;
+    bytesOut: number;
+    msgsIn: number;
+    bytesIn: number;
+    earlyPublishes: number;
+    /** Gossip ticks that fired during the run (one is due every g ms). */
+    ticks: number;
+    relayed: number;
+    notRelayed: number;
+  };
   drops: Record<string, number>;
   injected: { delayed: number; dropped: number };
   sync: { pulls: number; pullsOk: number; served: number };

@@ -1,6 +1,6 @@
 /** Defaults of the mesh layer; every one can be overridden through MeshLimiterOptions. */
 export const DEFAULT_LISTEN: readonly string[] = ['/ip4/0.0.0.0/tcp/0'];
-export const DEFAULT_GOSSIP_INTERVAL_MS = 50;
+export const DEFAULT_GOSSIP_INTERVAL_MS = 100;
 export const DEFAULT_EXPECTED_DELAY_MS = 10;
 /** Small mesh degree: a ratemesh mesh is a handful of nodes and every forward costs a signature check. */
 export const DEFAULT_MESH_DEGREE = { D: 3, Dlo: 2, Dhi: 4 } as const;

@@ -21,7 +21,7 @@ export interface MeshLimiterOptions {
   privateKey?: Uint8Array;
   /** Pre-shared key (libp2p pnet swarm key file contents) so outsiders cannot join. */
   psk?: Uint8Array;
-  /** Gossip tick interval, ms. Default 50 (what 8 signed nodes on 2 cores sustain). */
+  /** Gossip tick interval, ms. Default 100 (the smallest 8 signed nodes on 2 cores sustain: mesh-test/README.md). */
   gossipIntervalMs?: number;
   /** Expected one-way gossip delay, ms (feeds staleness). Default 10. */
   expectedDelayMs?: number;
