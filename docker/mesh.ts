@@ -61,7 +61,7 @@ const { values: argv } = parseArgs({
   options: {
     nodes: { type: 'string', default: '8' },
     'delay-ms': { type: 'string', default: '0' },
-    'gossip-ms': { type: 'string', default: '50' },
+    'gossip-ms': { type: 'string', default: '100' },
     seconds: { type: 'string', default: '10' },
     drills: { type: 'string', default: 'kill,partition' },
     'skip-build': { type: 'boolean', default: false },
