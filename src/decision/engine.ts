@@ -173,7 +173,9 @@ function positiveInt(v: unknown, field: string, def: number, min = 1): number {
  *   Summed over the nodes that is at most L;
  * - every member stale, or still starting and not all expected peers heard (and
  *   fallback on): admit while own counts + cost <= L/N;
- * - some members stale: each stale peer is counted as spending at least L/N.
+ * - some members stale: each stale peer counts as spending max(seen + unseen,
+ *   L/N), unseen being what it may have admitted at its reported demand rate
+ *   until its own view went stale (see staleReserve).
  * Time is the clock's (`check`) or the caller's (`checkAt`); an earlier time
  * than one already used counts as standing still.
  */
@@ -596,7 +598,7 @@ export class Engine implements RateLimiter {
       return;
     }
     let est = kw.estimate(w);
-    if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(kw, w, L);
+    if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(kw, w, L, now, p.windowMs);
     // the tolerance absorbs float error of the bucket weight at whole-ms boundaries
     if (est + cost > L + 1e-9) {
       this.deny(
@@ -748,19 +750,37 @@ export class Engine implements RateLimiter {
     const live = this.peers.live;
     for (let i = 0; i < live.length; i++) {
       const arr = kw.peers[live[i]!.idx];
-      if (arr !== undefined) total += reportedDemand(arr, kw.r, now, W);
+      if (arr !== undefined) total += reportedDemand(arr, kw.r, live[i]!.lastHeard, W);
     }
     kw.share = total > 0 ? own / total : 1 / (live.length + 1);
     kw.shareStamp = this.stamp;
   }
 
-  /** Extra count assumed for stale members: each spends at least L/N. */
-  private staleReserve(kw: KeyWindow, w: number, L: number): number {
+  /**
+   * Extra count assumed for stale members. A stale peer may have admitted,
+   * unseen, from its newest data we hold until its own view went stale as
+   * well (about staleAfter + d later; it then falls back to L/N on its own
+   * counts): at most its offered rate for the key over that stretch, the part
+   * of it still inside the window, and never more than L less what we saw.
+   * From then on it keeps its own window total within max(what it had, L/N).
+   * So a stale peer counts as spending max(seen + unseen, L/N).
+   */
+  private staleReserve(kw: KeyWindow, w: number, L: number, now: number, W: number): number {
     const perPeer = L / this.peers.knownN;
+    const r = kw.r;
     let extra = 0;
     for (const p of this.peers.stale) {
       const seen = kw.peerEstimate(p.idx, w);
-      if (seen < perPeer) extra += perPeer - seen;
+      let unseen = 0;
+      const arr = kw.peers[p.idx];
+      const demand = arr === undefined ? 0 : arr[r]!;
+      if (demand > 0) {
+        const sent = p.lastHeard - Math.min(p.delayMs, this.expectedDelayMs);
+        const end = Math.min(now, sent + this.staleAfterMs + this.expectedDelayMs);
+        const span = end - Math.max(sent, now - W);
+        if (span > 0) unseen = Math.min((demand / W) * span, Math.max(0, L - seen));
+      }
+      extra += Math.max(unseen, perPeer - seen);
     }
     return extra;
   }

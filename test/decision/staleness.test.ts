@@ -86,7 +86,7 @@ describe('staleness and fallback', () => {
     expect(a.check('p', 'k').rule).toBe('global-limit');
   });
 
-  it('partly stale: what a stale peer was seen to spend counts instead when it is more than L/N', () => {
+  it('partly stale: a stale peer counts as what it was seen to spend plus what it may have admitted unseen', () => {
     const { es, rounds } = mesh(3, { overAdmission: 'naive' });
     const [a, b, c] = es as [Engine, Engine, Engine];
     rounds(es, 2);
@@ -94,7 +94,14 @@ describe('staleness and fallback', () => {
     gossip(c, a, b);
     for (let i = 0; i < 6; i++) rounds([a, b], 1, 10);
     expect(a.stats().stalePeers).toBe(1);
-    expect(spend(a, 'p', 'k', 200)).toBe(L - 50);
+    // c offered 50 in its key's first bucket (100 ms): a demand of 500 per window. Until its own
+    // view went stale too (staleAfter + d = 60 ms after its last message) it may have admitted at
+    // that rate unseen: 30 more than the 50 seen, which is more than L/N = 30 on its own.
+    expect(spend(a, 'p', 'k', 200)).toBe(L - 50 - 30);
+    // once that stretch and c's counts have left the window, c counts as L/N only
+    rounds([a, b], 111, 10);
+    expect(a.stats().stalePeers).toBe(1);
+    expect(spend(a, 'p', 'k', 200)).toBe(L - L / 3);
   });
 
   it('controlled rule with a stale peer never admits more than the naive one', () => {
