@@ -133,6 +133,15 @@ export async function restartDrill(
       (x) => x.allowed && x.t >= serving && x.t < serving + 1000,
     ).length;
     const worstAroundRestart = worstRollingIn(out.admitted, serving - 1000, serving + 1000);
+    // Where it went: admitted per 250 ms from 1 s before the kill to 2 s after serving again, restarted node vs the rest.
+    const slices: string[] = [];
+    const node0 = out.decisions[0]!.filter((x) => x.allowed).map((x) => x.t);
+    for (let s = Math.floor((killedAt - 1000) / 250) * 250; s < serving + 2000; s += 250) {
+      const inSlice = (t: number) => t >= s && t < s + 250;
+      const all = out.admitted.filter(inSlice).length;
+      const own = node0.filter(inSlice).length;
+      slices.push(`${s}:${own}+${all - own}`);
+    }
     const checks = [
       check('worst 1 s over the drill', f.worst_1s, `<= ${BOUND}`, f.worst_1s <= BOUND),
       check(
@@ -170,6 +179,7 @@ export async function restartDrill(
         restarted_sync: newReport?.sync,
         restarted_mode_counts: newReport?.engine.byMode,
         skipped_while_down: newReport?.skipped,
+        admitted_per_250ms_restarted_plus_rest: slices.join(' '),
       },
     };
   } finally {
