@@ -6,7 +6,14 @@ import type { DecisionMode } from '../types.js';
 export type DecisionResult = 'allowed' | 'limited' | 'shadow';
 
 /** Routes as metric labels: a fixed set, so unknown paths cannot grow the label space. */
-export type RouteLabel = '/v1/check' | '/v1/peers' | '/v1/stats' | '/healthz' | '/metrics' | 'other';
+export type RouteLabel =
+  | '/v1/check'
+  | '/v1/check/batch'
+  | '/v1/peers'
+  | '/v1/stats'
+  | '/healthz'
+  | '/metrics'
+  | 'other';
 
 /** Bounds of the decision latency histogram, seconds: 1 µs to 10 ms. */
 const LATENCY_BUCKETS = [1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2];

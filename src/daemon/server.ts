@@ -21,6 +21,8 @@ export const HttpErrorCodes = {
 
 /** Most keys (or pairs) one check may carry. */
 export const MAX_KEYS_PER_CHECK = 32;
+/** Most checks one `POST /v1/check/batch` may carry (the body size cap also applies). */
+export const MAX_BATCH = 1000;
 /** Most rows `GET /v1/stats?top=N` returns. */
 export const MAX_TOP = 1000;
 
@@ -59,6 +61,7 @@ class HttpError extends Error {
 
 const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> = {
   '/v1/check': { methods: ['POST'], label: '/v1/check' },
+  '/v1/check/batch': { methods: ['POST'], label: '/v1/check/batch' },
   '/v1/peers': { methods: ['GET', 'HEAD'], label: '/v1/peers' },
   '/v1/stats': { methods: ['GET', 'HEAD'], label: '/v1/stats' },
   '/healthz': { methods: ['GET', 'HEAD'], label: '/healthz' },
@@ -77,6 +80,12 @@ const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> 
  *   **200 when `allowed`, 429 when not** (with `Retry-After` in seconds when a
  *   retry can succeed), so a proxy can act on the status alone. Shadow-mode
  *   decisions are allowed, so 200 with `limited: true`.
+ * - `POST /v1/check/batch` — `{ "requests": [<a /v1/check body>, ...] }` (1..1000):
+ *   each decided in order, as if sent one by one, in one round trip. Answers
+ *   200 with `{ "decisions": [...] }`, one per request in order: the decision
+ *   plus its `status` (200 or 429) and `retryAfter`, or for a request that is
+ *   invalid `{ "status": 400, "error": {...} }` naming the field
+ *   (`body.requests[3].cost`); the others are decided all the same.
  * - `GET /v1/peers`, `GET /v1/stats[?top=N]`, `GET /healthz`, `GET /metrics`.
  */
 export function createCheckServer(deps: CheckServerDeps): { server: Server; state: ServerState } {
@@ -136,6 +145,9 @@ async function handle(
       case '/v1/check':
         status = await check(deps, state, req, res);
         break;
+      case '/v1/check/batch':
+        status = await checkBatch(deps, state, req, res);
+        break;
       case '/v1/peers':
         status = send(res, 200, peersBody(deps.limiter), state);
         break;
@@ -164,18 +176,12 @@ async function handle(
   }
 }
 
-/** Reads, validates and decides one `POST /v1/check`; returns the status sent. */
-async function check(
-  deps: CheckServerDeps,
-  state: ServerState,
-  req: IncomingMessage,
-  res: ServerResponse,
-): Promise<number> {
+/** Checks the content type, reads the body within the cap and parses it as JSON. */
+async function readJson(deps: CheckServerDeps, req: IncomingMessage): Promise<unknown> {
   checkContentType(req.headers['content-type']);
   const raw = await readBody(req, deps.maxBodyBytes);
-  let body: unknown;
   try {
-    body = JSON.parse(raw.toString('utf8'));
+    return JSON.parse(raw.toString('utf8'));
   } catch (err) {
     throw new RateMeshError(
       ErrorCodes.REQUEST_INVALID,
@@ -183,8 +189,76 @@ async function check(
       'body',
     );
   }
-  const request = parseCheck(body);
+}
 
+/** Reads, validates and decides one `POST /v1/check`; returns the status sent. */
+async function check(
+  deps: CheckServerDeps,
+  state: ServerState,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<number> {
+  const d = decide(deps, parseCheck(await readJson(deps, req)));
+  const headers: Record<string, string> = {};
+  if (d.retryAfter !== undefined) headers['retry-after'] = String(d.retryAfter);
+  return send(res, d.status, d.body, state, headers);
+}
+
+/** Reads, validates and decides a `POST /v1/check/batch`; always 200 with one entry per request. */
+async function checkBatch(
+  deps: CheckServerDeps,
+  state: ServerState,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<number> {
+  const body = await readJson(deps, req);
+  if (!isPlainObject(body)) {
+    throw new RateMeshError(ErrorCodes.REQUEST_INVALID, `must be a JSON object (got ${shown(body)})`, 'body');
+  }
+  for (const k of Object.keys(body)) {
+    if (k !== 'requests')
+      throw new RateMeshError(ErrorCodes.REQUEST_INVALID, 'unknown field (expected requests)', `body.${k}`);
+  }
+  const list = body.requests;
+  if (!Array.isArray(list) || list.length === 0 || list.length > MAX_BATCH) {
+    throw new RateMeshError(
+      ErrorCodes.REQUEST_INVALID,
+      `must be a list of 1..${MAX_BATCH} check requests (got ${shown(list)})`,
+      'body.requests',
+    );
+  }
+  const decisions: object[] = new Array(list.length);
+  for (let i = 0; i < list.length; i++) {
+    try {
+      const d = decide(deps, parseCheck(list[i], `body.requests[${i}]`));
+      decisions[i] = {
+        status: d.status,
+        ...(d.retryAfter === undefined ? {} : { retryAfter: d.retryAfter }),
+        ...d.body,
+      };
+    } catch (err) {
+      // A bad request in the batch is answered in place; the others are decided all the same.
+      if (!isRateMeshError(err) || !(err.code === ErrorCodes.NOT_STARTED || STATUS_400.has(err.code)))
+        throw err;
+      deps.metrics.checkError(err.code);
+      const message = err.field === undefined ? err.message : err.message.slice(err.field.length + 2);
+      const prefix = `body.requests[${i}]`;
+      const field =
+        err.field === undefined || err.field.startsWith(prefix) ? err.field : `${prefix}.${err.field}`;
+      decisions[i] = {
+        status: err.code === ErrorCodes.NOT_STARTED ? 503 : 400,
+        ...errorBody(err.code, message, field),
+      };
+    }
+  }
+  return send(res, 200, { decisions }, state);
+}
+
+/** One decision: the limiter's answer, counted in the metrics and hot keys, as a status and a JSON body. */
+function decide(
+  deps: CheckServerDeps,
+  request: CheckRequest,
+): { status: number; body: object; retryAfter: number | undefined } {
   const started = performance.now();
   let decision: Decision & { outcomes?: KeyOutcome[] };
   if (request.kind === 'one') {
@@ -202,13 +276,15 @@ async function check(
     else for (const [p, k] of request.pairs) deps.hotKeys.add(p, k, cost);
   }
 
-  const headers: Record<string, string> = {};
-  if (!decision.allowed && decision.retryAfterMs >= 0) {
-    headers['retry-after'] = String(Math.ceil(decision.retryAfterMs / 1000));
-  }
+  const retryAfter =
+    !decision.allowed && decision.retryAfterMs >= 0 ? Math.ceil(decision.retryAfterMs / 1000) : undefined;
   // decidedAt: this node's wall time of the decision (ms), so load drivers can
   // place admissions in time even when replies lag.
-  return send(res, decision.allowed ? 200 : 429, { ...decision, decidedAt: Date.now() }, state, headers);
+  return {
+    status: decision.allowed ? 200 : 429,
+    body: { ...decision, decidedAt: Date.now() },
+    retryAfter,
+  };
 }
 
 type CheckRequest =
@@ -221,30 +297,30 @@ const CHECK_FIELDS = ['policy', 'key', 'keys', 'cost', 'checks'];
  * Validates the JSON shape of a check. Types only: the limiter validates the
  * values themselves (policy exists, key well formed, cost in range).
  */
-export function parseCheck(body: unknown): CheckRequest {
+export function parseCheck(body: unknown, p = 'body'): CheckRequest {
   const bad = (field: string, message: string): never => {
     throw new RateMeshError(ErrorCodes.REQUEST_INVALID, message, field);
   };
-  if (!isPlainObject(body)) return bad('body', `must be a JSON object (got ${shown(body)})`);
+  if (!isPlainObject(body)) return bad(p, `must be a JSON object (got ${shown(body)})`);
   for (const k of Object.keys(body)) {
-    if (!CHECK_FIELDS.includes(k)) bad(`body.${k}`, `unknown field (expected ${CHECK_FIELDS.join(', ')})`);
+    if (!CHECK_FIELDS.includes(k)) bad(`${p}.${k}`, `unknown field (expected ${CHECK_FIELDS.join(', ')})`);
   }
   let cost: number | undefined;
   if (body.cost !== undefined) {
-    if (typeof body.cost !== 'number') bad('body.cost', `must be a number (got ${shown(body.cost)})`);
+    if (typeof body.cost !== 'number') bad(`${p}.cost`, `must be a number (got ${shown(body.cost)})`);
     cost = body.cost as number;
   }
   if (body.checks !== undefined) {
     for (const f of ['policy', 'key', 'keys']) {
       if (body[f] !== undefined)
-        bad(`body.${f}`, 'give either `checks` or `policy` with `key`/`keys`, not both');
+        bad(`${p}.${f}`, 'give either `checks` or `policy` with `key`/`keys`, not both');
     }
     const list = body.checks;
     if (!Array.isArray(list) || list.length === 0 || list.length > MAX_KEYS_PER_CHECK) {
-      return bad('body.checks', `must be a list of 1..${MAX_KEYS_PER_CHECK} {policy, key} objects`);
+      return bad(`${p}.checks`, `must be a list of 1..${MAX_KEYS_PER_CHECK} {policy, key} objects`);
     }
     const pairs = list.map((c, i): PolicyKey => {
-      const path = `body.checks[${i}]`;
+      const path = `${p}.checks[${i}]`;
       if (!isPlainObject(c)) return bad(path, `must be an object {policy, key} (got ${shown(c)})`);
       for (const k of Object.keys(c)) {
         if (k !== 'policy' && k !== 'key') bad(`${path}.${k}`, 'unknown field (expected policy, key)');
@@ -256,23 +332,23 @@ export function parseCheck(body: unknown): CheckRequest {
     return { kind: 'all', pairs, cost };
   }
   if (typeof body.policy !== 'string')
-    return bad('body.policy', `must be a string (got ${shown(body.policy)})`);
+    return bad(`${p}.policy`, `must be a string (got ${shown(body.policy)})`);
   if (body.key !== undefined && body.keys !== undefined)
-    return bad('body.keys', 'give `key` or `keys`, not both');
+    return bad(`${p}.keys`, 'give `key` or `keys`, not both');
   let keys: string[];
   if (body.key !== undefined) {
-    if (typeof body.key !== 'string') return bad('body.key', `must be a string (got ${shown(body.key)})`);
+    if (typeof body.key !== 'string') return bad(`${p}.key`, `must be a string (got ${shown(body.key)})`);
     keys = [body.key];
   } else if (body.keys !== undefined) {
     const list = body.keys;
     if (!Array.isArray(list) || list.length === 0 || list.length > MAX_KEYS_PER_CHECK) {
-      return bad('body.keys', `must be a list of 1..${MAX_KEYS_PER_CHECK} strings (got ${shown(list)})`);
+      return bad(`${p}.keys`, `must be a list of 1..${MAX_KEYS_PER_CHECK} strings (got ${shown(list)})`);
     }
     keys = list.map((k, i) =>
-      typeof k === 'string' ? k : bad(`body.keys[${i}]`, `must be a string (got ${shown(k)})`),
+      typeof k === 'string' ? k : bad(`${p}.keys[${i}]`, `must be a string (got ${shown(k)})`),
     );
   } else {
-    return bad('body.key', 'required: give `key` (a string) or `keys` (a list of strings)');
+    return bad(`${p}.key`, 'required: give `key` (a string) or `keys` (a list of strings)');
   }
   return { kind: 'one', policy: body.policy, keys, cost };
 }

@@ -226,6 +226,92 @@ describe('POST /v1/check', () => {
   });
 });
 
+async function batch(body: unknown) {
+  const res = await fetch(`${daemon.http.url}/v1/check/batch`, {
+    method: 'POST',
+    headers: JSON_TYPE,
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Loose };
+}
+
+describe('POST /v1/check/batch', () => {
+  it('decides each request in order, as one by one would: a status per decision, 200 overall', async () => {
+    const one = { policy: 'api', key: 'ip:1.2.3.4' };
+    const r = await batch({ requests: [one, one, { ...one, key: 'other' }, one, one] });
+    expect(r.status).toBe(200);
+    const d = r.body.decisions;
+    expect(d.map((x: Loose) => x.status)).toEqual([200, 200, 200, 200, 429]);
+    expect(d.map((x: Loose) => x.remaining)).toEqual([2, 1, 2, 0, 0]);
+    expect(d[4]).toMatchObject({ allowed: false, limited: true, policy: 'api', key: 'ip:1.2.3.4' });
+    expect(d[4].retryAfter).toBeGreaterThan(0);
+    expect(typeof d[0].decidedAt).toBe('number');
+    // the same counts a single check sees afterwards
+    expect((await post(one)).status).toBe(429);
+    expect((await post({ ...one, key: 'other' })).status).toBe(200);
+  });
+
+  it('answers a bad request in place, naming its field, and decides the others; a bad one spends nothing', async () => {
+    const r = await batch({
+      requests: [
+        { policy: 'api', key: 'k' },
+        { policy: 'api', key: 'k', cost: 0.5 },
+        { policy: 'nope', key: 'k' },
+        { policy: 'api', key: 'k', extra: 1 },
+        'not an object',
+        { policy: 'api', keys: ['k', 'j'] },
+      ],
+    });
+    expect(r.status).toBe(200);
+    const d = r.body.decisions;
+    expect(d[0]).toMatchObject({ status: 200, allowed: true, remaining: 2 });
+    expect(d[1]).toMatchObject({
+      status: 400,
+      error: { code: 'ERR_COST_INVALID', field: 'body.requests[1].cost' },
+    });
+    expect(d[2]).toMatchObject({
+      status: 400,
+      error: { code: 'ERR_POLICY_UNKNOWN', field: 'body.requests[2].policy' },
+    });
+    expect(d[3]).toMatchObject({
+      status: 400,
+      error: { code: 'ERR_REQUEST_INVALID', field: 'body.requests[3].extra' },
+    });
+    expect(d[4]).toMatchObject({
+      status: 400,
+      error: { code: 'ERR_REQUEST_INVALID', field: 'body.requests[4]' },
+    });
+    expect(d[5]).toMatchObject({ status: 200, allowed: true, remaining: 1 });
+    expect(d.length).toBe(6);
+  });
+
+  it('refuses a batch that is not {requests: [1..1000]} with 400, and deciding nothing', async () => {
+    const cases: [unknown, string][] = [
+      [[{ policy: 'api', key: 'k' }], 'body'],
+      [{}, 'body.requests'],
+      [{ requests: [] }, 'body.requests'],
+      [{ requests: 'x' }, 'body.requests'],
+      // over the count cap (small items, so the body stays under the byte cap; they are never read)
+      [{ requests: new Array(1001).fill(0) }, 'body.requests'],
+      [{ requests: [{ policy: 'api', key: 'k' }], more: 1 }, 'body.more'],
+      ['{not json', 'body'],
+    ];
+    for (const [body, field] of cases) {
+      const r = await batch(body);
+      expect(r.status, JSON.stringify(body).slice(0, 40)).toBe(400);
+      expect(r.body.error).toMatchObject({ code: 'ERR_REQUEST_INVALID', field });
+    }
+    expect((await post({ policy: 'api', key: 'k', cost: 3 })).status).toBe(200);
+  });
+
+  it('503 per request when the limiter is not running', async () => {
+    fake.ready = false;
+    const r = await batch({ requests: [{ policy: 'api', key: 'k' }] });
+    expect(r.status).toBe(200);
+    expect(r.body.decisions[0]).toMatchObject({ status: 503, error: { code: ErrorCodes.NOT_STARTED } });
+  });
+});
+
 describe('routing', () => {
   it('404 for unknown paths, 405 with Allow for wrong methods', async () => {
     const r = await fetch(`${daemon.http.url}/v2/nope`);
