@@ -63,6 +63,7 @@ const { values: argv } = parseArgs({
     'delay-ms': { type: 'string', default: '0' },
     'gossip-ms': { type: 'string', default: '100' },
     seconds: { type: 'string', default: '10' },
+    'batch-ms': { type: 'string', default: '10' },
     drills: { type: 'string', default: 'kill,partition' },
     'skip-build': { type: 'boolean', default: false },
     'skip-prepare': { type: 'boolean', default: false },
@@ -72,8 +73,10 @@ const { values: argv } = parseArgs({
 });
 if (argv.help) {
   console.log(
-    'npm run docker:mesh -- [--nodes 8] [--delay-ms 0] [--gossip-ms 10] [--seconds 10]\n' +
-      '                       [--drills kill,partition|none] [--skip-build] [--skip-prepare] [--out file]',
+    'npm run docker:mesh -- [--nodes 8] [--delay-ms 0] [--gossip-ms 100] [--seconds 10] [--batch-ms 10]\n' +
+      '                       [--drills kill,partition|none] [--skip-build] [--skip-prepare] [--out file]\n' +
+      '--batch-ms B: every B ms the requests due for a replica go as one POST /v1/check/batch (0: one\n' +
+      '              POST /v1/check each); each is still decided, and timed, on its own',
   );
   process.exit(0);
 }
@@ -89,6 +92,7 @@ const N = intArg('nodes', argv.nodes, 2, 16);
 const D = intArg('delay-ms', argv['delay-ms'], 0, 1000);
 const G = intArg('gossip-ms', argv['gossip-ms'], 1, 1000);
 const SECONDS = intArg('seconds', argv.seconds, 2, 60);
+const BATCH_MS = intArg('batch-ms', argv['batch-ms'], 0, 50);
 const DRILLS = new Set(argv.drills === 'none' ? [] : argv.drills.split(',').map((s) => s.trim()));
 for (const d of DRILLS) {
   if (d !== 'kill' && d !== 'partition') {
@@ -466,7 +470,15 @@ interface ReplayHooks {
   events?: { atMs: number; run: (replayStart: number) => Promise<void> }[];
 }
 
-/** Sends request i at its trace time to its node's replica; records decisions. */
+function targetKey(t: Target): string {
+  return 'socketPath' in t ? t.socketPath : `${t.host}:${t.port}`;
+}
+
+/**
+ * Sends request i at its trace time to its node's replica; records decisions. With
+ * --batch-ms B > 0 the requests due for a replica go together every B ms as one
+ * POST /v1/check/batch (each still decided on its own, its decidedAt its own time).
+ */
 async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Replay> {
   const n = trace.t.length;
   const out: Replay = {
@@ -481,10 +493,11 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
     durationMs: 0,
     maxQueued: 0,
   };
-  const body = Buffer.from(JSON.stringify({ policy: SEED.name, key, cost: 1 }));
+  const item = JSON.stringify({ policy: SEED.name, key, cost: 1 });
+  const body = Buffer.from(item);
   const agents = new Map<string, Agent>();
   const agentFor = (t: Target) => {
-    const k = 'socketPath' in t ? t.socketPath : `${t.host}:${t.port}`;
+    const k = targetKey(t);
     let a = agents.get(k);
     if (!a) {
       a = new Agent({ keepAlive: true, maxSockets: 256, keepAliveMsecs: 1000 });
@@ -519,12 +532,23 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
         const ev = events.shift()!;
         eventRuns.push(ev.run(start));
       }
+      const batches = new Map<string, { target: Target; idxs: number[] }>();
       while (i < n && trace.t[i]! <= now) {
         const idx = i++;
         const target = hooks.route(trace.node[idx]!);
         if (!target) {
           out.code[idx] = CODE_SKIPPED;
           done++;
+          continue;
+        }
+        if (BATCH_MS > 0) {
+          const k = targetKey(target);
+          let b = batches.get(k);
+          if (!b) {
+            b = { target, idxs: [] };
+            batches.set(k, b);
+          }
+          b.idxs.push(idx);
           continue;
         }
         out.sent[idx] = performance.now() - start;
@@ -560,12 +584,62 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
           },
         );
       }
+      for (const { target, idxs } of batches.values()) {
+        const sentAt = performance.now() - start;
+        for (const idx of idxs) out.sent[idx] = sentAt;
+        pending += idxs.length;
+        out.maxQueued = Math.max(out.maxQueued, pending);
+        const onSocket = () => {
+          const t = performance.now() - start;
+          for (const idx of idxs) out.sent[idx] = t;
+        };
+        const settle = () => {
+          pending -= idxs.length;
+          done += idxs.length;
+          maybeFinish();
+        };
+        const batchBody = Buffer.from(`{"requests":[${new Array(idxs.length).fill(item).join(',')}]}`);
+        httpCall(target, 'POST', '/v1/check/batch', agentFor(target), 2000, batchBody, onSocket).then(
+          (r) => {
+            const at = performance.now() - start;
+            let ds: { allowed?: boolean; mode?: string; decidedAt?: number; status?: number }[] = [];
+            if (r.status === 200) {
+              try {
+                ds = (JSON.parse(r.body) as { decisions?: typeof ds }).decisions ?? [];
+              } catch {
+                ds = [];
+              }
+            }
+            idxs.forEach((idx, j) => {
+              out.replied[idx] = at;
+              const d = ds[j];
+              if (d === undefined || (d.status !== 200 && d.status !== 429)) {
+                out.code[idx] = CODE_ERROR;
+                return;
+              }
+              out.code[idx] = d.allowed === true ? CODE_ADMITTED : CODE_DENIED;
+              if (typeof d.decidedAt === 'number') out.decided[idx] = d.decidedAt - epochStart;
+              const m = MODES.indexOf(d.mode as (typeof MODES)[number]);
+              if (m >= 0) out.mode[idx] = m;
+            });
+            settle();
+          },
+          () => {
+            const at = performance.now() - start;
+            for (const idx of idxs) {
+              out.replied[idx] = at;
+              out.code[idx] = CODE_ERROR;
+            }
+            settle();
+          },
+        );
+      }
       if (i < n || events.length > 0) {
         if (now > hardStop) {
           finish();
           return;
         }
-        setTimeout(pump, 1);
+        setTimeout(pump, BATCH_MS > 0 ? BATCH_MS : 1);
       } else maybeFinish();
     };
     pump();
@@ -1226,7 +1300,12 @@ async function main(): Promise<number> {
   const before = await Promise.all(replicas.map((r) => scrape(r.target)));
   const statsBefore = await Promise.all(replicas.map((r) => getJson<StatsBody>(r.target, '/v1/stats')));
   const loadBefore = loadavg()[0]!;
-  log(`replay: ${trace.t.length} requests over ${SECONDS} s (2,000/s) to ${N} replicas`);
+  log(
+    `replay: ${trace.t.length} requests over ${SECONDS} s (2,000/s) to ${N} replicas, ` +
+      (BATCH_MS > 0
+        ? `the ones due for a replica sent together every ${BATCH_MS} ms (POST /v1/check/batch)`
+        : `one POST /v1/check each`),
+  );
   const main = await replay(trace, 'main', { route: (node) => replicas[node]!.target });
   const after = await Promise.all(replicas.map((r) => scrape(r.target)));
   const statsAfter = await Promise.all(replicas.map((r) => getJson<StatsBody>(r.target, '/v1/stats')));
