@@ -2,9 +2,12 @@
  * Live accuracy: the seed trace replayed in real time on a mesh of real node
  * processes on loopback, beside the simulator's prediction for the same g and d.
  *
- *   npm run mesh:accuracy -- [--nodes 8] [--gossip-ms 20] [--delays 0,10,50,100] [--seconds 10]
+ *   npm run mesh:accuracy -- [--nodes 8] [--gossip-ms 100] [--delays 0,10,50,100] [--seconds 10] [--probe]
  *
- * `--gossip-ms` takes a comma list to sweep g. Writes mesh-test/results/live-accuracy.json.
+ * `--gossip-ms` takes a comma list to sweep g. `--probe` adds the latency probe
+ * (20 back-to-back checks every 50 ms on key `probe` in every node; that key then
+ * rides in the gossip too, so bytes/s rise by its entry). Writes
+ * mesh-test/results/live-accuracy.json.
  */
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -42,6 +45,13 @@ export interface LiveRow {
   decision_p99_us_nodes: number[];
   /** The median check() latency (worst node), µs: the p99 on a saturated box is mostly preemption. */
   decision_p50_us: number;
+  /**
+   * The latency probe (20 back-to-back checks every 50 ms on another key, in every node while it
+   * gossips), µs, worst node: the decision path when warm. The trace requests above come one per
+   * wake-up of an otherwise idle process, and a wake-up on this VM starts with cold caches.
+   */
+  probe_p50_us: number;
+  probe_p99_us: number;
   /** How late requests were served against the trace, ms (worst node's p99): a CPU-starved node runs late. */
   late_p99_ms: number;
   publish_backlog_drops: number;
@@ -60,9 +70,10 @@ export interface LiveRow {
   load_avg: [number, number];
 }
 
-function arg(): { nodes: number; gossip: number[]; delays: number[]; seconds: number } {
+function arg(): { nodes: number; gossip: number[]; delays: number[]; seconds: number; probe: boolean } {
   const { values } = parseArgs({
     options: {
+      probe: { type: 'boolean', default: false },
       nodes: { type: 'string', default: '8' },
       'gossip-ms': { type: 'string', default: '100' },
       delays: { type: 'string', default: '0,10,50,100' },
@@ -81,6 +92,7 @@ function arg(): { nodes: number; gossip: number[]; delays: number[]; seconds: nu
     gossip: list(values['gossip-ms'], 'gossip-ms', 1, 1000),
     delays: list(values.delays, 'delays', 0, 1000),
     seconds: list(values.seconds, 'seconds', 1, 60)[0]!,
+    probe: values.probe,
   };
 }
 
@@ -130,7 +142,7 @@ function predict(trace: Trace, g: number, d: number) {
 }
 
 /** One live row: start the mesh, wait for a full view, replay, stop. */
-export async function liveRow(trace: Trace, g: number, d: number): Promise<LiveRow> {
+export async function liveRow(trace: Trace, g: number, d: number, probe = false): Promise<LiveRow> {
   const load0 = round(loadavg()[0]!, 1);
   const mesh = await Mesh.start({
     nodes: trace.nodes,
@@ -140,7 +152,7 @@ export async function liveRow(trace: Trace, g: number, d: number): Promise<LiveR
   });
   try {
     await mesh.waitForPeers(30_000);
-    const out = await replayLive(mesh, trace, { policy: SEED_POLICY.name });
+    const out = await replayLive(mesh, trace, { policy: SEED_POLICY.name, extra: () => ({ probe }) });
     if (out.reports.length !== trace.nodes) throw new Error(`only ${out.reports.length} nodes reported`);
     const f = figures(trace, out.admitted, SEED_POLICY.limit, SEED_POLICY.windowMs);
     const p = predict(trace, g, d);
@@ -171,6 +183,8 @@ export async function liveRow(trace: Trace, g: number, d: number): Promise<LiveR
       decision_p99_us: round(Math.max(...reps.map((r) => r.latencyUs.p99)), 1),
       decision_p99_us_nodes: reps.map((r) => round(r.latencyUs.p99, 1)),
       decision_p50_us: round(Math.max(...reps.map((r) => r.latencyUs.p50)), 2),
+      probe_p50_us: round(Math.max(...reps.map((r) => r.probeUs?.p50 ?? Number.NaN)), 2),
+      probe_p99_us: round(Math.max(...reps.map((r) => r.probeUs?.p99 ?? Number.NaN)), 2),
       late_p99_ms: round(late, 2),
       publish_backlog_drops: backlog,
       ticks_pct_min: ticksPct,
@@ -197,6 +211,7 @@ export function printRows(rows: LiveRow[]): void {
     'B/s/node live/sim',
     'cpu % (sum, max node)',
     'check µs p50/p99',
+    'probe µs p50/p99',
     'late p99 ms',
     'ticks %',
     'relayed',
@@ -214,6 +229,7 @@ export function printRows(rows: LiveRow[]): void {
     `${r.bytes_per_s_node} / ${r.predicted_bytes_per_s_node}`,
     `${r.cpu_pct_total}, ${Math.max(...r.cpu_pct)}`,
     `${r.decision_p50_us} / ${r.decision_p99_us}`,
+    `${r.probe_p50_us} / ${r.probe_p99_us}`,
     r.late_p99_ms,
     r.ticks_pct_min,
     r.relayed,
@@ -237,7 +253,7 @@ async function main(): Promise<void> {
   const rows: LiveRow[] = [];
   for (const g of a.gossip) {
     for (const d of a.delays) {
-      const r = await liveRow(trace, g, d);
+      const r = await liveRow(trace, g, d, a.probe);
       rows.push(r);
       console.log(
         `  g=${g} d=${d}: worst 1s ${r.worst_1s} (sim ${r.predicted_worst_1s}), admitted ${r.admitted}, ` +

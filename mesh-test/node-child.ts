@@ -192,6 +192,17 @@ async function replay(run: RunSpec): Promise<RunReport> {
   }
   // On time (and not gated): serve from the start instant; else from now (earlier requests are skipped).
   const servingFrom = wait >= 0 && !run.gateOnLivePeer ? 0 : clock.now() - run.startAt;
+  const probeLat = new Float64Array(run.probe ? Math.ceil(((run.times[n - 1] ?? 0) / 50 + 40) * 20) : 0);
+  let probed = 0;
+  const probeTimer = run.probe
+    ? setInterval(() => {
+        for (let j = 0; j < 20 && probed < probeLat.length; j++) {
+          const t0 = performance.now();
+          l.check(run.policy, 'probe');
+          probeLat[probed++] = (performance.now() - t0) * 1000;
+        }
+      }, 50)
+    : undefined;
   const gs0 = l.stats();
   const cpu0 = process.cpuUsage();
   const wall0 = clock.now();
@@ -250,6 +261,7 @@ async function replay(run: RunSpec): Promise<RunReport> {
     step();
   });
 
+  if (probeTimer !== undefined) clearInterval(probeTimer);
   const cpu = process.cpuUsage(cpu0);
   const wallMs = clock.now() - wall0;
   closeSync(fd);
@@ -272,6 +284,14 @@ async function replay(run: RunSpec): Promise<RunReport> {
     admitted,
     lateMs: { p50: pct(lateS, 0.5), p99: pct(lateS, 0.99), max: pct(lateS, 1) },
     latencyUs: { p50: pct(latS, 0.5), p99: pct(latS, 0.99), p999: pct(latS, 0.999), max: pct(latS, 1) },
+    ...(run.probe
+      ? (() => {
+          const p = probeLat.subarray(0, probed).sort();
+          return {
+            probeUs: { n: probed, p50: pct(p, 0.5), p99: pct(p, 0.99), p999: pct(p, 0.999), max: pct(p, 1) },
+          };
+        })()
+      : {}),
     cpuPct: wallMs > 0 ? ((cpu.user + cpu.system) / 1000 / wallMs) * 100 : 0,
     wallMs,
     gossip: {

@@ -44,6 +44,11 @@ export interface RunSpec {
   isolate?: { fromMs: number; toMs: number };
   /** Rogue: publish malformed and inflated gossip during [fromMs, toMs) after startAt. */
   rogue?: { fromMs: number; toMs: number };
+  /**
+   * Latency probe: every 50 ms, 20 back-to-back checks of the same policy on key
+   * `probe` (not recorded as trace decisions), each timed; reported as `probeUs`.
+   */
+  probe?: boolean;
 }
 
 /** Decision codes in the decision file: allowed bit + 2 × mode index. */
@@ -60,6 +65,8 @@ export interface RunReport {
   lateMs: { p50: number; p99: number; max: number };
   /** In-process check() latency, µs. */
   latencyUs: { p50: number; p99: number; p999: number; max: number };
+  /** The probe's checks (back to back, so the path is warm), µs; absent without a probe. */
+  probeUs?: { n: number; p50: number; p99: number; p999: number; max: number };
   /** CPU (user + system) over the replay, % of one core. */
   cpuPct: number;
   wallMs: number;
