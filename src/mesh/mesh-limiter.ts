@@ -407,6 +407,11 @@ class MeshLimiterImpl implements MeshLimiter {
       bump(this.counters.drops, 'stopped');
       return;
     }
+    if (this.isolated) {
+      // held by the injected delay when the cut began: in flight, so lost with the cut
+      bump(this.counters.drops, 'isolated-in');
+      return;
+    }
     const now = this.cfg.clock.now();
     const g = this.counters.gossip;
     g.msgsIn++;
