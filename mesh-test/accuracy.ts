@@ -229,7 +229,7 @@ export function printRows(rows: LiveRow[]): void {
     `${r.bytes_per_s_node} / ${r.predicted_bytes_per_s_node}`,
     `${r.cpu_pct_total}, ${Math.max(...r.cpu_pct)}`,
     `${r.decision_p50_us} / ${r.decision_p99_us}`,
-    `${r.probe_p50_us} / ${r.probe_p99_us}`,
+    Number.isNaN(r.probe_p50_us) ? '-' : `${r.probe_p50_us} / ${r.probe_p99_us}`,
     r.late_p99_ms,
     r.ticks_pct_min,
     r.relayed,

@@ -592,8 +592,22 @@ export class Engine implements RateLimiter {
         this.deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), retry);
         return;
       }
+      // What the view does hold still counts: a node starting with its peers'
+      // windows pulled by sync, or cut off with their last counts, never admits
+      // past L on them (the counts are real admissions; they only age out).
+      const seen = kw.estimate(w);
+      if (seen + cost > L + 1e-9) {
+        this.deny(
+          out,
+          'global-limit',
+          'fallback',
+          Math.max(0, Math.floor(L - seen)),
+          this.expiry(kw, kw.sum, seen + cost - L, now, rt),
+        );
+        return;
+      }
       if (!this.frontAllows(rt, kw, cost, now, out, 'fallback')) return;
-      this.allow(out, 'fallback', Math.floor(share - own - cost + 1e-9));
+      this.allow(out, 'fallback', Math.floor(Math.min(share - own, L - seen) - cost + 1e-9));
       out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
       return;
     }

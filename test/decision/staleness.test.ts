@@ -209,6 +209,30 @@ describe('a node that expects peers (restart)', () => {
     expect(fresh.check('p', 'k')).toMatchObject({ allowed: true, mode: 'global' });
   });
 
+  it('in fallback, counts it already holds still bound it by L: a restarted node that pulled a full window admits only what is left', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+    const busy = new Engine({ policies, clock, nodeId: 'busy' });
+    let spent = 0;
+    for (let i = 0; i < 90; i++) if (busy.check('p', 'k').allowed) spent++;
+    expect(spent).toBe(90);
+    const fresh = new Engine({ policies, clock, nodeId: 'fresh', expectedMembers: 4 });
+    // it hears one of three expected peers (carrying 'busy''s window): still in L/N fallback
+    expect(fresh.receiveGossip('busy', busy.buildGossip())).toEqual({ ok: true });
+    let admitted = 0;
+    let last = fresh.check('p', 'k');
+    for (let i = 0; i < 100; i++) {
+      const d = i === 0 ? last : fresh.check('p', 'k');
+      last = d;
+      expect(d.mode).toBe('fallback');
+      if (d.allowed) admitted++;
+    }
+    // L/N would be 25; what the view holds leaves 100 - 90 = 10
+    expect(admitted).toBe(10);
+    expect(last).toMatchObject({ allowed: false, rule: 'global-limit', mode: 'fallback', remaining: 0 });
+    expect(last.retryAfterMs).toBeGreaterThan(0);
+  });
+
   it('gives up waiting for missing expected peers one staleness period after the first contact', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
