@@ -93,56 +93,15 @@ const timeoutMs = num(a['timeout-ms'], 'timeout-ms', 1, 60_000);
 const per = nodes.map((n) => ({ addr: `${n.host}:${n.port}`, sent: 0, admitted: 0, denied: 0, errors: 0 }));
 const admittedAt = [];
 
-function check(r) {
-  const n = nodes[r.node % nodes.length];
-  const body = JSON.stringify({ policy: r.policy ?? a.policy, key: r.key ?? a.key, cost: r.cost ?? 1 });
+/** POST `body` to replica `n` at `path`; resolves with [status, text] ([0, ''] on error or timeout). */
+function post(n, path, body) {
   return new Promise((resolve) => {
     const q = request(
       {
         host: n.host,
         port: n.port,
         method: 'POST',
-        path: '/v1/check',
-        agent,
-        timeout: timeoutMs,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c) => {
-          if (text.length < 65536) text += c;
-        });
-        res.on('end', () => {
-          let allowed = res.statusCode === 200;
-          try {
-            const j = JSON.parse(text);
-            if (typeof j.allowed === 'boolean') allowed = j.allowed;
-          } catch {}
-          resolve(
-            res.statusCode === 200 || res.statusCode === 429 ? (allowed ? 'admitted' : 'denied') : 'errors',
-          );
-        });
-      },
-    );
-    q.on('timeout', () => q.destroy(new Error('timeout')));
-    q.on('error', () => resolve('errors'));
-    q.end(body);
-  });
-}
-
-/** One POST /v1/check/batch for `rs` (all to the same replica): an outcome per request, in order. */
-function checkBatch(n, rs) {
-  const body = JSON.stringify({
-    requests: rs.map((r) => ({ policy: r.policy ?? a.policy, key: r.key ?? a.key, cost: r.cost ?? 1 })),
-  });
-  return new Promise((resolve) => {
-    const q = request(
-      {
-        host: n.host,
-        port: n.port,
-        method: 'POST',
-        path: '/v1/check/batch',
+        path,
         agent,
         timeout: timeoutMs,
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
@@ -153,24 +112,42 @@ function checkBatch(n, rs) {
         res.on('data', (c) => {
           if (text.length < 1 << 22) text += c;
         });
-        res.on('end', () => {
-          let ds = [];
-          try {
-            if (res.statusCode === 200) ds = JSON.parse(text).decisions ?? [];
-          } catch {}
-          resolve(
-            rs.map((_, j) => {
-              const d = ds[j];
-              if (!d || (d.status !== 200 && d.status !== 429)) return 'errors';
-              return d.allowed === true ? 'admitted' : 'denied';
-            }),
-          );
-        });
+        res.on('end', () => resolve([res.statusCode ?? 0, text]));
       },
     );
     q.on('timeout', () => q.destroy(new Error('timeout')));
-    q.on('error', () => resolve(rs.map(() => 'errors')));
+    q.on('error', () => resolve([0, '']));
     q.end(body);
+  });
+}
+
+/** One POST /v1/check: 'admitted', 'denied' or 'errors'. */
+async function check(r) {
+  const body = JSON.stringify({ policy: r.policy ?? a.policy, key: r.key ?? a.key, cost: r.cost ?? 1 });
+  const [status, text] = await post(nodes[r.node % nodes.length], '/v1/check', body);
+  if (status !== 200 && status !== 429) return 'errors';
+  let allowed = status === 200;
+  try {
+    const j = JSON.parse(text);
+    if (typeof j.allowed === 'boolean') allowed = j.allowed;
+  } catch {}
+  return allowed ? 'admitted' : 'denied';
+}
+
+/** One POST /v1/check/batch for `rs` (all to replica `n`): an outcome per request, in order. */
+async function checkBatch(n, rs) {
+  const body = JSON.stringify({
+    requests: rs.map((r) => ({ policy: r.policy ?? a.policy, key: r.key ?? a.key, cost: r.cost ?? 1 })),
+  });
+  const [status, text] = await post(n, '/v1/check/batch', body);
+  let ds = [];
+  try {
+    if (status === 200) ds = JSON.parse(text).decisions ?? [];
+  } catch {}
+  return rs.map((_, j) => {
+    const d = ds[j];
+    if (!d || (d.status !== 200 && d.status !== 429)) return 'errors';
+    return d.allowed === true ? 'admitted' : 'denied';
   });
 }
 

@@ -596,16 +596,7 @@ export class Engine implements RateLimiter {
       // windows pulled by sync, or cut off with their last counts, never admits
       // past L on them (the counts are real admissions; they only age out).
       const seen = kw.estimate(w);
-      if (seen + cost > L + 1e-9) {
-        this.deny(
-          out,
-          'global-limit',
-          'fallback',
-          Math.max(0, Math.floor(L - seen)),
-          this.expiry(kw, kw.sum, seen + cost - L, now, rt),
-        );
-        return;
-      }
+      if (this.overLimit(out, kw, seen, cost, now, rt, 'fallback')) return;
       if (!this.frontAllows(rt, kw, cost, now, out, 'fallback')) return;
       this.allow(out, 'fallback', Math.floor(Math.min(share - own, L - seen) - cost + 1e-9));
       out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
@@ -613,17 +604,7 @@ export class Engine implements RateLimiter {
     }
     let est = kw.estimate(w);
     if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(kw, w, L, now, p.windowMs);
-    // the tolerance absorbs float error of the bucket weight at whole-ms boundaries
-    if (est + cost > L + 1e-9) {
-      this.deny(
-        out,
-        'global-limit',
-        'global',
-        Math.max(0, Math.floor(L - est)),
-        this.expiry(kw, kw.sum, est + cost - L, now, rt),
-      );
-      return;
-    }
+    if (this.overLimit(out, kw, est, cost, now, rt, 'global')) return;
     if (p.overAdmission === 'controlled' && peers.live.length > 0) {
       // Everything peers admitted more than U ago has reached us (U = the
       // longest any live peer has been unseen); what they admitted since is
@@ -675,6 +656,29 @@ export class Engine implements RateLimiter {
     if (!this.frontAllows(rt, kw, cost, now, out, 'global')) return;
     this.allow(out, 'global', Math.floor(L - est - cost + 1e-9));
     out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
+  }
+
+  /** Denies with rule global-limit (in `mode`) when `est + cost` passes L; true when it did. */
+  private overLimit(
+    out: Eval,
+    kw: KeyWindow,
+    est: number,
+    cost: number,
+    now: number,
+    rt: PolicyRt,
+    mode: DecisionMode,
+  ): boolean {
+    const L = rt.policy.limit;
+    // the tolerance absorbs float error of the bucket weight at whole-ms boundaries
+    if (est + cost <= L + 1e-9) return false;
+    this.deny(
+      out,
+      'global-limit',
+      mode,
+      Math.max(0, Math.floor(L - est)),
+      this.expiry(kw, kw.sum, est + cost - L, now, rt),
+    );
+    return true;
   }
 
   private frontAllows(
