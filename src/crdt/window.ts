@@ -59,6 +59,8 @@ export class KeyWindow {
   inDirty = false;
   /** Own cost admitted since the last gossip that carried this key. */
   unsynced = 0;
+  /** Own demand (offered cost per window) as the last gossip carried it. */
+  sentDemand = 0;
   /** When this node first saw the key (its time). */
   created = 0;
   /** A local front limiter's state, when the policy has one. */

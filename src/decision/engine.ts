@@ -613,7 +613,7 @@ export class Engine implements RateLimiter {
       // exceed its share. Summed over nodes that is at most L.
       const U = now - this.oldestSent;
       if (U < p.windowMs) {
-        if (kw.shareStamp !== this.stamp) this.computeShare(kw, rt, w, now);
+        if (kw.shareStamp !== this.stamp) this.computeShare(kw, rt);
         const tU = now - Math.max(U, 0);
         const cU = Math.floor(tU / rt.bw);
         // In the bucket that straddles the horizon, peers' counts count wholly
@@ -761,9 +761,13 @@ export class Engine implements RateLimiter {
   }
 
   /** Controlled mode: this node's demand-weighted share for a key, until the view changes. */
-  private computeShare(kw: KeyWindow, rt: PolicyRt, _w: number, now: number): void {
+  private computeShare(kw: KeyWindow, rt: PolicyRt): void {
     const W = rt.policy.windowMs;
-    const own = demandPerWindow(kw, now, W, rt.bw);
+    // Our demand as we last gossiped it, not as it is now: the peers share the
+    // headroom by the demands they have heard, so the shares sum to one only
+    // when every node uses the same numbers. A node whose demand just rose
+    // (a restart, a new burst) waits one tick before claiming the larger share.
+    const own = kw.sentDemand;
     let total = own;
     const live = this.peers.live;
     for (let i = 0; i < live.length; i++) {
@@ -897,7 +901,9 @@ export class Engine implements RateLimiter {
         continue;
       }
       if (!recent && !anti) continue;
-      entries.push(this.ownEntry(kw, rt.wire, kw.key, 0, now, rt));
+      const e = this.ownEntry(kw, rt.wire, kw.key, 0, now, rt);
+      entries.push(e);
+      kw.sentDemand = e.demand;
       kw.unsynced = 0;
     }
     this.seq++;

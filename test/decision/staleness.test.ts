@@ -206,6 +206,10 @@ describe('a node that expects peers (restart)', () => {
     expect(fresh.check('p', 'k').mode).toBe('fallback');
     fresh.receiveGossip('p2', peers[1]!.buildGossip());
     fresh.receiveGossip('p3', peers[2]!.buildGossip());
+    // global now; until its own demand has gone out in a tick, it claims only 1/N of the
+    // headroom, and its 25 fallback admissions already fill that
+    expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
+    fresh.buildGossip(); // its demand is out: the peers have none, so the whole headroom is its share
     expect(fresh.check('p', 'k')).toMatchObject({ allowed: true, mode: 'global' });
   });
 
