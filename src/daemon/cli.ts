@@ -40,6 +40,8 @@ Endpoints:
   POST /v1/check   {"policy":"api","key":"ip:1.2.3.4","cost":1}  (or "keys":[...],
                    or "checks":[{"policy":..,"key":..}]) -> the decision as JSON;
                    200 when allowed, 429 when limited (with Retry-After)
+  POST /v1/check/batch  {"requests":[<a /v1/check body>, ...]} (1..1000) -> 200 with
+                   {"decisions":[...]}: each decided in order, each with its status
   GET  /v1/peers   peer id, multiaddrs and peers with freshness and clock offset
   GET  /v1/stats   hottest keys by admitted rate (?top=N) and mesh counters
   GET  /healthz    200 when started with a view of the mesh, else 503 with a reason
