@@ -16,6 +16,7 @@ import { round, rowFigures, slidingLogAdmits } from '../src/sim/metrics.js';
 import { type Cut, replayTrace } from '../src/sim/simulator.js';
 import { seedTrace } from '../src/sim/trace.js';
 import type { OverAdmission, PolicySpec } from '../src/types.js';
+import { printTable } from './table.js';
 
 export interface AccuracyRow {
   design: 'central' | 'static' | 'lease' | 'naive' | 'controlled';
@@ -156,14 +157,11 @@ function main(): void {
     r.msgs_per_s_node,
     r.bytes_per_s_node,
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => String(c[i]).length)));
-  const line = (c: (string | number)[]) => c.map((x, i) => String(x).padStart(widths[i]!)).join('  ');
   console.log(
     `seed trace: ${trace.t.length} requests over ${seconds} s, ${NODES} nodes, L = ${L} per ${W} ms; ` +
       `GCRA bound ${gcra}, exact sliding-window-log bound ${windowBound}`,
   );
-  console.log(line(header));
-  for (const c of cells) console.log(line(c));
+  printTable(header, cells);
 
   const here = dirname(fileURLToPath(import.meta.url));
   const out = join(here, 'results');

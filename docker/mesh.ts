@@ -37,6 +37,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type AccuracyRow, gossipRow } from '../bench/accuracy.js';
+import { printTable } from '../bench/table.js';
 import { gcraBound } from '../src/sim/baselines.js';
 import { round, rowFigures, slidingLogAdmits, worstRolling } from '../src/sim/metrics.js';
 import { type Cut, replayTrace } from '../src/sim/simulator.js';
@@ -473,6 +474,22 @@ interface ReplayHooks {
   events?: { atMs: number; run: (replayStart: number) => Promise<void> }[];
 }
 
+/** The fields of a check decision (POST /v1/check, or one entry of a batch) the replay reads. */
+interface DecisionReply {
+  allowed?: boolean;
+  mode?: string;
+  decidedAt?: number;
+  status?: number;
+}
+
+function parseJson<T>(text: string): T | undefined {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return undefined;
+  }
+}
+
 function targetKey(t: Target): string {
   return 'socketPath' in t ? t.socketPath : `${t.host}:${t.port}`;
 }
@@ -520,6 +537,17 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
   let i = 0;
   const start = performance.now();
   const epochStart = Date.now() - (performance.now() - start);
+  /** Request idx's outcome from its decision as the replica answered it (undefined: no decision). */
+  const record = (idx: number, d: DecisionReply | null | undefined) => {
+    if (typeof d !== 'object' || d === null) {
+      out.code[idx] = CODE_ERROR;
+      return;
+    }
+    out.code[idx] = d.allowed === true ? CODE_ADMITTED : CODE_DENIED;
+    if (typeof d.decidedAt === 'number') out.decided[idx] = d.decidedAt - epochStart;
+    const m = MODES.indexOf(d.mode as (typeof MODES)[number]);
+    if (m >= 0) out.mode[idx] = m;
+  };
   out.startedAt = start;
   const events = [...(hooks.events ?? [])].sort((a, b) => a.atMs - b.atMs);
   const eventRuns: Promise<void>[] = [];
@@ -563,17 +591,7 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
         httpCall(target, 'POST', '/v1/check', agentFor(target), 2000, body, onSocket).then(
           (r) => {
             out.replied[idx] = performance.now() - start;
-            if (r.status === 200 || r.status === 429) {
-              try {
-                const j = JSON.parse(r.body) as { allowed?: boolean; mode?: string; decidedAt?: number };
-                out.code[idx] = j.allowed === true ? CODE_ADMITTED : CODE_DENIED;
-                if (typeof j.decidedAt === 'number') out.decided[idx] = j.decidedAt - epochStart;
-                const m = MODES.indexOf(j.mode as (typeof MODES)[number]);
-                if (m >= 0) out.mode[idx] = m;
-              } catch {
-                out.code[idx] = CODE_ERROR;
-              }
-            } else out.code[idx] = CODE_ERROR;
+            record(idx, r.status === 200 || r.status === 429 ? parseJson<DecisionReply>(r.body) : undefined);
             pending--;
             done++;
             maybeFinish();
@@ -605,25 +623,14 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
         httpCall(target, 'POST', '/v1/check/batch', agentFor(target), 2000, batchBody, onSocket).then(
           (r) => {
             const at = performance.now() - start;
-            let ds: { allowed?: boolean; mode?: string; decidedAt?: number; status?: number }[] = [];
-            if (r.status === 200) {
-              try {
-                ds = (JSON.parse(r.body) as { decisions?: typeof ds }).decisions ?? [];
-              } catch {
-                ds = [];
-              }
-            }
+            const ds =
+              (r.status === 200
+                ? parseJson<{ decisions?: DecisionReply[] }>(r.body)?.decisions
+                : undefined) ?? [];
             idxs.forEach((idx, j) => {
               out.replied[idx] = at;
               const d = ds[j];
-              if (d === undefined || (d.status !== 200 && d.status !== 429)) {
-                out.code[idx] = CODE_ERROR;
-                return;
-              }
-              out.code[idx] = d.allowed === true ? CODE_ADMITTED : CODE_DENIED;
-              if (typeof d.decidedAt === 'number') out.decided[idx] = d.decidedAt - epochStart;
-              const m = MODES.indexOf(d.mode as (typeof MODES)[number]);
-              if (m >= 0) out.mode[idx] = m;
+              record(idx, d?.status === 200 || d?.status === 429 ? d : undefined);
             });
             settle();
           },
@@ -828,13 +835,6 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
 }
 
 // ---------------------------------------------------------------- printing
-
-function table(header: string[], rows: (string | number)[][]): void {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
-  const line = (c: (string | number)[]) => c.map((x, i) => String(x).padStart(widths[i]!)).join('  ');
-  console.log(line(header));
-  for (const r of rows) console.log(line(r));
-}
 
 function rowCells(label: string, r: AccuracyRow): (string | number)[] {
   return [
@@ -1336,7 +1336,7 @@ async function main(): Promise<number> {
     `seed trace: ${trace.t.length} requests over ${SECONDS} s, ${N} Docker replicas, L = ${L} per ${W} ms (k = ${SEED.buckets}); ` +
       `GCRA bound ${gcraBound(trace)}, exact sliding-window-log bound ${slidingLogAdmits(trace.t, L, W).length}`,
   );
-  table(ROW_HEADER, [rowCells('docker (live)', row), rowCells('simulator (predicted)', pred)]);
+  printTable(ROW_HEADER, [rowCells('docker (live)', row), rowCells('simulator (predicted)', pred)]);
   console.log(
     `requests: ${c.sent} sent, ${c.admitted} admitted, ${c.denied} denied, ${c.errors} errors; modes global ${c.global} / fallback ${c.fallback} / local ${c.local}; ` +
       `worst 1s by ${decidedAt ? 'replica decision time' : 'send time'} ${row.worst_1s}, by scheduled ${clocks.scheduled}, sent ${clocks.sent}, replied ${clocks.replied}`,
@@ -1385,7 +1385,7 @@ async function main(): Promise<number> {
       decide_p99_ms: round(quantile(decideMs, 0.99), 1),
     };
   });
-  table(
+  printTable(
     Object.keys(perRows[0]!),
     perRows.map((r) => Object.values(r)),
   );

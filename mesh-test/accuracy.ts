@@ -14,6 +14,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { gossipRow } from '../bench/accuracy.js';
+import { printTable } from '../bench/table.js';
 import { replayTrace } from '../src/sim/simulator.js';
 import { seedTrace, type Trace } from '../src/sim/trace.js';
 import { ensureDir, Mesh, ROOT, SEED_POLICY } from './harness.js';
@@ -236,10 +237,7 @@ export function printRows(rows: LiveRow[]): void {
     r.sustained ? 'yes' : 'no',
     r.load_avg.join('→'),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => String(c[i]).length)));
-  const line = (c: (string | number)[]) => c.map((x, i) => String(x).padStart(widths[i]!)).join('  ');
-  console.log(line(header));
-  for (const c of cells) console.log(line(c));
+  printTable(header, cells);
 }
 
 async function main(): Promise<void> {

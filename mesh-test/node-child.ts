@@ -268,14 +268,7 @@ async function replay(run: RunSpec): Promise<RunReport> {
   const gs1 = l.stats();
   const latS = lat.subarray(0, served).sort();
   const lateS = late.subarray(0, served).sort();
-  const eng = gs1.engine as {
-    dropped: Record<string, number>;
-    capped: number;
-    gossipIn: number;
-    byMode: Record<string, number>;
-    livePeers: number;
-    members: number;
-  };
+  const eng = gs1.engine as RunReport['engine'];
   const d = (k: keyof MeshStats['gossip']) => (gs1.gossip[k] as number) - (gs0.gossip[k] as number);
   return {
     index: cfg!.index,

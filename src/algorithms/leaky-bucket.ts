@@ -96,9 +96,10 @@ export class LeakyBucket implements LocalAlgorithm<LeakyBucketState>, FitsAt<Lea
     const x = now * this.rate;
     const slack = floatSlack(x, this.capacity);
     const q = this.queued(state, x, slack);
-    const resetNow = this.delay(q, slack);
-    if (!costFits(cost, this.capacity)) return deny(out, cells(this.capacity - q + slack), -1, resetNow);
+    // the queue ahead drains in `delay`: both how long this request would wait and when all is reset
     const delay = this.delay(q, slack);
+    const resetNow = delay;
+    if (!costFits(cost, this.capacity)) return deny(out, cells(this.capacity - q + slack), -1, resetNow);
     const after = q + cost;
     if (after <= this.capacity + slack && delay <= this.deadlineMs) {
       return allow(out, cells(this.capacity - after + slack), this.delay(after, slack), delay);

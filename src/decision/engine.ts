@@ -1203,9 +1203,13 @@ function isValidKey(key: string): boolean {
   }
 }
 
-/** A peer's reported demand for a key (cost offered over a window), fading over one window after the report. */
-function reportedDemand(arr: Float64Array, r: number, now: number, W: number): number {
-  const age = now - arr[r + 1]!;
+/**
+ * A peer's reported demand for a key (cost offered over a window), fading over
+ * one window after the report, by the report's age at `at` (the peer's newest
+ * message: a peer that keeps sending without the key fades it, a silent one does not).
+ */
+function reportedDemand(arr: Float64Array, r: number, at: number, W: number): number {
+  const age = at - arr[r + 1]!;
   if (!(age < W)) return 0;
   return arr[r]! * (1 - age / W);
 }

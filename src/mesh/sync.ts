@@ -6,7 +6,7 @@ import type { Clock } from '../clock.js';
 import { deadline } from './deadline.js';
 import type { MeshEngine } from './engine-port.js';
 import type { MeshNode } from './node.js';
-import type { Logger } from './types.js';
+import type { Logger, SyncStats } from './types.js';
 
 /** The direct state-sync protocol: one length-prefixed request frame, one response frame. */
 export const SYNC_PROTOCOL = '/ratemesh/sync/1.0.0';
@@ -18,17 +18,6 @@ export interface SyncConfig {
   timeoutMs: number;
   /** Concurrent inbound sync streams per connection. */
   maxInboundStreams: number;
-}
-
-export interface SyncStats {
-  pulls: number;
-  pullsOk: number;
-  pullsFailed: number;
-  served: number;
-  bytesIn: number;
-  bytesOut: number;
-  /** By reason: timeout, too-large, no-frame, dial, engine:<reason>, ... */
-  failures: Record<string, number>;
 }
 
 /** Reads exactly one length-prefixed frame (or none when the remote closes first). */

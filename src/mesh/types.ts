@@ -66,6 +66,18 @@ export interface MeshLimiterOptions {
   engineFactory?: EngineFactory;
 }
 
+/** The sync protocol's counters (`/ratemesh/sync/1.0.0`). */
+export interface SyncStats {
+  pulls: number;
+  pullsOk: number;
+  pullsFailed: number;
+  served: number;
+  bytesIn: number;
+  bytesOut: number;
+  /** By reason: timeout, too-large, no-frame, dial, engine:<reason>, ... */
+  failures: Record<string, number>;
+}
+
 /** See {@link MeshLimiterOptions.relay}. */
 export type RelayMode = 'auto' | 'always' | 'never';
 
@@ -116,15 +128,7 @@ export interface MeshStats {
   /** Transport-level drops, by reason (oversize, unsigned, self, stopped, ...). */
   drops: Record<string, number>;
   injected: { delayMs: number; loss: number; delayed: number; dropped: number };
-  sync: {
-    pulls: number;
-    pullsOk: number;
-    pullsFailed: number;
-    served: number;
-    bytesIn: number;
-    bytesOut: number;
-    failures: Record<string, number>;
-  };
+  sync: SyncStats;
   /** Peers seen subscribing to another policy version's topic: never merged. */
   versionMismatch: { events: number; peers: Record<string, string> };
   discovery: { dials: number; dialErrors: number; dnsErrors: number; lastResolved: number };
