@@ -43,16 +43,13 @@ import { round, rowFigures, slidingLogAdmits, worstRolling } from '../src/sim/me
 import { type Cut, replayTrace } from '../src/sim/simulator.js';
 import { seedTrace, type Trace } from '../src/sim/trace.js';
 import type { PolicySpec } from '../src/types.js';
+import { cpuBreakdown, describeCpu, sampleCpu } from './lib/cpu.js';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ROOT = resolve(HERE, '..');
 const TMP = join(HERE, 'tmp');
 const PROJECT = 'ratemesh-mesh';
 const IMAGE = process.env.RATEMESH_IMAGE ?? 'ratemesh:local';
-const SEED: PolicySpec = { name: 'seed', limit: 1000, windowMs: 1000, buckets: 50 };
-const L = 1000;
-const W = 1000;
-const BOUND = Math.round(L * 1.02);
 const HTTP_PORT = 8080;
 const T0 = performance.now();
 
@@ -69,6 +66,8 @@ const { values: argv } = parseArgs({
     drills: { type: 'string', default: 'kill,partition' },
     'skip-build': { type: 'boolean', default: false },
     'skip-prepare': { type: 'boolean', default: false },
+    scale: { type: 'string', default: '1' },
+    ci: { type: 'boolean', default: false },
     out: { type: 'string', default: join(HERE, 'results', 'docker-accuracy.json') },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -79,7 +78,10 @@ if (argv.help) {
       '                       [--drills kill,partition|none] [--skip-build] [--skip-prepare] [--out file]\n' +
       '--batch-ms B: every B ms the requests due for a replica go as one POST /v1/check/batch (0: one\n' +
       '              POST /v1/check each); each is still decided, and timed, on its own\n' +
-      '--warmup-s S: first S s of the same traffic on another key, not measured (0: none)',
+      '--warmup-s S: first S s of the same traffic on another key, not measured (0: none)\n' +
+      '--scale S:    the trace at S x 2,000 req/s against L = S x 1,000 (0 < S <= 1; default 1)\n' +
+      '--ci:         behaviour profile for CI: bounds with a wide margin (worst 1 s <= L + 10 %),\n' +
+      '              15 s reply timeout, every request decided, mesh formed within 120 s',
   );
   process.exit(0);
 }
@@ -105,6 +107,25 @@ for (const d of DRILLS) {
   }
 }
 const OUT = resolve(argv.out);
+const SCALE = Number(argv.scale);
+if (!(SCALE > 0 && SCALE <= 1)) {
+  console.error(`--scale must be a number in (0, 1] (got ${argv.scale})`);
+  process.exit(2);
+}
+/** --ci: the behaviour profile CI runs (wide bounds, generous timeouts); see the file comment. */
+const CI = argv.ci;
+const W = 1000;
+/** The limit scales with the trace's rate, so the trace is always twice the limit. */
+const L = Math.round(1000 * SCALE);
+const SEED: PolicySpec = { name: 'seed', limit: L, windowMs: W, buckets: 50 };
+/** Worst-1 s bound: L + 2 % for the benchmark; L + 10 % in CI (its shape meets L + 1 %). */
+const BOUND = Math.round(L * (CI ? 1.1 : 1.02));
+/** A check's reply timeout: 2 s in the benchmark; in CI a slow machine still gets its decision. */
+const CHECK_TIMEOUT_MS = CI ? 15_000 : 2000;
+/** Batches in flight per replica: more requests due wait for the next batch (backpressure). */
+const MAX_BATCHES_IN_FLIGHT = 2;
+/** The daemon's batch limit (POST /v1/check/batch takes up to 1,000 checks). */
+const MAX_BATCH = 1000;
 
 // ---------------------------------------------------------------- small helpers
 
@@ -276,7 +297,11 @@ interface StatsBody {
   };
 }
 
-/** The counters of /metrics this script reads (Prometheus text format). */
+/**
+ * The series of /metrics this script reads (Prometheus text format): gossip counters, and the
+ * process figures that tell why a reply waited (CPU seconds, event-loop delay since the last
+ * scrape from perf_hooks.monitorEventLoopDelay via prom-client, GC time).
+ */
 async function scrape(target: Target): Promise<Record<string, number> | undefined> {
   try {
     const r = await httpCall(target, 'GET', '/metrics', ctlAgent, 3000);
@@ -287,7 +312,15 @@ async function scrape(target: Target): Promise<Record<string, number> | undefine
         /^(ratemesh_gossip_messages_total|ratemesh_gossip_bytes_total)\{direction="(in|out)"\} ([0-9.e+-]+)$/.exec(
           line,
         );
-      if (m) out[`${m[1]}:${m[2]}`] = Number(m[3]);
+      if (m) {
+        out[`${m[1]}:${m[2]}`] = Number(m[3]);
+        continue;
+      }
+      const p =
+        /^(process_cpu_seconds_total|nodejs_eventloop_lag_max_seconds|nodejs_eventloop_lag_p99_seconds|nodejs_gc_duration_seconds_sum|nodejs_gc_duration_seconds_count)(\{[^}]*\})? ([0-9.e+-]+)$/.exec(
+          line,
+        );
+      if (p) out[p[1]!] = (out[p[1]!] ?? 0) + Number(p[3]);
     }
     return out;
   } catch {
@@ -301,6 +334,8 @@ interface Replica {
   /** 0-based trace node index (compose container number - 1). */
   index: number;
   id: string;
+  /** Full container id (its cgroup's name). */
+  fullId: string;
   name: string;
   network: string;
   ip: string;
@@ -312,14 +347,15 @@ async function inspectReplica(id: string): Promise<Replica> {
   const r = await docker([
     'inspect',
     '-f',
-    '{{index .Config.Labels "com.docker.compose.container-number"}} {{.Name}} {{.State.Pid}} {{range $k, $v := .NetworkSettings.Networks}}{{$k}}={{$v.IPAddress}} {{end}}',
+    '{{index .Config.Labels "com.docker.compose.container-number"}} {{.Id}} {{.Name}} {{.State.Pid}} {{range $k, $v := .NetworkSettings.Networks}}{{$k}}={{$v.IPAddress}} {{end}}',
     id,
   ]);
-  const [num, name, pid, ...nets] = r.stdout.trim().split(/\s+/);
+  const [num, fullId, name, pid, ...nets] = r.stdout.trim().split(/\s+/);
   const [network = '', ip = ''] = (nets[0] ?? '').split('=');
   return {
     index: Number(num) - 1,
     id,
+    fullId: fullId ?? '',
     name: (name ?? '').replace(/^\//, ''),
     network,
     ip,
@@ -472,6 +508,8 @@ interface ReplayHooks {
   route: (node: number) => Target | undefined;
   /** Events at trace times (ms), run without blocking the sender; given the replay's start (performance.now()). */
   events?: { atMs: number; run: (replayStart: number) => Promise<void> }[];
+  /** Set by replay: fails every request in flight to `t` at once (its replica was killed). */
+  abort?: (t: Target) => void;
 }
 
 /** The fields of a check decision (POST /v1/check, or one entry of a batch) the replay reads. */
@@ -525,6 +563,11 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
     }
     return a;
   };
+  hooks.abort = (t) => {
+    const k = targetKey(t);
+    agents.get(k)?.destroy();
+    agents.delete(k);
+  };
   // Warm the connections so the first requests do not pay for TCP set-up.
   await Promise.all(
     Array.from({ length: trace.nodes }, (_, node) => {
@@ -553,59 +596,20 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
   const eventRuns: Promise<void>[] = [];
   const lastT = n > 0 ? trace.t[n - 1]! : 0;
   const hardStop = lastT + 30_000;
+  /**
+   * Requests due per replica, sent as one batch every BATCH_MS, at most MAX_BATCHES_IN_FLIGHT
+   * batches in flight per replica: a replica that falls behind gets larger batches, not more
+   * connections (opening ever more sockets to a starved replica made it slower still).
+   */
+  const queued = new Map<string, { target: Target; idxs: number[]; inFlight: number }>();
   await new Promise<void>((finish) => {
     const maybeFinish = () => {
       if (i >= n && done >= n) finish();
     };
-    const pump = () => {
-      const now = performance.now() - start;
-      while (events.length > 0 && events[0]!.atMs <= now) {
-        const ev = events.shift()!;
-        eventRuns.push(ev.run(start));
-      }
-      const batches = new Map<string, { target: Target; idxs: number[] }>();
-      while (i < n && trace.t[i]! <= now) {
-        const idx = i++;
-        const target = hooks.route(trace.node[idx]!);
-        if (!target) {
-          out.code[idx] = CODE_SKIPPED;
-          done++;
-          continue;
-        }
-        if (BATCH_MS > 0) {
-          const k = targetKey(target);
-          let b = batches.get(k);
-          if (!b) {
-            b = { target, idxs: [] };
-            batches.set(k, b);
-          }
-          b.idxs.push(idx);
-          continue;
-        }
-        out.sent[idx] = performance.now() - start;
-        pending++;
-        out.maxQueued = Math.max(out.maxQueued, pending);
-        const onSocket = () => {
-          out.sent[idx] = performance.now() - start;
-        };
-        httpCall(target, 'POST', '/v1/check', agentFor(target), 2000, body, onSocket).then(
-          (r) => {
-            out.replied[idx] = performance.now() - start;
-            record(idx, r.status === 200 || r.status === 429 ? parseJson<DecisionReply>(r.body) : undefined);
-            pending--;
-            done++;
-            maybeFinish();
-          },
-          () => {
-            out.replied[idx] = performance.now() - start;
-            out.code[idx] = CODE_ERROR;
-            pending--;
-            done++;
-            maybeFinish();
-          },
-        );
-      }
-      for (const { target, idxs } of batches.values()) {
+    const flush = (q: { target: Target; idxs: number[]; inFlight: number }) => {
+      while (q.idxs.length > 0 && q.inFlight < MAX_BATCHES_IN_FLIGHT) {
+        const idxs = q.idxs.splice(0, MAX_BATCH);
+        q.inFlight++;
         const sentAt = performance.now() - start;
         for (const idx of idxs) out.sent[idx] = sentAt;
         pending += idxs.length;
@@ -617,10 +621,20 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
         const settle = () => {
           pending -= idxs.length;
           done += idxs.length;
+          q.inFlight--;
+          flush(q);
           maybeFinish();
         };
         const batchBody = Buffer.from(`{"requests":[${new Array(idxs.length).fill(item).join(',')}]}`);
-        httpCall(target, 'POST', '/v1/check/batch', agentFor(target), 2000, batchBody, onSocket).then(
+        httpCall(
+          q.target,
+          'POST',
+          '/v1/check/batch',
+          agentFor(q.target),
+          CHECK_TIMEOUT_MS,
+          batchBody,
+          onSocket,
+        ).then(
           (r) => {
             const at = performance.now() - start;
             const ds =
@@ -644,12 +658,65 @@ async function replay(trace: Trace, key: string, hooks: ReplayHooks): Promise<Re
           },
         );
       }
+    };
+    const pump = () => {
+      const now = performance.now() - start;
+      while (events.length > 0 && events[0]!.atMs <= now) {
+        const ev = events.shift()!;
+        eventRuns.push(ev.run(start));
+      }
+      while (i < n && trace.t[i]! <= now) {
+        const idx = i++;
+        const target = hooks.route(trace.node[idx]!);
+        if (!target) {
+          out.code[idx] = CODE_SKIPPED;
+          done++;
+          continue;
+        }
+        if (BATCH_MS > 0) {
+          const k = targetKey(target);
+          let q = queued.get(k);
+          if (!q) {
+            q = { target, idxs: [], inFlight: 0 };
+            queued.set(k, q);
+          }
+          q.idxs.push(idx);
+          continue;
+        }
+        out.sent[idx] = performance.now() - start;
+        pending++;
+        out.maxQueued = Math.max(out.maxQueued, pending);
+        const onSocket = () => {
+          out.sent[idx] = performance.now() - start;
+        };
+        httpCall(target, 'POST', '/v1/check', agentFor(target), CHECK_TIMEOUT_MS, body, onSocket).then(
+          (r) => {
+            out.replied[idx] = performance.now() - start;
+            record(idx, r.status === 200 || r.status === 429 ? parseJson<DecisionReply>(r.body) : undefined);
+            pending--;
+            done++;
+            maybeFinish();
+          },
+          () => {
+            out.replied[idx] = performance.now() - start;
+            out.code[idx] = CODE_ERROR;
+            pending--;
+            done++;
+            maybeFinish();
+          },
+        );
+      }
+      for (const q of queued.values()) flush(q);
       if (i < n || events.length > 0) {
         if (now > hardStop) {
           finish();
           return;
         }
         setTimeout(pump, BATCH_MS > 0 ? BATCH_MS : 1);
+      } else if ([...queued.values()].some((q) => q.idxs.length > 0)) {
+        // everything is due; what waits behind a replica's batches in flight leaves as they return
+        if (now <= hardStop) setTimeout(pump, BATCH_MS);
+        else finish();
       } else maybeFinish();
     };
     pump();
@@ -729,8 +796,13 @@ function lagStats(r: Replay) {
  * Why the figures may not be what they seem: requests not sent on time, replies (so decisions)
  * far behind the sends, or replicas not ticking at their gossip interval (CPU-starved).
  */
-function overloaded(lag: ReturnType<typeof lagStats>, sustainedPct?: number): string | undefined {
+function overloaded(
+  lag: ReturnType<typeof lagStats>,
+  sustainedPct?: number,
+  hostBusyPct?: number,
+): string | undefined {
   const why: string[] = [];
+  if (hostBusyPct !== undefined && hostBusyPct > 90) why.push(`host CPU ${hostBusyPct} % busy (> 90)`);
   if (lag.send_lag_ms.p99 > 20) why.push(`send lag p99 ${lag.send_lag_ms.p99} ms (> 20)`);
   if (lag.latency_ms.p99 > 50)
     why.push(`reply latency p99 ${lag.latency_ms.p99} ms (> 50: decisions happen well after the send times)`);
@@ -758,21 +830,28 @@ function counts(r: Replay, filter?: (i: number) => boolean) {
 
 // ---------------------------------------------------------------- trace, figures, prediction
 
-/** The seed trace, its first `seconds` × 2,000 requests, node i mod N. */
+/** The seed trace, its first `seconds` × 2,000 × SCALE requests, node i mod N, at 2,000 × SCALE per s. */
 function dockerTrace(nodes: number, seconds: number): Trace {
-  const full = seedTrace(seconds * 2000);
+  const full = seedTrace(Math.round(seconds * 2000 * SCALE));
   const node = new Uint8Array(full.node.length);
   for (let i = 0; i < node.length; i++) node[i] = full.node[i]! % nodes;
-  return { t: full.t, node, nodes };
+  // --scale S: the same requests spread S times thinner (2,000 x S per s), against L = 1,000 x S
+  const t = SCALE === 1 ? full.t : full.t.map((x) => x / SCALE);
+  return { t, node, nodes };
 }
 
 function figures(trace: Trace, admitted: number[]) {
-  return rowFigures(admitted, gcraBound(trace), slidingLogAdmits(trace.t, L, W).length);
+  return rowFigures(
+    admitted,
+    gcraBound(trace, 1 / SCALE, Math.round(96 * SCALE)),
+    slidingLogAdmits(trace.t, L, W).length,
+  );
 }
 
 /** The simulator's row for this run: gossipRow itself for the 8-node 10 s trace, else the same replay. */
 function predicted(trace: Trace, cut?: Cut): AccuracyRow {
-  if (trace.nodes === 8 && trace.t.length === 20_000 && !cut) return gossipRow('controlled', G, D);
+  if (trace.nodes === 8 && trace.t.length === 20_000 && SCALE === 1 && !cut)
+    return gossipRow('controlled', G, D);
   const r = replayTrace(
     trace,
     {
@@ -912,11 +991,29 @@ function rates(
 ) {
   return before.map((b, i) => {
     const a = after[i];
-    if (!a || !b) return { msgs: Number.NaN, bytes: Number.NaN };
+    if (!a || !b)
+      return {
+        msgs: Number.NaN,
+        bytes: Number.NaN,
+        cpuPct: Number.NaN,
+        loopP99Ms: Number.NaN,
+        loopMaxMs: Number.NaN,
+        gcMs: Number.NaN,
+        gcs: Number.NaN,
+      };
     const d = (k: string) => ((a[k] ?? 0) - (b[k] ?? 0)) / (ms / 1000);
     return {
       msgs: d('ratemesh_gossip_messages_total:out'),
       bytes: d('ratemesh_gossip_bytes_total:out'),
+      /** % of one core over the interval. */
+      cpuPct: d('process_cpu_seconds_total') * 100,
+      /** Event-loop delay over the interval (the histogram is reset at every scrape), ms past due. */
+      // prom-client samples with a 10 ms timer: a value is 10 ms plus the delay
+      loopP99Ms: (a.nodejs_eventloop_lag_p99_seconds ?? Number.NaN) * 1000 - 10,
+      loopMaxMs: (a.nodejs_eventloop_lag_max_seconds ?? Number.NaN) * 1000 - 10,
+      /** GC pause time over the interval, ms, and the number of collections. */
+      gcMs: ((a.nodejs_gc_duration_seconds_sum ?? 0) - (b.nodejs_gc_duration_seconds_sum ?? 0)) * 1000,
+      gcs: (a.nodejs_gc_duration_seconds_count ?? 0) - (b.nodejs_gc_duration_seconds_count ?? 0),
     };
   });
 }
@@ -965,7 +1062,7 @@ async function killDrill(trace: Trace, k: number): Promise<DrillOutcome> {
     }
   };
   let watcher: Promise<void> | undefined;
-  const r = await replay(trace, 'drill-kill', {
+  const hooks: ReplayHooks = {
     route: (node) => (node === k ? (down ? undefined : target) : replicas[node]!.target),
     events: [
       {
@@ -977,6 +1074,8 @@ async function killDrill(trace: Trace, k: number): Promise<DrillOutcome> {
           marks.kill_cmd = since();
           await docker(['kill', rep.id], 30_000);
           marks.killed = since();
+          // What was in flight to it is lost with it: fail it now instead of waiting for the timeout.
+          hooks.abort?.(target);
           await sleep(Math.max(0, startAt - since()));
           marks.start_cmd = since();
           await docker(['start', rep.id], 60_000);
@@ -1000,7 +1099,8 @@ async function killDrill(trace: Trace, k: number): Promise<DrillOutcome> {
         },
       },
     ],
-  });
+  };
+  const r = await replay(trace, 'drill-kill', hooks);
   await watcher;
   const row = liveRow(trace, r, Number.NaN, Number.NaN, `node${k} killed ${secs(killAt)}-${secs(startAt)}s`);
   const servingT = marks.serving ?? Number.NaN;
@@ -1009,15 +1109,26 @@ async function killDrill(trace: Trace, k: number): Promise<DrillOutcome> {
   const restartedAdmits = counts(r, (i) => trace.node[i] === k && decisionTime(r, i) >= servingT).admitted;
   const c = counts(r);
   const fallbackMs = (marks.others_see_stale ?? Number.NaN) - (marks.kill_cmd ?? Number.NaN);
+  // Sent to the killed replica before docker kill returned and never answered: lost with it.
+  const killedAt = marks.killed ?? Number.POSITIVE_INFINITY;
+  const lostWithKill = counts(r, (i) => trace.node[i] === k && r.sent[i]! < killedAt).errors;
+  const otherErrors = c.errors - lostWithKill;
   const errPct = round((c.errors / Math.max(1, c.sent)) * 100, 2);
   const checks = [
     check('worst 1 s over the drill', row.worst_1s, `<= ${BOUND}`, row.worst_1s <= BOUND),
-    check(
-      'requests that got no decision (errors %, incl. in flight at the kill)',
-      errPct,
-      '<= 2',
-      errPct <= 2,
-    ),
+    CI
+      ? check(
+          `requests that got no decision, besides the ${lostWithKill} in flight to the killed replica`,
+          otherErrors,
+          '0',
+          otherErrors === 0,
+        )
+      : check(
+          'requests that got no decision (errors %, incl. in flight at the kill)',
+          errPct,
+          '<= 2',
+          errPct <= 2,
+        ),
     check(
       'admitted in the first second after it serves again',
       firstSecond,
@@ -1162,7 +1273,9 @@ async function partitionDrill(trace: Trace, k: number): Promise<DrillOutcome> {
   const errPct = round((c.errors / Math.max(1, c.sent)) * 100, 2);
   const checks = [
     check('worst 1 s over the drill', row.worst_1s, `<= ${BOUND}`, row.worst_1s <= BOUND),
-    check('requests that got no decision (errors %)', errPct, '<= 2', errPct <= 2),
+    CI
+      ? check('requests that got no decision', c.errors, '0', c.errors === 0)
+      : check('requests that got no decision (errors %)', errPct, '<= 2', errPct <= 2),
     check(
       'cut replica fell back to L/N (decision mode fallback), ms after disconnect',
       round(fallbackMs, 0),
@@ -1172,8 +1285,8 @@ async function partitionDrill(trace: Trace, k: number): Promise<DrillOutcome> {
     check(
       'cut replica admitted per second while cut',
       round(cutCounts.admitted / cutSecs, 0),
-      `<= L/N = ${share} (+2 %)`,
-      cutCounts.admitted / cutSecs <= share * 1.02,
+      `<= L/N = ${share} (+${CI ? 10 : 2} %)`,
+      cutCounts.admitted / cutSecs <= share * (CI ? 1.1 : 1.02),
     ),
     check(
       `back to global after reconnect (by ${recoverBy}), ms`,
@@ -1288,14 +1401,15 @@ async function main(): Promise<number> {
   const upReturnedMs = performance.now() - tUp;
   replicas = await listReplicas();
   if (replicas.length !== N) throw new Error(`expected ${N} replicas, found ${replicas.length}`);
-  const formed = await waitForMesh(replicas, 60_000, tUp);
+  const formLimitMs = CI ? 120_000 : 60_000;
+  const formed = await waitForMesh(replicas, formLimitMs, tUp);
   const formedMs = formed.ok ? formed.allTogetherMs : Number.POSITIVE_INFINITY;
   const lastFirstFull = Math.max(...formed.firstFullMs);
   log(
     formed.ok
       ? `mesh formed: every replica at ${N - 1} live peers ${secs(formedMs)} s after 'up' started ` +
           `(up returned after ${secs(upReturnedMs)} s; last replica's first full view at ${secs(lastFirstFull)} s)`
-      : `FAIL  mesh NOT formed within 60 s (live peers per replica ${formed.lastLive.join('/')}); measuring anyway`,
+      : `FAIL  mesh NOT formed within ${formLimitMs / 1000} s (live peers per replica ${formed.lastLive.join('/')}); measuring anyway`,
   );
   if (!formed.answered.every(Boolean)) throw new Error('a replica never answered GET /v1/peers');
 
@@ -1312,15 +1426,22 @@ async function main(): Promise<number> {
     await sleep(W + 2 * G);
   }
   const before = await Promise.all(replicas.map((r) => scrape(r.target)));
+  const cpu0 = sampleCpu(replicas.map((r) => r.fullId));
+  const self0 = process.cpuUsage();
   const statsBefore = await Promise.all(replicas.map((r) => getJson<StatsBody>(r.target, '/v1/stats')));
   const loadBefore = loadavg()[0]!;
   log(
-    `replay: ${trace.t.length} requests over ${SECONDS} s (2,000/s) to ${N} replicas, ` +
+    `replay: ${trace.t.length} requests over ${SECONDS} s (${round(2000 * SCALE, 0)}/s) to ${N} replicas, ` +
       (BATCH_MS > 0
         ? `the ones due for a replica sent together every ${BATCH_MS} ms (POST /v1/check/batch)`
         : `one POST /v1/check each`),
   );
   const main = await replay(trace, 'main', { route: (node) => replicas[node]!.target });
+  const cpuUse = cpuBreakdown(
+    cpu0,
+    sampleCpu(replicas.map((r) => r.fullId)),
+    new Map(replicas.map((r) => [r.fullId, r.name])),
+  );
   const after = await Promise.all(replicas.map((r) => scrape(r.target)));
   const statsAfter = await Promise.all(replicas.map((r) => getJson<StatsBody>(r.target, '/v1/stats')));
   const per = rates(before, after, main.durationMs);
@@ -1334,7 +1455,7 @@ async function main(): Promise<number> {
   console.log('');
   console.log(
     `seed trace: ${trace.t.length} requests over ${SECONDS} s, ${N} Docker replicas, L = ${L} per ${W} ms (k = ${SEED.buckets}); ` +
-      `GCRA bound ${gcraBound(trace)}, exact sliding-window-log bound ${slidingLogAdmits(trace.t, L, W).length}`,
+      `GCRA bound ${gcraBound(trace, 1 / SCALE, Math.round(96 * SCALE))}, exact sliding-window-log bound ${slidingLogAdmits(trace.t, L, W).length}`,
   );
   printTable(ROW_HEADER, [rowCells('docker (live)', row), rowCells('simulator (predicted)', pred)]);
   console.log(
@@ -1346,6 +1467,12 @@ async function main(): Promise<number> {
       `reply latency ms p50 ${lag.latency_ms.p50} p99 ${lag.latency_ms.p99} max ${lag.latency_ms.max}; ` +
       `max in flight ${lag.max_in_flight}; host load ${loadBefore.toFixed(1)} -> ${loadavg()[0]!.toFixed(1)}`,
   );
+  const selfCpu = process.cpuUsage(self0);
+  const driverPct = round(
+    ((selfCpu.user + selfCpu.system) / 1000 / main.durationMs / cpus().length) * 100,
+    1,
+  );
+  console.log(`${describeCpu(cpuUse)}; of these this load driver: ${driverPct} %`);
   if (process.env.DEBUG_LAT) {
     for (let s = 0; s < SECONDS; s++) {
       const xs: number[] = [];
@@ -1383,6 +1510,11 @@ async function main(): Promise<number> {
       // reply: send to reply; decide: send to the replica's decidedAt (same kernel clock)
       reply_p99_ms: round(quantile(replyMs, 0.99), 1),
       decide_p99_ms: round(quantile(decideMs, 0.99), 1),
+      cpu_pct: round(per[i]!.cpuPct, 1),
+      cgroup_cpu_pct: cpuUse.per_container_pct_core[rep.name] ?? Number.NaN,
+      loop_delay_p99_ms: round(per[i]!.loopP99Ms, 1),
+      loop_delay_max_ms: round(per[i]!.loopMaxMs, 1),
+      gc_ms: round(per[i]!.gcMs, 1),
     };
   });
   printTable(
@@ -1391,16 +1523,22 @@ async function main(): Promise<number> {
   );
   const tickRate = mean(perRows.map((r) => r.ticks_s));
   const sustainedPct = round((tickRate / (1000 / G)) * 100, 0);
-  const overload = overloaded(lag, sustainedPct);
+  const overload = overloaded(lag, sustainedPct, cpuUse.host_busy_pct);
   console.log(
-    `gossip ticks: ${round(tickRate, 1)}/s per replica of ${round(1000 / G, 1)}/s (${sustainedPct} % sustained)` +
-      (overload ? `\nWARNING  overloaded: ${overload}` : ''),
+    `gossip ticks: ${round(tickRate, 1)}/s per replica of ${round(1000 / G, 1)}/s (${sustainedPct} % sustained)`,
+  );
+  console.log(
+    overload
+      ? `OVERLOADED  ${overload}: decisions and gossip ran late on a starved host; timing figures above measure the host, the checks below still hold the behaviour`
+      : `not overloaded: host CPU ${cpuUse.host_busy_pct} % busy, reply latency p99 ${lag.latency_ms.p99} ms, send lag p99 ${lag.send_lag_ms.p99} ms, gossip ticks ${sustainedPct} %`,
   );
   const ok1 = row.worst_1s <= BOUND;
-  const formedOk = formedMs < 15_000;
+  // The benchmark holds formation to 15 s; CI checks that it forms (start-up speed is not behaviour).
+  const formedOk = CI ? formed.ok : formedMs < 15_000;
+  const formedBound = CI ? `< ${formLimitMs / 1000}` : '< 15';
   console.log(
     `${ok1 ? 'PASS' : 'FAIL'}  worst 1 s ${row.worst_1s} (bound ${BOUND}); ` +
-      `${formedOk ? 'PASS' : 'FAIL'}  mesh formed in ${formed.ok ? secs(formedMs) : '> 60'} s (target < 15 s)`,
+      `${formedOk ? 'PASS' : 'FAIL'}  mesh formed in ${formed.ok ? secs(formedMs) : `> ${formLimitMs / 1000}`} s (target ${formedBound} s)`,
   );
   console.log('');
 
@@ -1422,6 +1560,7 @@ async function main(): Promise<number> {
       predicted_msgs_per_s_node: pred.msgs_per_s_node,
       predicted_bytes_per_s_node: pred.bytes_per_s_node,
       ...lag,
+      host_cpu: { ...cpuUse, driver_pct_of_host: driverPct },
       replicas: perRows,
       mesh_formed_ms: round(formedMs, 0),
       up_returned_ms: round(upReturnedMs, 0),
@@ -1434,8 +1573,10 @@ async function main(): Promise<number> {
   const checks: Check[] = [
     check('worst 1 s (seed trace)', row.worst_1s, `<= ${BOUND}`, ok1),
     // A run where replies time out measures nothing: it must not pass on a low worst 1 s.
-    check('requests that got no decision (errors %)', errPct, '<= 1', errPct <= 1),
-    check('mesh formed (s after up)', secs(formedMs), '< 15', formedOk),
+    CI
+      ? check('requests that got no decision', c.errors, '0', c.errors === 0)
+      : check('requests that got no decision (errors %)', errPct, '<= 1', errPct <= 1),
+    check('mesh formed (s after up)', secs(formedMs), formedBound, formedOk),
   ];
 
   // 5. drills (replica 1 = trace node 0, the 40 % node)
@@ -1472,7 +1613,11 @@ async function main(): Promise<number> {
     console.log(`        requests ${JSON.stringify(requests)} send lag ${JSON.stringify(send_lag_ms)}`);
     const dl = d.row as unknown as ReturnType<typeof lagStats>;
     const ov = overloaded(dl);
-    if (ov) console.log(`WARNING  overloaded: ${ov}`);
+    console.log(
+      ov
+        ? `OVERLOADED  ${ov}`
+        : `not overloaded: reply latency p99 ${dl.latency_ms.p99} ms, send lag p99 ${dl.send_lag_ms.p99} ms`,
+    );
     d.row.overloaded = ov ?? false;
     rows.push(d.row);
     checks.push(...d.checks);
