@@ -2,6 +2,7 @@
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { BATCH_BODY_BYTES } from '../../src/daemon/server.js';
 import { round } from '../../src/sim/metrics.js';
 import type { PolicySpec } from '../../src/types.js';
 
@@ -87,8 +88,8 @@ export const CHECK_TIMEOUT_MS = CI ? 15_000 : 2000;
 export const MAX_BATCHES_IN_FLIGHT = 2;
 /** The daemon's batch limit (POST /v1/check/batch takes up to 1,000 checks). */
 export const MAX_BATCH = 1000;
-/** The replicas' body cap: the daemon's default http.maxBodyBytes (the run's config keeps it). */
-export const MAX_BODY_BYTES = 16 * 1024;
+/** The replicas' batch body cap (POST /v1/check/batch). */
+export const MAX_BODY_BYTES = BATCH_BODY_BYTES;
 
 // ---------------------------------------------------------------- small helpers
 
