@@ -35,9 +35,11 @@
  * Traffic goes only to this project's containers (and a unix socket on the host).
  * Every wait and loop is bounded. Exit code 0 only when every assertion held.
  */
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+
+import { existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join, relative } from 'node:path';
+import { generateKey } from '@libp2p/pnet';
 import type { AccuracyRow } from '../bench/accuracy.js';
 import { printTable } from '../bench/table.js';
 import { gcraBound } from '../src/sim/baselines.js';
@@ -148,7 +150,17 @@ async function main(): Promise<number> {
   const imageMb = round(sizeB / 1e6, 1);
   log(`image ${IMAGE}: ${imageMb} MB (build step ${secs(buildMs)} s)`);
 
-  // 3. up and wait for the mesh
+  // 3. up and wait for the mesh. The replicas listen on their network, so they share a psk
+  // (docker/tmp/swarm.key, made once, mounted read-only in every replica).
+  const pskFile = join(TMP, 'swarm.key');
+  // (a compose run without it leaves a directory there: docker makes missing mount sources)
+  if (!existsSync(pskFile) || !statSync(pskFile).isFile()) {
+    rmSync(pskFile, { recursive: true, force: true });
+    const key = new Uint8Array(95);
+    generateKey(key);
+    writeFileSync(pskFile, key, { mode: 0o644 });
+    log(`made a psk for the replicas: ${relative(process.cwd(), pskFile)}`);
+  }
   writeFileSync(
     join(TMP, 'mesh-node.yaml'),
     [

@@ -7,6 +7,7 @@ import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
 import { compilePolicies } from '../policy/compile.js';
 import type { PolicySpec } from '../types.js';
 import {
+  boolean,
   fail,
   finite,
   integer,
@@ -73,6 +74,8 @@ export interface DaemonConfig {
     privateKey: Uint8Array | undefined;
     /** Contents of pskFile, checked to be a pnet v1 swarm key. */
     psk: Uint8Array | undefined;
+    /** Run without a psk on non-loopback addresses (logged as a warning); absent: false. */
+    insecure?: boolean;
   };
   log: { level: LogLevel };
   stats: { hotKeys: number };
@@ -102,6 +105,11 @@ export const NODE_FLAGS = {
   'log-level': { env: 'RATEMESH_LOG_LEVEL', arg: '<level>', help: LOG_LEVELS.join('|') },
   'key-file': { env: 'RATEMESH_KEY_FILE', arg: '<file>', help: 'libp2p private key (ratemesh keygen)' },
   'psk-file': { env: 'RATEMESH_PSK_FILE', arg: '<file>', help: 'pnet swarm key (ratemesh psk)' },
+  insecure: {
+    env: 'RATEMESH_INSECURE',
+    arg: '<true|false>',
+    help: 'run on non-loopback addresses without a psk (anyone who reaches the port can join)',
+  },
   'inject-delay-ms': {
     env: 'RATEMESH_INJECT_DELAY_MS',
     arg: '<ms>',
@@ -244,6 +252,8 @@ export function loadConfig(src: ConfigSources): DaemonConfig {
     cfg.mesh.pskFile = resolve(cwd, string(pskFile.value[0], pskFile.path));
     keySource.psk = pskFile.path;
   }
+  const insecure = pick('insecure');
+  if (insecure) cfg.mesh.insecure = oneOf(insecure.value[0], insecure.path, ['true', 'false']) === 'true';
   const delay = pick('inject-delay-ms');
   if (delay) cfg.mesh.injectDelayMs = injectDelay(numberText(delay.value[0] ?? '', delay.path), delay.path);
   const loss = pick('inject-loss');
@@ -314,6 +324,7 @@ const MESH_FIELDS = [
   'pskFile',
   'injectDelayMs',
   'injectLoss',
+  'insecure',
 ] as const;
 
 /** Validates the parsed config file into `cfg`; returns whether it supplied policies. */
@@ -351,6 +362,7 @@ function applyConfigFile(
   if (top.mesh !== undefined) {
     const m = objectOf(top.mesh, 'config.mesh', MESH_FIELDS);
     if (m.listen !== undefined) cfg.mesh.listen = stringArray(m.listen, 'config.mesh.listen', MAX_ADDRS);
+    if (m.insecure !== undefined) cfg.mesh.insecure = boolean(m.insecure, 'config.mesh.insecure');
     if (m.bootstrap !== undefined) {
       cfg.mesh.bootstrap = stringArray(m.bootstrap, 'config.mesh.bootstrap', MAX_ADDRS);
     }

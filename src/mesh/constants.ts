@@ -1,5 +1,9 @@
 /** Defaults of the mesh layer; every one can be overridden through MeshLimiterOptions. */
-export const DEFAULT_LISTEN: readonly string[] = ['/ip4/0.0.0.0/tcp/0'];
+/**
+ * Loopback by default: a node reachable from other hosts is a choice (and needs a psk, or
+ * `insecure: true`).
+ */
+export const DEFAULT_LISTEN: readonly string[] = ['/ip4/127.0.0.1/tcp/0'];
 export const DEFAULT_GOSSIP_INTERVAL_MS = 100;
 export const DEFAULT_EXPECTED_DELAY_MS = 10;
 /** Small mesh degree: a ratemesh mesh is a handful of nodes and every forward costs a signature check. */

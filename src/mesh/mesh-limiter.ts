@@ -271,6 +271,12 @@ class MeshLimiterImpl implements MeshLimiter {
         '!!! ratemesh EXPERIMENT KNOBS ON: received gossip is artificially delayed and/or dropped; never use in production !!!',
       );
     }
+    if (this.cfg.insecure) {
+      this.cfg.logger.warn(
+        { listen: this.cfg.listen, bootstrap: this.cfg.bootstrap.map((b) => b.text), peerId: this.peerId },
+        'INSECURE: no psk on a non-loopback address (insecure: true): anyone who reaches this port can join the mesh and gossip counts; give every member a psk (ratemesh psk)',
+      );
+    }
   }
 
   // ---- gossip out ----

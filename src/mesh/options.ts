@@ -34,6 +34,7 @@ export interface MeshConfig {
   bootstrap: readonly BootstrapEntry[];
   privateKey: PrivateKey;
   psk: Uint8Array | undefined;
+  insecure: boolean;
   gossipIntervalMs: number;
   expectedDelayMs: number;
   logger: Logger;
@@ -61,6 +62,7 @@ const KNOWN = new Set<string>([
   'bootstrap',
   'privateKey',
   'psk',
+  'insecure',
   'gossipIntervalMs',
   'expectedDelayMs',
   'logger',
@@ -150,6 +152,31 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     }
   }
 
+  if (opts.insecure !== undefined && typeof opts.insecure !== 'boolean')
+    bad('insecure', 'must be true or false');
+  const insecure = opts.insecure === true;
+  // Secure by default: a node that listens on, or dials, anything but loopback shares a psk.
+  const exposed = [
+    ...listen.map((a, i) => [`listen[${i}]`, a, isLoopbackMultiaddr(a)] as const),
+    ...bootstrap.map(
+      (b, i) =>
+        [
+          `bootstrap[${i}]`,
+          b.text,
+          b.kind === 'dns' ? b.name === 'localhost' : isLoopbackMultiaddr(b.text),
+        ] as const,
+    ),
+  ].filter(([, , loop]) => !loop);
+  if (psk === undefined && exposed.length > 0 && !insecure) {
+    const [field, addr] = exposed[0]!;
+    bad(
+      field,
+      `${JSON.stringify(addr)} is not a loopback address: a mesh reachable from other hosts needs a psk ` +
+        '(ratemesh psk --out FILE; give it to every member), or insecure: true to run open (anyone who reaches ' +
+        'the port can join and gossip counts)',
+    );
+  }
+
   const gossipIntervalMs = num(
     'gossipIntervalMs',
     opts.gossipIntervalMs,
@@ -190,6 +217,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     bootstrap,
     privateKey,
     psk,
+    insecure: insecure && psk === undefined && exposed.length > 0,
     gossipIntervalMs,
     expectedDelayMs,
     logger,
@@ -243,4 +271,13 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     maxConnections: num('maxConnections', opts.maxConnections, DEFAULT_MAX_CONNECTIONS, 1, 100_000, true),
     engineFactory: opts.engineFactory,
   };
+}
+
+/** True for /ip4/127.x, /ip6/::1 and /dns, /dns4 or /dns6 localhost multiaddrs (any transport after them). */
+export function isLoopbackMultiaddr(text: string): boolean {
+  return (
+    /^\/ip4\/127\.\d+\.\d+\.\d+(\/|$)/.test(text) ||
+    /^\/ip6\/::1(\/|$)/.test(text) ||
+    /^\/dns[46]?\/localhost(\/|$)/.test(text)
+  );
 }

@@ -19,8 +19,17 @@ export interface MeshLimiterOptions {
   bootstrap?: readonly string[];
   /** Protobuf-encoded libp2p private key (Ed25519); a new one when absent. */
   privateKey?: Uint8Array;
-  /** Pre-shared key (libp2p pnet swarm key file contents) so outsiders cannot join. */
+  /**
+   * Pre-shared key (libp2p pnet swarm key file contents) so outsiders cannot join. Required
+   * when any listen or bootstrap address is not loopback, unless `insecure: true`.
+   */
   psk?: Uint8Array;
+  /**
+   * Run on non-loopback addresses without a psk: anyone who can reach the port can join the
+   * mesh and gossip counts (docs/security.md says what a member can do). Logged as a warning.
+   * Default false.
+   */
+  insecure?: boolean;
   /** Gossip tick interval, ms. Default 100 (the smallest 8 signed nodes on 2 cores sustain: mesh-test/README.md). */
   gossipIntervalMs?: number;
   /** Expected one-way gossip delay, ms (feeds staleness). Default 10. */

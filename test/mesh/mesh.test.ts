@@ -69,6 +69,43 @@ describe('createMeshLimiter options', () => {
     expect(configError(() => createMeshLimiter({ ...base, gossipMs: 5 } as never))).toBe('gossipMs');
   });
 
+  it('is secure by default: a non-loopback listen or bootstrap needs a psk or insecure: true (issue 11)', async () => {
+    const psk = new Uint8Array(95);
+    generateKey(psk);
+    const open = { ...base, listen: ['/ip4/0.0.0.0/tcp/0'] };
+    expect(configError(() => createMeshLimiter(open))).toBe('listen[0]');
+    expect(configError(() => createMeshLimiter({ ...base, bootstrap: ['/ip4/10.1.2.3/tcp/4001'] }))).toBe(
+      'bootstrap[0]',
+    );
+    expect(configError(() => createMeshLimiter({ ...base, bootstrap: ['dns:node:4001'] }))).toBe(
+      'bootstrap[0]',
+    );
+    expect(configError(() => createMeshLimiter({ ...base, insecure: 'yes' as never }))).toBe('insecure');
+    // loopback in every form needs nothing; a psk or an explicit insecure: true opens the rest
+    for (const ok of [
+      { ...base, bootstrap: ['dns:localhost:4001', '/ip6/::1/tcp/4001', '/dns4/localhost/tcp/1'] },
+      { policies: NAIVE },
+      { ...open, psk },
+      { ...open, insecure: true },
+    ]) {
+      expect(configError(() => createMeshLimiter({ ...ok, logger: new MemoryLogger() }))).toBeUndefined();
+    }
+    // insecure is said out loud at start, and only when it matters
+    const logger = new MemoryLogger();
+    const node = createMeshLimiter({ ...open, insecure: true, logger });
+    await node.start();
+    try {
+      expect(logger.has('warn', 'INSECURE')).toBe(true);
+    } finally {
+      await node.stop();
+    }
+    const quiet = new MemoryLogger();
+    const local = createMeshLimiter({ ...base, insecure: true, logger: quiet });
+    await local.start();
+    await local.stop();
+    expect(quiet.has('warn', 'INSECURE')).toBe(false);
+  });
+
   it('installs Promise.withResolvers for libp2p on Node 20', async () => {
     const { promise, resolve } = (
       Promise as unknown as { withResolvers: <T>() => { promise: Promise<T>; resolve: (v: T) => void } }
