@@ -9,7 +9,11 @@
  *   rogue    a member publishing malformed and inflated gossip on the real topic
  *            for 3 s: dropped and capped, counted by reason; worst 1 s <= L + 2 %
  *
- *   npm run mesh:drills -- [--gossip-ms 100] [--delay-ms 10] [--seconds 10] [--only restart,cut,rogue]
+ *   churn    fresh peer ids through 4 nodes, then the seed trace (mesh-test/field-drills.ts)
+ *   flood    1,000,000 distinct keys at one daemon beside a hot and a 5-per-minute key
+ *
+ *   npm run mesh:drills -- [--gossip-ms 100] [--delay-ms 10] [--seconds 10]
+ *                          [--only restart,restart-ungated,cut,rogue,churn,flood] [--churn-ids 300] [--flood-keys 1000000]
  *
  * Exits non-zero when a bound fails. Writes mesh-test/results/drills.json.
  */
@@ -18,6 +22,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Trace } from '../src/sim/trace.js';
 import { liveTrace } from './accuracy.js';
+import { churnDrill, keyFloodDrill } from './field-drills.js';
 import {
   type DecisionRecord,
   ensureDir,
@@ -355,7 +360,9 @@ async function main(): Promise<void> {
       'gossip-ms': { type: 'string', default: '100' },
       'delay-ms': { type: 'string', default: '10' },
       seconds: { type: 'string', default: '10' },
-      only: { type: 'string', default: 'restart,restart-ungated,cut,rogue' },
+      only: { type: 'string', default: 'restart,restart-ungated,cut,rogue,churn,flood' },
+      'churn-ids': { type: 'string', default: '300' },
+      'flood-keys': { type: 'string', default: '1000000' },
     },
   });
   const g = Number(values['gossip-ms']);
@@ -371,7 +378,7 @@ async function main(): Promise<void> {
   const results: DrillResult[] = [];
   const run = async (name: string, f: () => Promise<DrillResult>) => {
     if (!only.has(name)) return;
-    const r = await within(`drill ${name}`, 180_000, f());
+    const r = await within(`drill ${name}`, 600_000, f());
     printDrill(r);
     results.push(r);
   };
@@ -381,6 +388,10 @@ async function main(): Promise<void> {
   await run('restart-ungated', () => restartDrill(long, g, d, { gate: false, killAtMs: 2000 }));
   await run('cut', () => cutDrill(trace, g, d));
   await run('rogue', () => rogueDrill(trace, g, d));
+  // Field drills (issue 11): fresh peer ids through 4 nodes, then the seed trace on them; a key flood.
+  const churnIds = Number(values['churn-ids']);
+  await run('churn', () => churnDrill(liveTrace(4, seconds), g, d, { churnIds }));
+  await run('flood', () => keyFloodDrill({ keys: Number(values['flood-keys']) }));
   const outDir = join(ROOT, 'mesh-test', 'results');
   ensureDir(outDir);
   writeFileSync(join(outDir, 'drills.json'), `${JSON.stringify(results, null, 2)}\n`);
