@@ -713,7 +713,7 @@ export class Engine implements RateLimiter {
     mode: DecisionMode,
   ): boolean {
     const algo = rt.algo;
-    if (algo === undefined) return true;
+    if (algo === undefined || cost === 0) return true;
     if (kw.local === undefined) kw.local = algo.init(now);
     const r = this.algoOut;
     if (!algo.check(kw.local, cost, now, r)) {
@@ -734,6 +734,15 @@ export class Engine implements RateLimiter {
     }
     out.entry = entry;
     const r = this.algoOut;
+    if (cost === 0) {
+      // A look without spending (checkAll with a list of costs): 0 never goes
+      // over. The algorithms take costs from 1, so ask what 1 would leave.
+      algo.check(entry.state, 1, now, r);
+      out.resetMs = r.resetMs;
+      out.delayMs = 0;
+      this.allow(out, 'local', r.allowed ? r.remaining + 1 : r.remaining);
+      return;
+    }
     algo.check(entry.state, cost, now, r);
     out.resetMs = r.resetMs;
     out.delayMs = r.delayMs;

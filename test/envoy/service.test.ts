@@ -114,7 +114,13 @@ describe('ShouldRateLimit decisions', () => {
   it('the fixed-window algorithm resets when its window ends', () => {
     start({}, 'fixed-window');
     expect(cfg.policies[0]).toMatchObject({ scope: 'local', algorithm: 'fixed-window' });
+    expect(call('web', [{ entries: ['user=alice'], hits: 0 }]).statuses[0]!.limit_remaining).toBe(3);
     for (let i = 0; i < 3; i++) expect(call('web', [['user=alice']]).overall_code).toBe('OK');
+    // hits_addend 0 is never over, and spends nothing
+    expect(call('web', [{ entries: ['user=alice'], hits: 0 }]).statuses[0]).toMatchObject({
+      code: 'OK',
+      limit_remaining: 0,
+    });
     expect(call('web', [['user=alice']]).overall_code).toBe('OVER_LIMIT');
     limiter.clock.advance(60_000);
     expect(call('web', [['user=alice']]).overall_code).toBe('OK');
