@@ -7,6 +7,8 @@
  *   grpc-rls        ShouldRateLimit, one descriptor (remote_address): one decision
  *   http-check-3    POST /v1/check {checks: [3 pairs]}: one decision over 3 keys
  *   grpc-rls-3      ShouldRateLimit, three descriptors: one decision over 3 keys
+ *   floor-http      a bare node:http server: parse the JSON body, answer a fixed decision
+ *   floor-grpc      a bare @grpc/grpc-js server of the RLS service: answer a fixed response
  *
  * Every request is allowed (limit 10^9 per minute) and each pair of variants
  * decides exactly the same (policy, key) pairs: the HTTP variants name the
@@ -36,6 +38,7 @@ import http2 from 'node:http2';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
 import { loadConfig } from '../src/daemon/config.js';
 import { startDaemon } from '../src/daemon/daemon.js';
 import { rlsServiceDefinition } from '../src/envoy/grpc-server.js';
@@ -73,9 +76,15 @@ descriptors:
 `;
 
 type ToChild = { cmd: 'cpu'; id: number };
-type FromChild =
-  | { ready: { http: string; grpc: number; policies: Record<string, string> } }
-  | { id: number; cpu: number };
+/** The daemon's addresses and policy names, and the floor servers' ports. */
+interface Ready {
+  http: string;
+  grpc: number;
+  policies: Record<string, string>;
+  floorHttp: number;
+  floorGrpc: number;
+}
+type FromChild = { ready: Ready } | { id: number; cpu: number };
 
 /** Child: one daemon with HTTP and gRPC; answers CPU-time queries. */
 async function serve(): Promise<void> {
@@ -91,6 +100,7 @@ async function serve(): Promise<void> {
   const daemon = await startDaemon({ config, logger: quiet });
   const policies: Record<string, string> = {};
   for (const r of config.envoy!.config.rateLimits) policies[r.fullKey.split('.')[1]!] = r.policy!;
+  const floor = await floorServers();
   process.on('message', (m: ToChild) => {
     if (m.cmd === 'cpu') {
       const u = process.cpuUsage();
@@ -103,7 +113,52 @@ async function serve(): Promise<void> {
       process.exit(0);
     });
   });
-  process.send!({ ready: { http: daemon.http.url, grpc: daemon.grpc!.port, policies } } satisfies FromChild);
+  process.send!({
+    ready: { http: daemon.http.url, grpc: daemon.grpc!.port, policies, ...floor },
+  } satisfies FromChild);
+}
+
+/**
+ * The transports alone, in the same process: a node:http server that parses
+ * the JSON body and answers a fixed decision, and a @grpc/grpc-js server of
+ * the same RLS service (same options) that answers a fixed response. What
+ * each costs per request is the floor under the daemon's figures.
+ */
+async function floorServers(): Promise<{ floorHttp: number; floorGrpc: number }> {
+  const answer = JSON.stringify({ allowed: true, limited: false, remaining: 1 });
+  const h = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+      res.end(answer);
+    });
+  });
+  await new Promise<void>((r) => h.listen(0, '127.0.0.1', r));
+  const g = new grpc.Server({ 'grpc.enable_channelz': 0 });
+  const response = {
+    overall_code: 'OK',
+    statuses: [
+      {
+        code: 'OK',
+        current_limit: { name: '', requests_per_unit: 1e9, unit: 'MINUTE' },
+        limit_remaining: 999_999_999,
+        duration_until_reset: { seconds: 60, nanos: 0 },
+      },
+    ],
+    response_headers_to_add: [],
+  };
+  g.addService(rlsServiceDefinition(), {
+    ShouldRateLimit: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) =>
+      cb(null, response),
+  });
+  const floorGrpc = await new Promise<number>((resolve, reject) =>
+    g.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) =>
+      err ? reject(err) : resolve(port),
+    ),
+  );
+  return { floorHttp: (h.address() as { port: number }).port, floorGrpc };
 }
 
 let nextId = 0;
@@ -349,14 +404,12 @@ async function main(): Promise<void> {
       ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${process.env.PROFILE}`]
       : process.execArgv,
   });
-  const ready = await new Promise<{ http: string; grpc: number; policies: Record<string, string> }>(
-    (resolve, reject) => {
-      child.once('message', (m: FromChild) =>
-        'ready' in m ? resolve(m.ready) : reject(new Error('bad child')),
-      );
-      child.once('exit', (code) => reject(new Error(`bench daemon exited (${code})`)));
-    },
-  );
+  const ready = await new Promise<Ready>((resolve, reject) => {
+    child.once('message', (m: FromChild) =>
+      'ready' in m ? resolve(m.ready) : reject(new Error('bad child')),
+    );
+    child.once('exit', (code) => reject(new Error(`bench daemon exited (${code})`)));
+  });
   const p = ready.policies;
   const entry = (key: string, value: string) => ({ entries: [{ key, value }] });
   const variants: Variant[] = [
@@ -381,6 +434,16 @@ async function main(): Promise<void> {
       ],
     }),
   ];
+  variants.push(
+    httpVariant('floor-http', `http://127.0.0.1:${ready.floorHttp}`, {
+      policy: p.remote_address,
+      key: 'd:203.0.113.1',
+    }),
+    h2Variant('floor-grpc', ready.floorGrpc, {
+      domain: 'bench',
+      descriptors: [entry('remote_address', '203.0.113.1')],
+    }),
+  );
   const only = process.env.VARIANTS?.split(',');
   if (only !== undefined)
     variants.splice(0, variants.length, ...variants.filter((v) => only.includes(v.name)));
@@ -401,9 +464,9 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
   console.log(
     `closed loop: ${CONCURRENCY} in flight (HTTP: connections; gRPC: streams over ${CHANNELS} HTTP/2 sessions); paced: ${RATE} req/s offered to each variant`,
   );
-  const pair = (name: string) => name.replace('grpc-rls', 'http-check');
+  const pair = (name: string) => name.replace('grpc-rls', 'http-check').replace('floor-grpc', 'floor-http');
   const vsHttp = (m: Map<string, Row>, name: string) =>
-    name.startsWith('grpc')
+    pair(name) !== name && m.has(pair(name))
       ? `${((100 * m.get(name)!.cpu_us) / m.get(pair(name))!.cpu_us).toFixed(0)}%`
       : '-';
   printTable(
@@ -439,6 +502,16 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
   console.log(
     `\ntarget (a decision costs the gRPC server no more than POST /v1/check), at ${RATE} req/s: grpc-rls ${g.cpu_us.toFixed(1)} us vs http-check ${h.cpu_us.toFixed(1)} us of daemon CPU -> ${met ? 'met' : 'NOT met'}`,
   );
+  const fh = paced.get('floor-http');
+  const fg = paced.get('floor-grpc');
+  let overFloor: { grpc: number; http: number } | undefined;
+  if (fh !== undefined && fg !== undefined) {
+    overFloor = { grpc: g.cpu_us - fg.cpu_us, http: h.cpu_us - fh.cpu_us };
+    console.log(
+      `the transports alone (floor-*), at ${RATE} req/s: @grpc/grpc-js ${fg.cpu_us.toFixed(1)} us vs node:http ${fh.cpu_us.toFixed(1)} us per request; ` +
+        `ratemesh's work on top (parse, match, decide, answer, metrics): ${overFloor.grpc.toFixed(1)} us over gRPC vs ${overFloor.http.toFixed(1)} us over HTTP`,
+    );
+  }
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   const figures = (m: Map<string, Row>) =>
     Object.fromEntries(
@@ -459,6 +532,7 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
     closedLoop: { concurrency: CONCURRENCY, channels: CHANNELS, variants: figures(closed) },
     paced: { rate: RATE, variants: figures(paced) },
     targetMet: met,
+    overTransportFloorUs: overFloor,
   };
   writeFileSync(new URL('./results/rls.json', import.meta.url), `${JSON.stringify(out, null, 2)}\n`);
   console.log('wrote bench/results/rls.json');
