@@ -153,3 +153,21 @@ describe('daemon config: envoy and grpc', () => {
     expect(e.message).toMatch(/counts anything/);
   });
 });
+
+describe('examples/envoy', () => {
+  it('the example daemon config and its envoyproxy/ratelimit file load', () => {
+    const cfg = loadConfig({ argv: ['--config', 'examples/envoy/daemon.yaml'] });
+    expect(cfg.envoy?.files.map((f) => f.split('/').slice(-2).join('/'))).toEqual(['ratelimit/config.yaml']);
+    expect(
+      cfg.envoy?.config.rateLimits.map((r) => [r.fullKey, r.requestsPerUnit, r.windowMs, r.shadow]),
+    ).toEqual([
+      ['edge.remote_address', 100, 60_000, false],
+      ['edge.remote_address_198.51.100.66', 0, 1000, false],
+      ['edge.path_/api/*.user', 20, 10_000, false],
+      ['edge.path_/healthz', 0, 0, false],
+      ['edge.tenant', 5000, 3_600_000, true],
+    ]);
+    expect(cfg.envoy?.config.policies).toHaveLength(3);
+    expect(cfg.grpc).toMatchObject({ port: 8081, unknownDomain: 'error' });
+  });
+});
