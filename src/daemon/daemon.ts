@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { type Clock, systemClock } from '../clock.js';
 import { type RlsServer, startRlsServer } from '../envoy/grpc-server.js';
+import { rlsCallCounter } from '../envoy/metrics.js';
 import { RlsService } from '../envoy/service.js';
 import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
 import type { Logger, MeshLimiter, MeshLimiterOptions } from '../mesh/types.js';
@@ -143,6 +144,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         port: config.grpc.port,
         maxMessageBytes: config.grpc.maxMessageBytes,
         logger,
+        onCall: rlsCallCounter(metrics.registry),
       });
     } catch (err) {
       server.close();

@@ -193,6 +193,12 @@ describe('Envoy RLS v3 over gRPC, a real client against a real daemon', () => {
     const after = await unary(rls, 'ShouldRateLimit', { domain: 'edge', descriptors: [ip('1.2.3.4')] });
     expect(after.err).toBeNull();
     expect(after.res.overall_code).toBe('OK');
+    const metrics = await (await fetch(`${daemon!.http.url}/metrics`)).text();
+    expect(metrics).toContain('ratemesh_grpc_requests_total{method="ShouldRateLimit",code="OK"} 1');
+    expect(metrics).toContain(
+      'ratemesh_grpc_requests_total{method="ShouldRateLimit",code="INVALID_ARGUMENT"} 6',
+    );
+    expect(metrics).toContain('ratemesh_grpc_requests_total{method="ShouldRateLimit",code="NOT_FOUND"} 1');
   });
 
   it('serves grpc.health.v1 for the server and the RLS service', async () => {
