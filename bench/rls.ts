@@ -180,6 +180,8 @@ interface Row {
   rps: number;
   p99_ms: number;
   cpu_us: number;
+  /** This process's CPU while it drove the slice, % of one core: near 100, the driver set the pace. */
+  driver_pct: number;
   failed: number;
   total: number;
 }
@@ -187,7 +189,7 @@ interface Row {
 interface Variant {
   name: string;
   /** Closed loop when `rate` is undefined, else that many requests per second. */
-  run(seconds: number, rate?: number): Promise<Omit<Row, 'cpu_us'>>;
+  run(seconds: number, rate?: number): Promise<Omit<Row, 'cpu_us' | 'driver_pct'>>;
 }
 
 /** Sends one request and reports whether it was answered as expected. */
@@ -198,7 +200,11 @@ type Send = (done: (ok: boolean) => void) => void;
  * `rate` is undefined, else open loop at `rate` per second (each millisecond
  * sends what the rate owes by then, the same arrival pattern for every variant).
  */
-function drive(seconds: number, rate: number | undefined, send: Send): Promise<Omit<Row, 'cpu_us'>> {
+function drive(
+  seconds: number,
+  rate: number | undefined,
+  send: Send,
+): Promise<Omit<Row, 'cpu_us' | 'driver_pct'>> {
   return new Promise((resolve) => {
     const latencies: number[] = [];
     let failed = 0;
@@ -354,9 +360,17 @@ function h2Variant(name: string, port: number, request: object): Variant {
 
 async function slice(child: ChildProcess, v: Variant, seconds: number, rate?: number): Promise<Row> {
   const before = await childCpu(child);
+  const own = process.cpuUsage();
+  const t0 = performance.now();
   const r = await v.run(seconds, rate);
+  const ownCpu = process.cpuUsage(own);
+  const wallUs = (performance.now() - t0) * 1000;
   const cpu = (await childCpu(child)) - before;
-  return { ...r, cpu_us: r.total > 0 ? cpu / r.total : 0 };
+  return {
+    ...r,
+    cpu_us: r.total > 0 ? cpu / r.total : 0,
+    driver_pct: (100 * (ownCpu.user + ownCpu.system)) / wallUs,
+  };
 }
 
 function median(xs: number[]): number {
@@ -389,6 +403,7 @@ async function pass(
         rps: Math.round(median(rs.map((r) => r.rps))),
         p99_ms: median(rs.map((r) => r.p99_ms)),
         cpu_us: median(rs.map((r) => r.cpu_us)),
+        driver_pct: median(rs.map((r) => r.driver_pct)),
         failed: rs.reduce((a, r) => a + r.failed, 0),
         total: rs.reduce((a, r) => a + r.total, 0),
       },
@@ -476,6 +491,7 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
       'p99 ms',
       'cpu us/req',
       'cpu vs http',
+      'driver cpu',
       `@${RATE}/s: cpu us/req`,
       'cpu vs http',
       'p99 ms',
@@ -489,6 +505,7 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
         r.p99_ms.toFixed(2),
         r.cpu_us.toFixed(1),
         vsHttp(closed, name),
+        `${Math.round(r.driver_pct)}%`,
         q.cpu_us.toFixed(1),
         vsHttp(paced, name),
         q.p99_ms.toFixed(2),
@@ -521,6 +538,7 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
           rps: r.rps,
           p99_ms: Number(r.p99_ms.toFixed(3)),
           cpu_us_per_req: Number(r.cpu_us.toFixed(2)),
+          driver_cpu_pct: Math.round(r.driver_pct),
           failed: r.failed,
         },
       ]),
