@@ -159,31 +159,32 @@ export class RlsService {
     const keys: string[] = new Array(n);
     const hits: number[] = new Array(n);
     let replaced: Set<string> | undefined;
+    // a field's path is built only for an error: nothing is allocated for it on the way
+    const at = (i: number): string => `descriptors[${i}]`;
     for (let i = 0; i < n; i++) {
       const d = descriptors[i] as Record<string, unknown> | null;
-      const path = `descriptors[${i}]`;
-      if (typeof d !== 'object' || d === null) return invalid(path, 'must be a RateLimitDescriptor');
+      if (typeof d !== 'object' || d === null) return invalid(at(i), 'must be a RateLimitDescriptor');
       const entries = d.entries;
       if (!Array.isArray(entries) || entries.length === 0)
-        return invalid(`${path}.entries`, 'must hold at least one entry');
+        return invalid(`${at(i)}.entries`, 'must hold at least one entry');
       if (entries.length > MAX_ENTRIES) {
         return invalid(
-          `${path}.entries`,
+          `${at(i)}.entries`,
           `at most ${MAX_ENTRIES} entries per descriptor (got ${entries.length})`,
         );
       }
       for (let j = 0; j < entries.length; j++) {
         const e = entries[j] as Record<string, unknown> | null;
         if (typeof e !== 'object' || e === null || typeof e.key !== 'string' || e.key === '') {
-          return invalid(`${path}.entries[${j}].key`, 'must be a non-empty string');
+          return invalid(`${at(i)}.entries[${j}].key`, 'must be a non-empty string');
         }
         if (typeof e.value !== 'string') {
-          return invalid(`${path}.entries[${j}].value`, 'must be a string');
+          return invalid(`${at(i)}.entries[${j}].value`, 'must be a string');
         }
       }
       if (d.limit !== undefined && d.limit !== null) {
         return invalid(
-          `${path}.limit`,
+          `${at(i)}.limit`,
           'limit overrides in the request are not supported by ratemesh; set the limit in the config',
         );
       }
@@ -191,7 +192,7 @@ export class RlsService {
       if (h !== undefined && h !== null) {
         const v = h.value ?? 0;
         if (!isHits(v))
-          return invalid(`${path}.hits_addend`, `must be an integer 0..${MAX_HITS} (got ${shown(v)})`);
+          return invalid(`${at(i)}.hits_addend`, `must be an integer 0..${MAX_HITS} (got ${shown(v)})`);
         hits[i] = v;
       } else hits[i] = defaultHits;
 
