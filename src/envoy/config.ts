@@ -23,6 +23,7 @@ import { type EnvoyUnit, parseUnit, UNIT_SECONDS } from './units.js';
  */
 export type EnvoyAlgorithm = 'sliding-window' | Exclude<AlgorithmName, 'leaky-bucket'>;
 
+/** Every {@link EnvoyAlgorithm}, for validation and messages. */
 export const ENVOY_ALGORITHMS: readonly EnvoyAlgorithm[] = [
   'sliding-window',
   'gcra',
@@ -619,4 +620,5 @@ function kind(node: unknown): string {
   return 'an unknown node';
 }
 
+/** The unit names a config may use (re-exported for callers of this module). */
 export type { EnvoyUnit };
