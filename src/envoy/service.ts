@@ -101,6 +101,12 @@ export class RlsService {
   private readonly onDecision: RlsServiceOptions['onDecision'];
   /** Reused by the matcher for share_threshold values (one call at a time: JavaScript is single-threaded). */
   private readonly shared: (string | undefined)[] = new Array(MAX_ENTRIES).fill(undefined);
+  /** Per-descriptor scratch of one call, reused (decide is synchronous and never re-entered). */
+  private readonly limits: (EnvoyRateLimit | undefined)[] = new Array(MAX_DESCRIPTORS).fill(undefined);
+  private readonly keys: string[] = new Array(MAX_DESCRIPTORS).fill('');
+  private readonly hits: number[] = new Array(MAX_DESCRIPTORS).fill(0);
+  private readonly kinds: Kind[] = new Array(MAX_DESCRIPTORS).fill(NONE);
+  private readonly slot: number[] = new Array(MAX_DESCRIPTORS).fill(0);
 
   constructor(opts: RlsServiceOptions) {
     this.domains = opts.config.domains;
@@ -155,9 +161,7 @@ export class RlsService {
     }
 
     const n = descriptors.length;
-    const limits: (EnvoyRateLimit | undefined)[] = new Array(n);
-    const keys: string[] = new Array(n);
-    const hits: number[] = new Array(n);
+    const { limits, keys, hits, kinds, slot } = this;
     let replaced: Set<string> | undefined;
     // a field's path is built only for an error: nothing is allocated for it on the way
     const at = (i: number): string => `descriptors[${i}]`;
@@ -196,6 +200,7 @@ export class RlsService {
         hits[i] = v;
       } else hits[i] = defaultHits;
 
+      limits[i] = undefined;
       if (root === undefined) continue;
       const list = entries as DescriptorEntry[];
       const rl = matchDescriptor(root, list, this.shared);
@@ -210,8 +215,6 @@ export class RlsService {
     }
 
     // What each descriptor does: replaced limits drop out (unlimited ones stay unlimited, as theirs).
-    const kinds: Kind[] = new Array(n);
-    const slot: number[] = new Array(n);
     const pairs: PolicyKey[] = [];
     const costs: number[] = [];
     let zeroBlocks = false;
