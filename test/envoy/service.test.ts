@@ -126,6 +126,21 @@ describe('ShouldRateLimit decisions', () => {
     expect(call('web', [['user=alice']]).overall_code).toBe('OK');
   });
 
+  it('at a window boundary: fixed windows admit twice the limit in two seconds, the sliding window does not', () => {
+    const admitted = (algorithm?: 'fixed-window') => {
+      start({}, algorithm);
+      // one second before a minute boundary (the fixed window is aligned to the epoch)
+      limiter.clock.set(Math.ceil(limiter.clock.now() / 60_000) * 60_000 + 59_000);
+      let n = 0;
+      for (let i = 0; i < 5; i++) if (call('web', [['user=alice']]).overall_code === 'OK') n++;
+      limiter.clock.advance(2_000);
+      for (let i = 0; i < 5; i++) if (call('web', [['user=alice']]).overall_code === 'OK') n++;
+      return n;
+    };
+    expect(admitted('fixed-window')).toBe(6);
+    expect(admitted()).toBe(3);
+  });
+
   it('spends only when every descriptor allows (all-or-nothing)', () => {
     // path=/login 5/s and user=alice 3/min in one request
     for (let i = 0; i < 3; i++) call('web', [['path=/login'], ['user=alice']]);
