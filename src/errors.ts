@@ -34,12 +34,15 @@ export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
 export class RateMeshError extends Error {
   readonly code: ErrorCode;
   readonly field: string | undefined;
+  /** What is wrong, without the field: `message` is `${field}: ${reason}` when a field is named. */
+  readonly reason: string;
 
   constructor(code: ErrorCode, message: string, field?: string) {
     super(field === undefined ? message : `${field}: ${message}`);
     this.name = 'RateMeshError';
     this.code = code;
     this.field = field;
+    this.reason = message;
   }
 }
 

@@ -37,6 +37,10 @@ export const DAEMON_DEFAULTS = {
   maxBodyBytes: 16 * 1024,
   /** How long SIGTERM waits for in-flight requests before closing their sockets, ms. */
   drainTimeoutMs: 10_000,
+  /** A client must send its request headers within this, ms (else 408 and the socket closes). */
+  headersTimeoutMs: 5_000,
+  /** ... and its whole request within this, ms (else 408). */
+  requestTimeoutMs: 10_000,
   /** Keys tracked by the hottest-keys table of `GET /v1/stats`. */
   hotKeys: 128,
   logLevel: 'info' as LogLevel,
@@ -50,7 +54,16 @@ const MAX_ADDRS = 256;
 export interface DaemonConfig {
   /** The config file read, absolute; undefined when none was given. */
   configFile: string | undefined;
-  http: { host: string; port: number; maxBodyBytes: number; drainTimeoutMs: number };
+  http: {
+    host: string;
+    port: number;
+    maxBodyBytes: number;
+    drainTimeoutMs: number;
+    /** Absent: DAEMON_DEFAULTS.headersTimeoutMs. */
+    headersTimeoutMs?: number;
+    /** Absent: DAEMON_DEFAULTS.requestTimeoutMs. */
+    requestTimeoutMs?: number;
+  };
   mesh: {
     /** libp2p listen multiaddrs; the mesh limiter's default when absent. */
     listen: string[] | undefined;
@@ -298,7 +311,14 @@ function parseFile(read: (p: string) => Buffer, file: string, path: string): unk
 }
 
 const TOP_FIELDS = ['http', 'mesh', 'log', 'stats', 'policies', 'policyFile', 'envoy', 'grpc'] as const;
-const HTTP_FIELDS = ['host', 'port', 'maxBodyBytes', 'drainTimeoutMs'] as const;
+const HTTP_FIELDS = [
+  'host',
+  'port',
+  'maxBodyBytes',
+  'drainTimeoutMs',
+  'headersTimeoutMs',
+  'requestTimeoutMs',
+] as const;
 const MESH_FIELDS = [
   'listen',
   'bootstrap',
@@ -340,6 +360,19 @@ function applyConfigFile(
     if (h.drainTimeoutMs !== undefined) {
       cfg.http.drainTimeoutMs = integer(h.drainTimeoutMs, 'config.http.drainTimeoutMs', 0, 600_000);
     }
+    if (h.headersTimeoutMs !== undefined) {
+      cfg.http.headersTimeoutMs = integer(h.headersTimeoutMs, 'config.http.headersTimeoutMs', 100, 600_000);
+    }
+    if (h.requestTimeoutMs !== undefined) {
+      cfg.http.requestTimeoutMs = integer(h.requestTimeoutMs, 'config.http.requestTimeoutMs', 100, 600_000);
+    }
+    const headersMs = cfg.http.headersTimeoutMs ?? DAEMON_DEFAULTS.headersTimeoutMs;
+    const requestMs = cfg.http.requestTimeoutMs ?? DAEMON_DEFAULTS.requestTimeoutMs;
+    if (requestMs < headersMs)
+      fail(
+        'config.http.requestTimeoutMs',
+        `must be at least headersTimeoutMs (${headersMs}) (got ${requestMs})`,
+      );
   }
   if (top.mesh !== undefined) {
     const m = objectOf(top.mesh, 'config.mesh', MESH_FIELDS);
@@ -422,7 +455,7 @@ function checkPolicies(raw: unknown, prefix: string, file?: string): PolicySpec[
   } catch (err) {
     if (isRateMeshError(err)) {
       const where = file === undefined ? '' : ` (in ${file})`;
-      const reason = err.field === undefined ? err.message : err.message.slice(err.field.length + 2);
+      const reason = err.reason;
       throw new RateMeshError(err.code, `${reason}${where}`, `${prefix}${err.field ?? 'policies'}`);
     }
     throw err;

@@ -5,7 +5,7 @@ import { rlsCallCounter } from '../envoy/metrics.js';
 import { RlsService } from '../envoy/service.js';
 import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
 import type { Logger, MeshLimiter, MeshLimiterOptions } from '../mesh/types.js';
-import type { DaemonConfig } from './config.js';
+import { DAEMON_DEFAULTS, type DaemonConfig } from './config.js';
 import { HotKeys } from './hot-keys.js';
 import { DaemonMetrics } from './metrics.js';
 import { createCheckServer } from './server.js';
@@ -84,7 +84,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   } catch (err) {
     // The mesh validates its options at construction; name them as the config does.
     if (isRateMeshError(err, ErrorCodes.CONFIG_INVALID) && err.field !== undefined) {
-      const message = err.message.slice(err.field.length + 2);
+      const message = err.reason;
       throw new RateMeshError(err.code, message, `mesh.${err.field}`);
     }
     throw err;
@@ -104,6 +104,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     hotKeys,
     logger,
     maxBodyBytes: config.http.maxBodyBytes,
+    headersTimeoutMs: config.http.headersTimeoutMs ?? DAEMON_DEFAULTS.headersTimeoutMs,
+    requestTimeoutMs: config.http.requestTimeoutMs ?? DAEMON_DEFAULTS.requestTimeoutMs,
     standalone: config.mesh.bootstrap.length === 0,
   });
 

@@ -1,10 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
+import { validateKey } from '../keys/key.js';
 import type { Logger, MeshLimiter } from '../mesh/types.js';
 import type { Decision, KeyOutcome, PolicyKey } from '../types.js';
 import type { HotKeys } from './hot-keys.js';
 import { type DaemonMetrics, fallbackActive, type RouteLabel, viewAgeMs } from './metrics.js';
-import { isPlainObject, shown } from './validate.js';
+import { fieldPath, isPlainObject, jsonDepth, shown } from './validate.js';
 
 /**
  * Error codes of the HTTP layer itself, beside the library's {@link ErrorCodes}
@@ -23,6 +24,16 @@ export const HttpErrorCodes = {
 export const MAX_KEYS_PER_CHECK = 32;
 /** Most checks one `POST /v1/check/batch` may carry (the body size cap also applies). */
 export const MAX_BATCH = 1000;
+/**
+ * Body cap of `POST /v1/check/batch`: room for MAX_BATCH checks of ~600 bytes (a 512-byte key,
+ * a 64-character policy name, the JSON around them), and never less than `http.maxBodyBytes`,
+ * so the "1..1000" limit is what a client meets, not a 413 at a few hundred checks.
+ */
+export const BATCH_BODY_BYTES = 640 * 1024;
+/** Deepest nesting a request body may have (a batch of `checks` lists is 5 levels). */
+export const MAX_JSON_DEPTH = 16;
+/** How often the server looks for connections past their header or request timeout (Node's default: 30 s). */
+export const TIMEOUT_CHECK_MS = 500;
 /** Most rows `GET /v1/stats?top=N` returns. */
 export const MAX_TOP = 1000;
 
@@ -33,6 +44,10 @@ export interface CheckServerDeps {
   hotKeys: HotKeys;
   logger: Logger;
   maxBodyBytes: number;
+  /** 408 and close when a client's headers take longer than this, ms. */
+  headersTimeoutMs: number;
+  /** 408 and close when a client's whole request takes longer than this, ms. */
+  requestTimeoutMs: number;
   /** True when no bootstrap peers are configured: a lone node's own view is complete. */
   standalone: boolean;
 }
@@ -90,7 +105,7 @@ const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> 
  */
 export function createCheckServer(deps: CheckServerDeps): { server: Server; state: ServerState } {
   const state: ServerState = { draining: false };
-  const server = createServer((req, res) => {
+  const server = createServer({ connectionsCheckingInterval: TIMEOUT_CHECK_MS }, (req, res) => {
     handle(deps, state, req, res).catch((err: unknown) => {
       deps.logger.error({ err: errorInfo(err) }, 'request handler failed');
       if (!res.headersSent) {
@@ -101,17 +116,27 @@ export function createCheckServer(deps: CheckServerDeps): { server: Server; stat
     });
   });
   // Slow or stuck clients cannot hold sockets for long.
-  server.headersTimeout = 5_000;
-  server.requestTimeout = 10_000;
-  server.keepAliveTimeout = 5_000;
+  // Node looks for connections past these every TIMEOUT_CHECK_MS (30 s by default, which let
+  // idle and slow-header sockets live 30 s whatever the timeouts said).
+  server.headersTimeout = deps.headersTimeoutMs;
+  server.requestTimeout = deps.requestTimeoutMs;
+  server.keepAliveTimeout = Math.min(5_000, deps.headersTimeoutMs);
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     if (err.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();
       return;
     }
-    const body = JSON.stringify({ error: { code: 'ERR_BAD_REQUEST', message: 'malformed HTTP request' } });
+    // A client too slow with its headers or its request gets 408 (RFC 9110 15.5.9); headers too
+    // large 431; anything else the parser refuses 400. The connection closes in every case.
+    const [status, text, code, message] =
+      err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'ERR_REQUEST_TIMEOUT', 'request not received in time']
+        : err.code === 'HPE_HEADER_OVERFLOW'
+          ? [431, 'Request Header Fields Too Large', 'ERR_HEADERS_TOO_LARGE', 'request headers too large']
+          : [400, 'Bad Request', 'ERR_BAD_REQUEST', 'malformed HTTP request'];
+    const body = JSON.stringify({ error: { code, message } });
     socket.end(
-      `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
   });
   return { server, state };
@@ -177,11 +202,12 @@ async function handle(
 }
 
 /** Checks the content type, reads the body within the cap and parses it as JSON. */
-async function readJson(deps: CheckServerDeps, req: IncomingMessage): Promise<unknown> {
+async function readJson(req: IncomingMessage, maxBytes: number): Promise<unknown> {
   checkContentType(req.headers['content-type']);
-  const raw = await readBody(req, deps.maxBodyBytes);
+  const raw = await readBody(req, maxBytes);
+  let value: unknown;
   try {
-    return JSON.parse(raw.toString('utf8'));
+    value = JSON.parse(raw.toString('utf8'));
   } catch (err) {
     throw new RateMeshError(
       ErrorCodes.REQUEST_INVALID,
@@ -189,6 +215,13 @@ async function readJson(deps: CheckServerDeps, req: IncomingMessage): Promise<un
       'body',
     );
   }
+  if (jsonDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH)
+    throw new RateMeshError(
+      ErrorCodes.REQUEST_INVALID,
+      `nested deeper than ${MAX_JSON_DEPTH} levels`,
+      'body',
+    );
+  return value;
 }
 
 /** Reads, validates and decides one `POST /v1/check`; returns the status sent. */
@@ -198,7 +231,7 @@ async function check(
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<number> {
-  const d = decide(deps, parseCheck(await readJson(deps, req)));
+  const d = decide(deps, parseCheck(await readJson(req, deps.maxBodyBytes)));
   const headers: Record<string, string> = {};
   if (d.retryAfter !== undefined) headers['retry-after'] = String(d.retryAfter);
   return send(res, d.status, d.body, state, headers);
@@ -211,13 +244,17 @@ async function checkBatch(
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<number> {
-  const body = await readJson(deps, req);
+  const body = await readJson(req, Math.max(deps.maxBodyBytes, BATCH_BODY_BYTES));
   if (!isPlainObject(body)) {
     throw new RateMeshError(ErrorCodes.REQUEST_INVALID, `must be a JSON object (got ${shown(body)})`, 'body');
   }
   for (const k of Object.keys(body)) {
     if (k !== 'requests')
-      throw new RateMeshError(ErrorCodes.REQUEST_INVALID, 'unknown field (expected requests)', `body.${k}`);
+      throw new RateMeshError(
+        ErrorCodes.REQUEST_INVALID,
+        'unknown field (expected requests)',
+        fieldPath('body', k),
+      );
   }
   const list = body.requests;
   if (!Array.isArray(list) || list.length === 0 || list.length > MAX_BATCH) {
@@ -241,7 +278,7 @@ async function checkBatch(
       if (!isRateMeshError(err) || !(err.code === ErrorCodes.NOT_STARTED || STATUS_400.has(err.code)))
         throw err;
       deps.metrics.checkError(err.code);
-      const message = err.field === undefined ? err.message : err.message.slice(err.field.length + 2);
+      const message = err.reason;
       const prefix = `body.requests[${i}]`;
       const field =
         err.field === undefined || err.field.startsWith(prefix) ? err.field : `${prefix}.${err.field}`;
@@ -261,10 +298,14 @@ function decide(
 ): { status: number; body: object; retryAfter: number | undefined } {
   const started = performance.now();
   let decision: Decision & { outcomes?: KeyOutcome[] };
-  if (request.kind === 'one') {
-    decision = deps.limiter.check(request.policy, request.keys, request.cost);
-  } else {
-    decision = deps.limiter.checkAll(request.pairs, request.cost);
+  try {
+    if (request.kind === 'one') {
+      decision = deps.limiter.check(request.policy, request.keys, request.cost);
+    } else {
+      decision = deps.limiter.checkAll(request.pairs, request.cost);
+    }
+  } catch (err) {
+    throw inRequest(err, request);
   }
   const seconds = (performance.now() - started) / 1000;
 
@@ -288,8 +329,43 @@ function decide(
 }
 
 type CheckRequest =
-  | { kind: 'one'; policy: string; keys: string[]; cost: number | undefined }
-  | { kind: 'all'; pairs: PolicyKey[]; cost: number | undefined };
+  | { kind: 'one'; policy: string; keys: string[]; cost: number | undefined; path: string; list: boolean }
+  | { kind: 'all'; pairs: PolicyKey[]; cost: number | undefined; path: string };
+
+/**
+ * The limiter names fields as its API has them (`key`, `policy`, `cost`, `pairs[1]`); a client
+ * of this API needs the path in what it sent (`body.keys[1]`, `body.checks[1].policy`).
+ */
+function inRequest(err: unknown, r: CheckRequest): unknown {
+  if (!isRateMeshError(err) || err.field === undefined) return err;
+  const keys = r.kind === 'one' ? r.keys : r.pairs.map((pk) => pk[1]);
+  const firstBadKey = () => {
+    const i = keys.findIndex((k) => {
+      try {
+        validateKey(k);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    return i < 0 ? 0 : i;
+  };
+  let field: string;
+  const pair = /^pairs\[(\d+)\](.*)$/.exec(err.field);
+  if (err.field === 'key') {
+    field =
+      r.kind === 'all'
+        ? `${r.path}.checks[${firstBadKey()}].key`
+        : r.list
+          ? `${r.path}.keys[${firstBadKey()}]`
+          : `${r.path}.key`;
+  } else if (pair && r.kind === 'all') {
+    field = `${r.path}.checks[${pair[1]}]${pair[2] || '.policy'}`;
+  } else {
+    field = `${r.path}.${err.field}`;
+  }
+  return new RateMeshError(err.code, err.reason, field);
+}
 
 const CHECK_FIELDS = ['policy', 'key', 'keys', 'cost', 'checks'];
 
@@ -303,7 +379,8 @@ export function parseCheck(body: unknown, p = 'body'): CheckRequest {
   };
   if (!isPlainObject(body)) return bad(p, `must be a JSON object (got ${shown(body)})`);
   for (const k of Object.keys(body)) {
-    if (!CHECK_FIELDS.includes(k)) bad(`${p}.${k}`, `unknown field (expected ${CHECK_FIELDS.join(', ')})`);
+    if (!CHECK_FIELDS.includes(k))
+      bad(fieldPath(p, k), `unknown field (expected ${CHECK_FIELDS.join(', ')})`);
   }
   let cost: number | undefined;
   if (body.cost !== undefined) {
@@ -323,13 +400,13 @@ export function parseCheck(body: unknown, p = 'body'): CheckRequest {
       const path = `${p}.checks[${i}]`;
       if (!isPlainObject(c)) return bad(path, `must be an object {policy, key} (got ${shown(c)})`);
       for (const k of Object.keys(c)) {
-        if (k !== 'policy' && k !== 'key') bad(`${path}.${k}`, 'unknown field (expected policy, key)');
+        if (k !== 'policy' && k !== 'key') bad(fieldPath(path, k), 'unknown field (expected policy, key)');
       }
       if (typeof c.policy !== 'string') bad(`${path}.policy`, `must be a string (got ${shown(c.policy)})`);
       if (typeof c.key !== 'string') bad(`${path}.key`, `must be a string (got ${shown(c.key)})`);
       return [c.policy as string, c.key as string];
     });
-    return { kind: 'all', pairs, cost };
+    return { kind: 'all', pairs, cost, path: p };
   }
   if (typeof body.policy !== 'string')
     return bad(`${p}.policy`, `must be a string (got ${shown(body.policy)})`);
@@ -350,7 +427,7 @@ export function parseCheck(body: unknown, p = 'body'): CheckRequest {
   } else {
     return bad(`${p}.key`, 'required: give `key` (a string) or `keys` (a list of strings)');
   }
-  return { kind: 'one', policy: body.policy, keys, cost };
+  return { kind: 'one', policy: body.policy, keys, cost, path: p, list: body.keys !== undefined };
 }
 
 function checkContentType(header: string | undefined): void {
@@ -476,8 +553,7 @@ function sendError(deps: CheckServerDeps, state: ServerState, res: ServerRespons
     if (status === 413 || status === 415) headers.connection = 'close';
   } else if (isRateMeshError(err)) {
     status = err.code === ErrorCodes.NOT_STARTED ? 503 : STATUS_400.has(err.code) ? 400 : 500;
-    const message = err.field === undefined ? err.message : err.message.slice(err.field.length + 2);
-    body = errorBody(err.code, message, err.field);
+    body = errorBody(err.code, err.reason, err.field);
     deps.metrics.checkError(err.code);
   } else {
     status = 500;
@@ -501,7 +577,23 @@ const STATUS_400 = new Set<string>([
 ]);
 
 function errorBody(code: string, message: string, field?: string): ErrorBody {
-  return { error: field === undefined ? { code, message } : { code, message, field } };
+  const m = printable(message);
+  return {
+    error: field === undefined ? { code, message: m } : { code, message: m, field: printable(field) },
+  };
+}
+
+/**
+ * Control characters escaped (`\u001b`), never raw: an error message or field may quote what a
+ * client sent, and is read on terminals and in logs. The limiter quotes values already; this
+ * holds for any message whatever its source.
+ */
+function printable(s: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point
+  return s.replace(
+    /[\u0000-\u001f\u007f\u2028\u2029]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 function closeHeader(state: ServerState): Record<string, string> {

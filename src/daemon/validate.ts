@@ -6,16 +6,55 @@ import { ErrorCodes, RateMeshError } from '../errors.js';
  * `body.cost`) and throws a {@link RateMeshError} whose `field` is that path.
  */
 
-/** A short, printable rendering of an untrusted value for an error message. */
+/**
+ * A short, printable rendering of an untrusted value for an error message: at most 60
+ * characters, strings JSON-quoted (control characters escaped, never echoed raw), lists and
+ * objects rendered only a few levels and items deep, so a value nested thousands deep costs
+ * no more than a flat one (and cannot overflow the stack).
+ */
 export function shown(value: unknown): string {
   if (value === undefined) return 'nothing';
-  let s: string;
-  try {
-    s = typeof value === 'string' ? JSON.stringify(value) : (JSON.stringify(value) ?? String(value));
-  } catch {
-    s = String(value);
-  }
+  const s = render(value, 0);
   return s.length > 60 ? `${s.slice(0, 57)}...` : s;
+}
+
+function render(v: unknown, depth: number): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 80 ? `${v.slice(0, 80)}` : v);
+  if (v === null || typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (typeof v !== 'object') return typeof v;
+  if (depth >= 3) return Array.isArray(v) ? '[...]' : '{...}';
+  if (Array.isArray(v)) {
+    const items = v.slice(0, 4).map((x) => render(x, depth + 1));
+    return `[${items.join(',')}${v.length > 4 ? ',...' : ''}]`;
+  }
+  const keys = Object.keys(v).slice(0, 4);
+  const items = keys.map(
+    (k) => `${JSON.stringify(k.slice(0, 40))}:${render((v as Record<string, unknown>)[k], depth + 1)}`,
+  );
+  return `{${items.join(',')}${Object.keys(v).length > 4 ? ',...' : ''}}`;
+}
+
+/**
+ * `base.name` for a plain field name, else `base[<quoted>]`: names from a request body are
+ * untrusted and go into error messages and logs (no control characters, no unbounded length).
+ */
+export function fieldPath(base: string, name: string): string {
+  return /^[A-Za-z_][A-Za-z0-9_-]{0,39}$/.test(name) ? `${base}.${name}` : `${base}[${shown(name)}]`;
+}
+
+/** The deepest nesting of lists and objects in a parsed JSON value, counted without recursion. */
+export function jsonDepth(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (d > deepest) deepest = d;
+    if (deepest > limit) return deepest;
+    for (const x of Array.isArray(v) ? v : Object.values(v))
+      if (typeof x === 'object' && x !== null) stack.push([x, d + 1]);
+  }
+  return deepest;
 }
 
 /** Throws a CONFIG_INVALID (or the given code) error naming `path`. */

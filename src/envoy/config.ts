@@ -73,7 +73,8 @@ export class EnvoyConfigError extends RateMeshError {
   readonly file: string;
   readonly yamlPath: string;
   readonly line: number | undefined;
-  readonly reason: string;
+  /** What is wrong, without file, path or line (`reason` adds the file and line, as the daemon prints it). */
+  readonly problem: string;
 
   constructor(file: string, yamlPath: string, reason: string, line?: number) {
     super(
@@ -86,7 +87,7 @@ export class EnvoyConfigError extends RateMeshError {
     this.file = file;
     this.yamlPath = yamlPath;
     this.line = line;
-    this.reason = reason;
+    this.problem = reason;
   }
 }
 

@@ -120,7 +120,7 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
 
 const CONFIG = `
 http: { host: 127.0.0.1, port: 0 }
-mesh: { listen: [/ip4/127.0.0.1/tcp/0], gossipIntervalMs: 20 }
+mesh: { listen: [/ip4/127.0.0.1/tcp/0], gossipIntervalMs: 20, expectedDelayMs: 1000 }
 log: { level: info }
 policies:
   - { name: api, limit: 3, windowMs: 60000 }
@@ -233,8 +233,17 @@ describe('ratemesh CLI', () => {
     for (let i = 0; i < 10; i++)
       if ((await check(a.url, { policy: 'shared', key: 'k' })).status === 200) admitted++;
     expect(admitted).toBe(10);
-    // a's counts reach b by gossip (every 20 ms; allow 1 s): b's very first check on the key is refused
-    await new Promise((r) => setTimeout(r, 1000));
+    // a's counts reach b by gossip: once b has merged a few of a's messages sent after the spend
+    // (each carries the keys a touched lately), b's very first check on the key is refused.
+    // Waiting on merges, not on a fixed time, holds on a busy machine; expectedDelayMs 1000 keeps
+    // b's view of a fresh (not stale for 3g + 2d = 2.06 s) while the CPU is starved.
+    const merged = async () =>
+      ((await (await fetch(`${b.url}/v1/stats`)).json()) as { mesh: { engine: { gossipIn: number } } }).mesh
+        .engine.gossipIn;
+    const m0 = await merged();
+    await until("b to merge 3 of a's messages sent after the spend", async () =>
+      (await merged()) >= m0 + 3 ? true : undefined,
+    );
     const first = await check(b.url, { policy: 'shared', key: 'k' });
     expect(first.status).toBe(429);
     expect(first.body).toMatchObject({ allowed: false, policy: 'shared', mode: 'global' });

@@ -88,6 +88,11 @@ export class FakeLimiter implements MeshLimiter {
   checkAll(pairs: readonly PolicyKey[], cost = 1): Decision & { outcomes: KeyOutcome[] } {
     let first: Decision | undefined;
     const outcomes: KeyOutcome[] = [];
+    // Like the engine: an unknown policy in a list names the pair (`pairs[i]`), checked first.
+    pairs.forEach(([p], i) => {
+      if (this.ready && this.explode === undefined && !this.limits.has(p))
+        throw new RateMeshError(ErrorCodes.POLICY_UNKNOWN, `no policy ${p}`, `pairs[${i}]`);
+    });
     for (const [p, k] of pairs) {
       const d = this.check(p, k, cost);
       first ??= d;

@@ -157,9 +157,46 @@ describe('POST /v1/check', () => {
       'body.policy',
     ],
     ['checks entry bad', { checks: [{ policy: 'api' }] }, 'ERR_REQUEST_INVALID', 'body.checks[0].key'],
-    ['unknown policy', { policy: 'nope', key: 'k' }, 'ERR_POLICY_UNKNOWN', 'policy'],
-    ['bad key', { policy: 'api', key: '' }, 'ERR_KEY_INVALID', 'key'],
-    ['bad cost', { policy: 'api', key: 'k', cost: 0.5 }, 'ERR_COST_INVALID', 'cost'],
+    ['unknown policy', { policy: 'nope', key: 'k' }, 'ERR_POLICY_UNKNOWN', 'body.policy'],
+    ['bad key', { policy: 'api', key: '' }, 'ERR_KEY_INVALID', 'body.key'],
+    ['bad key in keys[1]', { policy: 'api', keys: ['ok', ''] }, 'ERR_KEY_INVALID', 'body.keys[1]'],
+    [
+      'unknown policy in checks[1]',
+      {
+        checks: [
+          { policy: 'api', key: 'k' },
+          { policy: 'nope', key: 'k' },
+        ],
+      },
+      'ERR_POLICY_UNKNOWN',
+      'body.checks[1].policy',
+    ],
+    [
+      'bad key in checks[1]',
+      {
+        checks: [
+          { policy: 'api', key: 'k' },
+          { policy: 'api', key: '' },
+        ],
+      },
+      'ERR_KEY_INVALID',
+      'body.checks[1].key',
+    ],
+    ['bad cost', { policy: 'api', key: 'k', cost: 0.5 }, 'ERR_COST_INVALID', 'body.cost'],
+    // issue 11: the error formatter overflowed the stack on deep JSON (500 ERR_INTERNAL)
+    ['JSON nested 5,000 deep', `${'['.repeat(5000)}${']'.repeat(5000)}`, 'ERR_REQUEST_INVALID', 'body'],
+    [
+      'JSON nested 5,000 deep in a field',
+      `{"policy":"api","key":${'['.repeat(5000)}${']'.repeat(5000)}}`,
+      'ERR_REQUEST_INVALID',
+      'body',
+    ],
+    [
+      'a field name with control characters',
+      { policy: 'api', key: 'k', 'a\u0000\u001b[31mb': 1 },
+      'ERR_REQUEST_INVALID',
+      'body["a\\u0000\\u001b[31mb"]',
+    ],
   ];
   it.each(bad)('%s → 400 %s naming %s', async (_name, body, code, field) => {
     const r = await post(body);
@@ -309,6 +346,78 @@ describe('POST /v1/check/batch', () => {
     const r = await batch({ requests: [{ policy: 'api', key: 'k' }] });
     expect(r.status).toBe(200);
     expect(r.body.decisions[0]).toMatchObject({ status: 503, error: { code: ErrorCodes.NOT_STARTED } });
+  });
+});
+
+describe('the HTTP edge (issue 11)', () => {
+  it('never echoes control characters raw in an error', async () => {
+    const bodies: unknown[] = [
+      { policy: 'api', key: 'k', 'x\u0007\u001b[2J': 1 },
+      { policy: 'a\u0000\u001b[31m', key: 'k' },
+      { policy: 'api', key: 'k', cost: '\u0000\u001b' },
+      { checks: [{ policy: 'api', key: 'k', '\u001b': 1 }] },
+      `{"policy":"api","key":"k","${'\\u001b'.repeat(500)}":1}`,
+    ];
+    for (const body of bodies) {
+      const r = await post(body);
+      expect(r.status).toBe(400);
+      const { message, field } = r.body.error as { message: string; field?: string };
+      expect(message, JSON.stringify(message)).not.toMatch(/[\u0000-\u001f\u007f]/);
+      if (field !== undefined) {
+        expect(field, JSON.stringify(field)).not.toMatch(/[\u0000-\u001f\u007f]/);
+        expect(field.length).toBeLessThan(120);
+      }
+    }
+  });
+
+  it('a batch of 1,000 checks fits the batch body cap; 1,001 is refused by count, not by size', async () => {
+    const one = { policy: 'api', key: `acct:${'x'.repeat(120)}` };
+    const ok = await batch({ requests: new Array(1000).fill(one) });
+    expect(ok.status).toBe(200);
+    expect(ok.body.decisions).toHaveLength(1000);
+    const over = await batch({ requests: new Array(1001).fill(one) });
+    expect(over.status).toBe(400);
+    expect(over.body.error).toMatchObject({ code: 'ERR_REQUEST_INVALID', field: 'body.requests' });
+    expect(over.body.error.message).toMatch(/1\.\.1000/);
+    // one check keeps the small cap
+    const big = await post({ policy: 'api', key: 'k', pad: 'x'.repeat(20_000) });
+    expect(big.status).toBe(413);
+  });
+
+  it('cuts a client that is too slow with its headers, with 408, at the configured timeout', async () => {
+    await daemon.stop();
+    const cfg = config();
+    cfg.http.headersTimeoutMs = 300;
+    cfg.http.requestTimeoutMs = 600;
+    await start(cfg);
+    const reply = await new Promise<{ data: string; closed: boolean }>((resolve, reject) => {
+      const s = connect(daemon.http.port, '127.0.0.1', () =>
+        s.write('POST /v1/check HTTP/1.1\r\nHost: x\r\n'),
+      );
+      let data = '';
+      s.on('data', (d) => {
+        data += d.toString();
+      });
+      s.on('close', () => resolve({ data, closed: true }));
+      s.on('error', reject);
+      // bounded: a server that never cuts it fails here, however slow the machine
+      setTimeout(() => {
+        s.destroy();
+        resolve({ data, closed: false });
+      }, 20_000);
+    });
+    expect(reply.data).toMatch(/^HTTP\/1\.1 408/);
+    expect(reply.closed).toBe(true);
+    expect((await fetch(`${daemon.http.url}/healthz`)).status).toBe(200);
+  });
+
+  it('refuses config timeouts that cannot work', async () => {
+    const { loadConfig } = await import('../../src/daemon/config.js');
+    const yaml =
+      'http: { headersTimeoutMs: 5000, requestTimeoutMs: 1000 }\npolicies: [{ name: a, limit: 1, windowMs: 1000 }]\n';
+    expect(() =>
+      loadConfig({ argv: ['--config', '/c.yaml'], env: {}, cwd: '/', readFile: () => Buffer.from(yaml) }),
+    ).toThrow(/config\.http\.requestTimeoutMs/);
   });
 });
 

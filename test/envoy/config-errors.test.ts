@@ -21,8 +21,8 @@ describe('config errors name the file, the YAML path and the reason', () => {
     expect(e.file).toBe('a.yaml');
     expect(e.yamlPath).toBe('descriptors[0].rate_limit.unit');
     expect(e.line).toBe(4);
-    expect(e.reason).toMatch(/^invalid rate limit unit 'fortnight'/);
-    expect(e.message).toBe(`a.yaml: descriptors[0].rate_limit.unit (line 4): ${e.reason}`);
+    expect(e.problem).toMatch(/^invalid rate limit unit 'fortnight'/);
+    expect(e.message).toBe(`a.yaml: descriptors[0].rate_limit.unit (line 4): ${e.problem}`);
     expect(e.code).toBe('ERR_CONFIG_INVALID');
     expect(e.field).toBe('descriptors[0].rate_limit.unit');
   });
@@ -171,7 +171,7 @@ describe('config errors name the file, the YAML path and the reason', () => {
     const e = errorOf(text);
     expect(e.file).toBe('a.yaml');
     expect(e.yamlPath).toBe(path);
-    expect(e.reason).toMatch(reason);
+    expect(e.problem).toMatch(reason);
     expect(e.message.startsWith(`a.yaml: ${path}`)).toBe(true);
   });
 
@@ -183,11 +183,11 @@ describe('config errors name the file, the YAML path and the reason', () => {
     const e = errorOf([one, two]);
     expect(e.file).toBe('b.yaml');
     expect(e.yamlPath).toBe('domain');
-    expect(e.reason).toMatch(/duplicate domain 'd': already defined in a.yaml/);
+    expect(e.problem).toMatch(/duplicate domain 'd': already defined in a.yaml/);
     const merged = config([one, two], { mergeDomains: true });
     expect(merged.policies).toHaveLength(2);
     // merging still refuses a descriptor defined in both
-    expect(errorOf([one, one], { mergeDomains: true }).reason).toMatch(
+    expect(errorOf([one, one], { mergeDomains: true }).problem).toMatch(
       /duplicate descriptor composite key 'd.a'/,
     );
   });
@@ -227,7 +227,7 @@ descriptors:
       indent += '    ';
     }
     yaml += `${indent}- key: leaf\n`;
-    expect(errorOf(yaml).reason).toMatch(/deeper than 32/);
+    expect(errorOf(yaml).problem).toMatch(/deeper than 32/);
   });
 
   it('resolves YAML anchors and aliases', () => {

@@ -127,7 +127,7 @@ describe('the matcher agrees with a port of envoyproxy/ratelimit', () => {
         } catch (err) {
           if (!(err instanceof EnvoyConfigError)) throw err;
           expect(refError).toBeDefined();
-          expect(err.reason).toContain(refError!);
+          expect(err.problem).toContain(refError!);
           return;
         }
         expect(refError).toBeUndefined();
