@@ -10,6 +10,18 @@
 import * as grpc from '@grpc/grpc-js';
 import { rlsServiceDefinition } from '../../src/envoy/grpc-server.js';
 
+/** Leaves out fields the server did not set (decoded as null, empty lists or empty bytes). */
+function unset(_key: string, value: unknown): unknown {
+  if (value === null) return undefined;
+  if (Array.isArray(value) && value.length === 0) return undefined;
+  if (value instanceof Uint8Array && value.length === 0) return undefined;
+  if (typeof value === 'object' && (value as { type?: unknown }).type === 'Buffer') {
+    const data = (value as { data?: unknown[] }).data;
+    if (Array.isArray(data) && data.length === 0) return undefined;
+  }
+  return value;
+}
+
 const [target, domain, ...specs] = process.argv.slice(2);
 if (target === undefined || domain === undefined || specs.length === 0) {
   console.error('usage: call.ts <host:port> <domain> <key=value[,key=value...]> [more descriptors...]');
@@ -30,7 +42,7 @@ const client = new Client(target, grpc.credentials.createInsecure()) as unknown 
 console.log(`request  ${JSON.stringify(request)}`);
 client.ShouldRateLimit(request, (err, res) => {
   if (err) console.log(`error    ${grpc.status[err.code]}: ${err.details}`);
-  else console.log(`response ${JSON.stringify(res, null, 2)}`);
+  else console.log(`response ${JSON.stringify(res, unset, 2)}`);
   client.close();
   process.exitCode = err ? 1 : 0;
 });
