@@ -1,19 +1,13 @@
 import { createHash } from 'node:crypto';
-import {
-  type Document,
-  isAlias,
-  isMap,
-  isScalar,
-  isSeq,
-  LineCounter,
-  parseDocument,
-  type Node as YamlNode,
-} from 'yaml';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import { DEFAULT_BUCKETS, MAX_BUCKETS, MAX_CELLS, MAX_WINDOW_MS } from '../policy/constants.js';
 import type { AlgorithmName, PolicySpec } from '../types.js';
+import { EnvoyConfigError } from './errors.js';
 import type { DescriptorLevel, DescriptorNode, EnvoyRateLimit, WildcardEntry } from './tree.js';
 import { type EnvoyUnit, parseUnit, UNIT_SECONDS } from './units.js';
+import { type YamlNode, YamlReader } from './yaml-reader.js';
+
+export { EnvoyConfigError };
 
 /**
  * How matched descriptors are counted. `sliding-window` (default): a global
@@ -64,37 +58,8 @@ export interface EnvoyConfig {
   readonly algorithm: EnvoyAlgorithm;
 }
 
-/**
- * A config error: the file, the path in the YAML (`descriptors[0].rate_limit.unit`),
- * the line when known, and the reason. A {@link RateMeshError} with code
- * `ERR_CONFIG_INVALID` and `field` the YAML path.
- */
-export class EnvoyConfigError extends RateMeshError {
-  readonly file: string;
-  readonly yamlPath: string;
-  readonly line: number | undefined;
-  /** What is wrong, without file, path or line (`reason` adds the file and line, as the daemon prints it). */
-  readonly problem: string;
-
-  constructor(file: string, yamlPath: string, reason: string, line?: number) {
-    super(
-      ErrorCodes.CONFIG_INVALID,
-      `${reason} (in ${file}${line === undefined ? '' : `, line ${line}`})`,
-      yamlPath,
-    );
-    this.message = `${file}: ${yamlPath}${line === undefined ? '' : ` (line ${line})`}: ${reason}`;
-    this.name = 'EnvoyConfigError';
-    this.file = file;
-    this.yamlPath = yamlPath;
-    this.line = line;
-    this.problem = reason;
-  }
-}
-
 /** Deepest descriptor nesting accepted. */
 export const MAX_DEPTH = 32;
-/** Most YAML nodes read from one file (bounds alias expansion). */
-const MAX_NODES = 200_000;
 
 const ROOT_FIELDS = ['domain', 'descriptors'];
 const DESCRIPTOR_FIELDS = [
@@ -168,10 +133,8 @@ class Loader {
   readonly rateLimits: EnvoyRateLimit[] = [];
   readonly policies: PolicySpec[] = [];
   readonly policyNames = new Map<string, string>();
-  private file = '';
-  private doc: Document | undefined;
-  private lines = new LineCounter();
-  private nodes = 0;
+  /** The file being read. */
+  private y: YamlReader = new YamlReader('', '');
 
   constructor(
     readonly algorithm: EnvoyAlgorithm,
@@ -180,37 +143,21 @@ class Loader {
   ) {}
 
   load(src: EnvoyConfigSource): void {
-    this.file = src.file;
-    this.lines = new LineCounter();
-    this.nodes = 0;
-    // YAML 1.1 (yes/no are booleans), as envoyproxy/ratelimit's yaml.v2 reads it.
-    const doc = parseDocument(src.text, {
-      version: '1.1',
-      uniqueKeys: true,
-      lineCounter: this.lines,
-      prettyErrors: false,
-    });
-    const err = doc.errors[0];
-    if (err !== undefined) {
-      const line = err.linePos?.[0]?.line;
-      const reason = err.code === 'DUPLICATE_KEY' ? 'duplicate key in a mapping' : 'not valid YAML';
-      this.fail('', `${reason}: ${err.message.split('\n')[0]}`, line);
-    }
-    this.doc = doc;
-    const root = this.resolve(doc.contents, '');
+    this.y = new YamlReader(src.file, src.text);
+    const root = this.y.root();
     // An empty file is an empty mapping, as yaml.v2 reads it: no domain.
-    const fields = root === null ? new Map<string, YamlNode | null>() : this.mapping(root, '', ROOT_FIELDS);
-    const domain = this.optString(fields.get('domain') ?? null, 'domain');
+    const fields = root === null ? new Map<string, YamlNode | null>() : this.y.mapping(root, '', ROOT_FIELDS);
+    const domain = this.y.optString(fields.get('domain') ?? null, 'domain');
     if (domain === undefined || domain === '')
-      this.fail('domain', 'config file cannot have empty domain', this.lineOf(root));
+      this.y.fail('domain', 'config file cannot have empty domain', this.y.lineOf(root));
 
     let level = this.domains.get(domain);
     if (level !== undefined) {
       if (!this.mergeDomains) {
-        this.fail(
+        this.y.fail(
           'domain',
           `duplicate domain '${domain}': already defined in ${this.domainFile.get(domain)} (set envoy.mergeDomains to merge files of one domain)`,
-          this.lineOf(fields.get('domain') ?? null),
+          this.y.lineOf(fields.get('domain') ?? null),
         );
       }
     } else {
@@ -244,49 +191,50 @@ class Loader {
     depth: number,
   ): void {
     if (depth > MAX_DEPTH)
-      this.fail(path, `descriptors nest deeper than ${MAX_DEPTH} levels`, this.lineOf(list));
-    const items = this.sequence(list, path);
+      this.y.fail(path, `descriptors nest deeper than ${MAX_DEPTH} levels`, this.y.lineOf(list));
+    const items = this.y.sequence(list, path);
     for (let i = 0; i < items.length; i++) {
       const p = `${path}[${i}]`;
       const item = items[i]!;
-      const f = this.mapping(item, p, DESCRIPTOR_FIELDS);
-      const key = this.optString(f.get('key') ?? null, `${p}.key`) ?? '';
-      if (key === '') this.fail(`${p}.key`, 'descriptor has empty key', this.lineOf(item));
-      const value = this.optString(f.get('value') ?? null, `${p}.value`) ?? '';
+      const f = this.y.mapping(item, p, DESCRIPTOR_FIELDS);
+      const key = this.y.optString(f.get('key') ?? null, `${p}.key`) ?? '';
+      if (key === '') this.y.fail(`${p}.key`, 'descriptor has empty key', this.y.lineOf(item));
+      const value = this.y.optString(f.get('value') ?? null, `${p}.value`) ?? '';
       const composite = value === '' ? key : `${key}_${value}`;
       const fullName = [...names, composite].join('.');
       const earlier = level.composite.get(composite);
       if (earlier !== undefined) {
-        this.fail(
+        this.y.fail(
           p,
           `duplicate descriptor composite key '${fullName}' (same as ${earlier}; envoyproxy/ratelimit names a descriptor key_value)`,
-          this.lineOf(item),
+          this.y.lineOf(item),
         );
       }
       level.composite.set(composite, p);
 
-      const shadow = this.optBool(f.get('shadow_mode') ?? null, `${p}.shadow_mode`) ?? false;
-      const quota = this.optBool(f.get('quota_mode') ?? null, `${p}.quota_mode`) ?? false;
+      const shadow = this.y.optBool(f.get('shadow_mode') ?? null, `${p}.shadow_mode`) ?? false;
+      const quota = this.y.optBool(f.get('quota_mode') ?? null, `${p}.quota_mode`) ?? false;
       if (quota) {
-        this.fail(
+        this.y.fail(
           `${p}.quota_mode`,
           'quota_mode is not supported by ratemesh (remove it, or set it to false)',
-          this.lineOf(f.get('quota_mode') ?? null),
+          this.y.lineOf(f.get('quota_mode') ?? null),
         );
       }
-      const detailedMetric = this.optBool(f.get('detailed_metric') ?? null, `${p}.detailed_metric`) ?? false;
-      this.optBool(f.get('value_to_metric') ?? null, `${p}.value_to_metric`);
-      const share = this.optBool(f.get('share_threshold') ?? null, `${p}.share_threshold`) ?? false;
+      const detailedMetric =
+        this.y.optBool(f.get('detailed_metric') ?? null, `${p}.detailed_metric`) ?? false;
+      this.y.optBool(f.get('value_to_metric') ?? null, `${p}.value_to_metric`);
+      const share = this.y.optBool(f.get('share_threshold') ?? null, `${p}.share_threshold`) ?? false;
       const wildcard = value.includes('*');
       if (share && !wildcard) {
-        this.fail(
+        this.y.fail(
           `${p}.share_threshold`,
           `share_threshold can only be used with wildcard values (containing '*'), but found key '${composite}'`,
-          this.lineOf(f.get('share_threshold') ?? null),
+          this.y.lineOf(f.get('share_threshold') ?? null),
         );
       }
       const metadata = f.get('metadata') ?? null;
-      if (metadata !== null) this.mapping(metadata, `${p}.metadata`, undefined);
+      if (metadata !== null) this.y.mapping(metadata, `${p}.metadata`, undefined);
 
       const rl = f.get('rate_limit') ?? null;
       const rateLimit =
@@ -328,26 +276,26 @@ class Loader {
     shadow: boolean,
     detailedMetric: boolean,
   ): EnvoyRateLimit {
-    const f = this.mapping(rl, path, RATE_LIMIT_FIELDS);
-    const unlimited = this.optBool(f.get('unlimited') ?? null, `${path}.unlimited`) ?? false;
-    const unitText = this.optString(f.get('unit') ?? null, `${path}.unit`) ?? '';
-    const name = this.optString(f.get('name') ?? null, `${path}.name`) ?? '';
+    const f = this.y.mapping(rl, path, RATE_LIMIT_FIELDS);
+    const unlimited = this.y.optBool(f.get('unlimited') ?? null, `${path}.unlimited`) ?? false;
+    const unitText = this.y.optString(f.get('unit') ?? null, `${path}.unit`) ?? '';
+    const name = this.y.optString(f.get('name') ?? null, `${path}.name`) ?? '';
     const replaces = this.replaces(f.get('replaces') ?? null, `${path}.replaces`, name);
     const unit = parseUnit(unitText);
     const rpuNode = f.get('requests_per_unit') ?? null;
     const multNode = f.get('unit_multiplier') ?? null;
-    const base = { name, replaces, shadow, detailedMetric, fullKey, file: this.file, path };
+    const base = { name, replaces, shadow, detailedMetric, fullKey, file: this.y.file, path };
 
     if (unlimited) {
       if (unitText !== '') {
-        this.fail(
+        this.y.fail(
           `${path}.unit`,
           'should not specify rate limit unit when unlimited',
-          this.lineOf(f.get('unit') ?? null),
+          this.y.lineOf(f.get('unit') ?? null),
         );
       }
-      if (multNode !== null) this.uint32(multNode, `${path}.unit_multiplier`);
-      if (rpuNode !== null) this.uint32(rpuNode, `${path}.requests_per_unit`);
+      if (multNode !== null) this.y.uint32(multNode, `${path}.unit_multiplier`);
+      if (rpuNode !== null) this.y.uint32(rpuNode, `${path}.requests_per_unit`);
       const r: EnvoyRateLimit = Object.freeze({
         ...base,
         policy: undefined,
@@ -361,39 +309,39 @@ class Loader {
       return r;
     }
     if (unit === undefined) {
-      this.fail(
+      this.y.fail(
         `${path}.unit`,
         `invalid rate limit unit '${unitText}' (expected one of ${Object.keys(UNIT_SECONDS).join(', ')})`,
-        this.lineOf(f.get('unit') ?? rl),
+        this.y.lineOf(f.get('unit') ?? rl),
       );
     }
     if (rpuNode === null) {
-      this.fail(
+      this.y.fail(
         `${path}.requests_per_unit`,
         'is required (envoyproxy/ratelimit reads a missing value as 0, which refuses every request; write requests_per_unit: 0 if that is meant)',
-        this.lineOf(rl),
+        this.y.lineOf(rl),
       );
     }
-    const requestsPerUnit = this.uint32(rpuNode, `${path}.requests_per_unit`);
+    const requestsPerUnit = this.y.uint32(rpuNode, `${path}.requests_per_unit`);
     if (requestsPerUnit > MAX_CELLS) {
-      this.fail(
+      this.y.fail(
         `${path}.requests_per_unit`,
         `ratemesh counts at most ${MAX_CELLS} requests per window (got ${requestsPerUnit})`,
-        this.lineOf(rpuNode),
+        this.y.lineOf(rpuNode),
       );
     }
     let unitMultiplier = 1;
     if (multNode !== null) {
-      unitMultiplier = this.uint32(multNode, `${path}.unit_multiplier`);
+      unitMultiplier = this.y.uint32(multNode, `${path}.unit_multiplier`);
       if (unitMultiplier === 0)
-        this.fail(`${path}.unit_multiplier`, 'invalid unit multiplier of 0', this.lineOf(multNode));
+        this.y.fail(`${path}.unit_multiplier`, 'invalid unit multiplier of 0', this.y.lineOf(multNode));
     }
     const windowMs = UNIT_SECONDS[unit] * unitMultiplier * 1000;
     if (windowMs > MAX_WINDOW_MS) {
-      this.fail(
+      this.y.fail(
         unitMultiplier === 1 ? `${path}.unit` : `${path}.unit_multiplier`,
         `ratemesh enforces windows of at most one day (86400 s); ${unitMultiplier} × ${unit} is ${windowMs / 1000} s`,
-        this.lineOf(multNode ?? f.get('unit') ?? rl),
+        this.y.lineOf(multNode ?? f.get('unit') ?? rl),
       );
     }
     const policy =
@@ -415,15 +363,19 @@ class Loader {
 
   private replaces(node: YamlNode | null, path: string, ownName: string): readonly string[] {
     if (node === null) return Object.freeze([]);
-    const items = this.sequence(node, path);
+    const items = this.y.sequence(node, path);
     const out: string[] = [];
     for (let i = 0; i < items.length; i++) {
       const p = `${path}[${i}]`;
-      const f = this.mapping(items[i]!, p, ['name']);
-      const name = this.optString(f.get('name') ?? null, `${p}.name`) ?? '';
-      if (name === '') this.fail(p, 'should not have an empty replaces entry', this.lineOf(items[i]!));
+      const f = this.y.mapping(items[i]!, p, ['name']);
+      const name = this.y.optString(f.get('name') ?? null, `${p}.name`) ?? '';
+      if (name === '') this.y.fail(p, 'should not have an empty replaces entry', this.y.lineOf(items[i]!));
       if (name === ownName)
-        this.fail(`${p}.name`, 'replaces should not contain name of same descriptor', this.lineOf(items[i]!));
+        this.y.fail(
+          `${p}.name`,
+          'replaces should not contain name of same descriptor',
+          this.y.lineOf(items[i]!),
+        );
       out.push(name);
     }
     return Object.freeze(out);
@@ -447,9 +399,9 @@ class Loader {
     const earlier = this.policyNames.get(name);
     if (earlier !== undefined) {
       // Unreachable but for a hash collision or a descriptor the merge saw twice; never merge two limits silently.
-      this.fail(path, `its ratemesh policy name ${name} is already used by ${earlier}`);
+      this.y.fail(path, `its ratemesh policy name ${name} is already used by ${earlier}`);
     }
-    this.policyNames.set(name, `${this.file} ${path}`);
+    this.policyNames.set(name, `${this.y.file} ${path}`);
     const spec: PolicySpec =
       this.algorithm === 'sliding-window'
         ? { name, limit, windowMs, buckets: Math.min(this.buckets, windowMs), maxCost: MAX_CELLS, shadow }
@@ -467,108 +419,6 @@ class Loader {
           };
     this.policies.push(spec);
     return name;
-  }
-
-  // ---- YAML access: every node checked for type, every read counted ----
-
-  private resolve(node: unknown, path: string): YamlNode | null {
-    if (++this.nodes > MAX_NODES) this.fail(path, `more than ${MAX_NODES} YAML nodes (alias expansion?)`);
-    if (node === null || node === undefined) return null;
-    if (isAlias(node)) {
-      const target = node.resolve(this.doc!);
-      if (target === undefined) this.fail(path, `unresolved alias *${node.source}`, this.lineOf(node));
-      return this.resolve(target, path);
-    }
-    if (isScalar(node) && node.value === null) return null;
-    return node as YamlNode;
-  }
-
-  /** A mapping's fields by name; `allowed` undefined accepts any string keys (metadata). */
-  private mapping(
-    node: YamlNode,
-    path: string,
-    allowed: readonly string[] | undefined,
-  ): Map<string, YamlNode | null> {
-    if (!isMap(node)) this.fail(path, `must be a mapping (got ${kind(node)})`, this.lineOf(node));
-    const out = new Map<string, YamlNode | null>();
-    for (const pair of node.items) {
-      const k = this.resolve(pair.key, path);
-      if (k === null || !isScalar(k) || typeof k.value !== 'string') {
-        this.fail(
-          path,
-          `config error, key is not of type string: ${String(isScalar(k) ? k.value : kind(k))}`,
-          this.lineOf(k),
-        );
-      }
-      const name = k.value as string;
-      const p = path === '' ? name : `${path}.${name}`;
-      if (allowed !== undefined && !allowed.includes(name)) {
-        this.fail(
-          p,
-          `config error, unknown key '${name}' (expected one of: ${allowed.join(', ')})`,
-          this.lineOf(k),
-        );
-      }
-      out.set(name, this.resolve(pair.value, p));
-    }
-    return out;
-  }
-
-  private sequence(node: YamlNode, path: string): YamlNode[] {
-    if (!isSeq(node)) this.fail(path, `must be a list (got ${kind(node)})`, this.lineOf(node));
-    const out: YamlNode[] = [];
-    for (let i = 0; i < node.items.length; i++) {
-      const item = this.resolve(node.items[i], `${path}[${i}]`);
-      if (item === null || !isMap(item)) {
-        this.fail(
-          `${path}[${i}]`,
-          `config error, yaml file contains list of type other than map: ${item === null ? 'null' : kind(item)}`,
-          this.lineOf(item ?? node),
-        );
-      }
-      out.push(item);
-    }
-    return out;
-  }
-
-  /** A string field; integers and booleans are read as written (`value: 2061234567`), as yaml.v2 does. */
-  private optString(node: YamlNode | null, path: string): string | undefined {
-    if (node === null) return undefined;
-    if (!isScalar(node)) this.fail(path, `must be a string (got ${kind(node)})`, this.lineOf(node));
-    const v = node.value;
-    if (typeof v === 'string') return v;
-    if ((typeof v === 'number' && Number.isInteger(v)) || typeof v === 'boolean')
-      return node.source ?? String(v);
-    this.fail(
-      path,
-      `must be a string (got ${kind(node)}; floats are refused as envoyproxy/ratelimit refuses them)`,
-      this.lineOf(node),
-    );
-  }
-
-  private optBool(node: YamlNode | null, path: string): boolean | undefined {
-    if (node === null) return undefined;
-    if (!isScalar(node) || typeof node.value !== 'boolean') {
-      this.fail(path, `must be true or false (got ${kind(node)})`, this.lineOf(node));
-    }
-    return node.value as boolean;
-  }
-
-  private uint32(node: YamlNode, path: string): number {
-    const v = isScalar(node) ? node.value : undefined;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 0xffff_ffff) {
-      this.fail(path, `must be an integer 0..4294967295 (got ${kind(node)})`, this.lineOf(node));
-    }
-    return v;
-  }
-
-  private lineOf(node: unknown): number | undefined {
-    const range = (node as { range?: [number, number, number] } | null)?.range;
-    return range === undefined ? undefined : this.lines.linePos(range[0]).line;
-  }
-
-  private fail(path: string, reason: string, line?: number): never {
-    throw new EnvoyConfigError(this.file, path === '' ? '(document)' : path, reason, line);
   }
 }
 
@@ -607,18 +457,6 @@ function freezeLevel(level: LevelBuild): DescriptorLevel {
   const keyOnly = new Map<string, DescriptorNode>();
   for (const [k, n] of level.keyOnly) keyOnly.set(k, node(n));
   return Object.freeze({ exact, wildcards, keyOnly });
-}
-
-function kind(node: unknown): string {
-  if (node === null || node === undefined) return 'nothing';
-  if (isMap(node)) return 'a mapping';
-  if (isSeq(node)) return 'a list';
-  if (isScalar(node)) {
-    const v = node.value;
-    const text = JSON.stringify(v) ?? String(v);
-    return `${typeof v} ${text.length > 40 ? `${text.slice(0, 37)}...` : text}`;
-  }
-  return 'an unknown node';
 }
 
 /** The unit names a config may use (re-exported for callers of this module). */
