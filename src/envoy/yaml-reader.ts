@@ -10,8 +10,13 @@ import {
 } from 'yaml';
 import { EnvoyConfigError } from './errors.js';
 
-/** Most YAML nodes read from one file (bounds alias expansion). */
-export const MAX_NODES = 200_000;
+/**
+ * Most aliases followed while reading one file: what bounds alias expansion
+ * ("billion laughs"), as the `yaml` package's own `maxAliasCount` does for toJS.
+ */
+export const MAX_ALIASES = 1_000;
+/** Most YAML nodes read from one file: a backstop (a 1 MiB file without aliases holds far fewer). */
+export const MAX_NODES = 2_000_000;
 
 /** A node of the parsed document (the `yaml` package's type). */
 export type { YamlNode };
@@ -27,6 +32,7 @@ export class YamlReader {
   private readonly doc: Document;
   private readonly lines = new LineCounter();
   private nodes = 0;
+  private aliases = 0;
 
   constructor(
     readonly file: string,
@@ -53,9 +59,12 @@ export class YamlReader {
 
   /** The node, aliases followed; null for an absent or null node. */
   resolve(node: unknown, path: string): YamlNode | null {
-    if (++this.nodes > MAX_NODES) this.fail(path, `more than ${MAX_NODES} YAML nodes (alias expansion?)`);
+    if (++this.nodes > MAX_NODES) this.fail(path, `more than ${MAX_NODES} YAML nodes`);
     if (node === null || node === undefined) return null;
     if (isAlias(node)) {
+      if (++this.aliases > MAX_ALIASES) {
+        this.fail(path, `more than ${MAX_ALIASES} aliases followed (alias expansion)`, this.lineOf(node));
+      }
       const target = node.resolve(this.doc);
       if (target === undefined) this.fail(path, `unresolved alias *${node.source}`, this.lineOf(node));
       return this.resolve(target, path);

@@ -230,6 +230,19 @@ descriptors:
     expect(errorOf(yaml).problem).toMatch(/deeper than 32/);
   });
 
+  it('bounds alias expansion ("billion laughs" through nested descriptor lists)', () => {
+    // L_k is a list of 10 descriptors whose children are all L_(k-1): 10^7 nodes once expanded
+    const list = (k: number): string => {
+      const items = Array.from({ length: 10 }, (_, i) => {
+        const children = k === 0 ? '' : `, descriptors: ${i === 0 ? list(k - 1) : `*l${k - 1}`}`;
+        return `{ key: k${k}_${i}${children} }`;
+      });
+      return `&l${k} [${items.join(', ')}]`;
+    };
+    const e = errorOf(`domain: d\ndescriptors: ${list(6)}\n`);
+    expect(e.problem).toMatch(/more than 1000 aliases followed/);
+  });
+
   it('resolves YAML anchors and aliases', () => {
     const cfg = config(`
 domain: d
