@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Stage the prebuilt app for the image, on the host (no npm, no network):
-//   docker/tmp/app/{package.json, package-lock.json, dist/, bin/, node_modules/}
+//   docker/tmp/app/{package.json, package-lock.json, dist/, bin/, proto/, node_modules/}
 // node_modules holds production dependencies only: the host's node_modules
 // minus every package-lock entry marked "dev" (tsx, typescript, vitest... are
 // devDependencies and are NOT in the image; the image runs compiled dist/).
@@ -47,6 +47,8 @@ cpSync(join(root, 'dist'), join(out, 'dist'), {
   filter: (src) => !src.endsWith('.map') && !/\.test\.(js|d\.ts)$/.test(src),
 });
 if (existsSync(join(root, 'bin'))) cpSync(join(root, 'bin'), join(out, 'bin'), { recursive: true });
+// The Envoy RLS server loads its .proto files at run time (dist/envoy/grpc-server.js reads ../../proto).
+if (existsSync(join(root, 'proto'))) cpSync(join(root, 'proto'), join(out, 'proto'), { recursive: true });
 
 const lock = JSON.parse(readFileSync(join(root, 'package-lock.json'), 'utf8'));
 let kept = 0;

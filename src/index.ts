@@ -13,6 +13,7 @@ export {
 export { KeyWindow } from './crdt/window.js';
 export { Engine, type EngineOptions, type EngineStats, type ReceiveResult } from './decision/engine.js';
 export type { PeerView } from './decision/peers.js';
+export * from './envoy/index.js';
 export { type ErrorCode, ErrorCodes, isRateMeshError, RateMeshError } from './errors.js';
 export * from './http/index.js';
 export * from './keys/index.js';

@@ -161,8 +161,15 @@ export type PolicyKey = readonly [policy: string, key: string];
 export interface RateLimiter {
   /** Check and, if allowed, spend `cost` (default 1) on every key under one policy. */
   check(policy: string, keys: string | readonly string[], cost?: number): Decision;
-  /** Check several (policy, key) pairs as one request; `outcomes` lists every pair. */
-  checkAll(pairs: readonly PolicyKey[], cost?: number): Decision & { outcomes: KeyOutcome[] };
+  /**
+   * Check several (policy, key) pairs as one request; `outcomes` lists every
+   * pair. `cost` is one cost for every pair, or a list with one cost per pair
+   * where 0 evaluates that pair without spending on it.
+   */
+  checkAll(
+    pairs: readonly PolicyKey[],
+    cost?: number | readonly number[],
+  ): Decision & { outcomes: KeyOutcome[] };
   /** The validated policy of that name, if configured. */
   policy(name: string): Policy | undefined;
   /** Whether the limiter can decide now (started and not failed). */

@@ -30,7 +30,9 @@ function nodeHelp(): string {
 
 Runs one mesh node and serves its HTTP API. Precedence: flag, environment
 variable, config file, default. The config file (YAML or JSON; see
-examples/daemon.yaml) holds http, mesh, log, stats and policies (or policyFile).
+examples/daemon.yaml) holds http, mesh, log, stats and policies (or policyFile);
+for Envoy, envoy (envoyproxy/ratelimit config files) with grpc (the RLS v3
+server; see examples/envoy/).
 
 Flags:
 ${rows.join('\n')}

@@ -3,6 +3,13 @@ import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { privateKeyFromProtobuf } from '@libp2p/crypto/keys';
 import { parse as parseYaml } from 'yaml';
+import {
+  type EnvoyDaemonConfig,
+  type GrpcDaemonConfig,
+  type ListDir,
+  parseEnvoySection,
+  parseGrpcSection,
+} from '../envoy/daemon-config.js';
 import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
 import { compilePolicies } from '../policy/compile.js';
 import type { PolicySpec } from '../types.js';
@@ -81,6 +88,10 @@ export interface DaemonConfig {
   stats: { hotKeys: number };
   /** Validated by the policy compiler at load time, so a bad policy never fails later. */
   policies: PolicySpec[];
+  /** envoyproxy/ratelimit descriptor config files (`envoy`); their policies are added to `policies` for the limiter. */
+  envoy?: EnvoyDaemonConfig | undefined;
+  /** The Envoy RLS v3 gRPC server (`grpc`); off when absent. */
+  grpc?: GrpcDaemonConfig | undefined;
 }
 
 /**
@@ -130,6 +141,8 @@ export interface ConfigSources {
   env?: Readonly<Record<string, string | undefined>>;
   cwd?: string;
   readFile?: (path: string) => Buffer;
+  /** Lists a folder named in `envoy.files` (undefined when not a folder). */
+  listDir?: ListDir;
 }
 
 /** The flags of `ratemesh node` as given (strings), plus `help`. Throws CONFIG_INVALID naming a bad flag. */
@@ -227,7 +240,7 @@ export function loadConfig(src: ConfigSources): DaemonConfig {
     const file = resolve(cwd, configArg.value[0] ?? '');
     cfg.configFile = file;
     const raw = parseFile(read, file, configArg.path);
-    policiesFromFile = applyConfigFile(cfg, raw, dirname(file), read);
+    policiesFromFile = applyConfigFile(cfg, raw, dirname(file), read, src.listDir);
   }
 
   // Environment and flags: each value validated under its own name.
@@ -269,7 +282,8 @@ export function loadConfig(src: ConfigSources): DaemonConfig {
     cfg.mesh.privateKey = readPrivateKey(read, cfg.mesh.keyFile, keySource.key);
   if (cfg.mesh.pskFile !== undefined) cfg.mesh.psk = readPsk(read, cfg.mesh.pskFile, keySource.psk);
 
-  if (!policiesFromFile) {
+  if (cfg.envoy !== undefined) checkEnvoyPolicies(cfg, cfg.envoy);
+  if (!policiesFromFile && cfg.envoy === undefined) {
     throw new RateMeshError(
       ErrorCodes.CONFIG_INVALID,
       configArg === undefined
@@ -306,7 +320,7 @@ function parseFile(read: (p: string) => Buffer, file: string, path: string): unk
   }
 }
 
-const TOP_FIELDS = ['http', 'mesh', 'log', 'stats', 'policies', 'policyFile'] as const;
+const TOP_FIELDS = ['http', 'mesh', 'log', 'stats', 'policies', 'policyFile', 'envoy', 'grpc'] as const;
 const HTTP_FIELDS = [
   'host',
   'port',
@@ -333,8 +347,20 @@ function applyConfigFile(
   raw: unknown,
   baseDir: string,
   read: (p: string) => Buffer,
+  listDir?: ListDir,
 ): boolean {
   const top = objectOf(raw ?? {}, 'config', TOP_FIELDS);
+  if (top.envoy !== undefined) cfg.envoy = parseEnvoySection(top.envoy, baseDir, read, listDir);
+  if (top.grpc !== undefined) cfg.grpc = parseGrpcSection(top.grpc);
+  if (cfg.grpc !== undefined && cfg.envoy === undefined) {
+    fail(
+      'config.grpc',
+      'the Envoy RLS server needs descriptors: add envoy.files (envoyproxy/ratelimit config files)',
+    );
+  }
+  if (cfg.envoy !== undefined && cfg.grpc === undefined) {
+    fail('config.envoy', 'envoy descriptors are served over gRPC only: add grpc.port');
+  }
   if (top.http !== undefined) {
     const h = objectOf(top.http, 'config.http', HTTP_FIELDS);
     if (h.host !== undefined) cfg.http.host = host(h.host, 'config.http.host');
@@ -412,6 +438,26 @@ function loadPolicyFile(read: (p: string) => Buffer, file: string, path: string)
   const raw = parseFile(read, file, path);
   const list = Array.isArray(raw) ? raw : objectOf(raw, path, ['policies']).policies;
   return checkPolicies(list, '', file);
+}
+
+/** The envoy descriptors' policies may not share a name with the config's own, and must compile. */
+function checkEnvoyPolicies(cfg: DaemonConfig, envoy: EnvoyDaemonConfig): void {
+  const own = new Set(cfg.policies.map((p) => p.name));
+  for (const p of envoy.config.policies) {
+    if (own.has(p.name)) {
+      fail(
+        'config.policies',
+        `policy name ${p.name} is taken by a descriptor of envoy.files; rename the policy`,
+      );
+    }
+  }
+  if (envoy.config.policies.length > 0) checkPolicies([...envoy.config.policies], 'envoy.');
+  else if (cfg.policies.length === 0) {
+    fail(
+      'config.envoy.files',
+      'no descriptor counts anything (every rate_limit is unlimited or 0 per unit) and there are no policies; the limiter needs at least one',
+    );
+  }
 }
 
 /** Runs the policy compiler now so a bad policy stops the daemon before it starts. */

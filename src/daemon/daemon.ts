@@ -1,5 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { type Clock, systemClock } from '../clock.js';
+import { type RlsServer, startRlsServer } from '../envoy/grpc-server.js';
+import { rlsCallCounter } from '../envoy/metrics.js';
+import { RlsService } from '../envoy/service.js';
 import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
 import type { Logger, MeshLimiter, MeshLimiterOptions } from '../mesh/types.js';
 import { DAEMON_DEFAULTS, type DaemonConfig } from './config.js';
@@ -26,6 +29,8 @@ export interface Daemon {
   readonly metrics: DaemonMetrics;
   /** The bound HTTP address (the real port when the config asked for 0). */
   readonly http: { host: string; port: number; url: string };
+  /** The Envoy RLS v3 gRPC server's bound address; undefined when `grpc` is not configured. */
+  readonly grpc: { host: string; port: number } | undefined;
   /**
    * Drains and stops: marks the node unhealthy, stops accepting connections,
    * lets in-flight requests finish (closing their sockets after
@@ -37,7 +42,9 @@ export interface Daemon {
 /** The mesh limiter options a config stands for. */
 export function limiterOptions(config: DaemonConfig, logger: Logger, clock?: Clock): MeshLimiterOptions {
   const m = config.mesh;
-  const opts: MeshLimiterOptions = { policies: config.policies, bootstrap: m.bootstrap, logger };
+  const policies =
+    config.envoy === undefined ? config.policies : [...config.policies, ...config.envoy.config.policies];
+  const opts: MeshLimiterOptions = { policies, bootstrap: m.bootstrap, logger };
   if (m.listen !== undefined) opts.listen = m.listen;
   if (m.privateKey !== undefined) opts.privateKey = m.privateKey;
   if (m.psk !== undefined) opts.psk = m.psk;
@@ -118,6 +125,38 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   }
   server.on('error', (err) => logger.error({ err: { message: err.message } }, 'http server error'));
 
+  let rls: RlsServer | undefined;
+  if (config.grpc !== undefined && config.envoy !== undefined) {
+    const service = new RlsService({
+      config: config.envoy.config,
+      limiter,
+      responseHeaders: config.grpc.responseHeaders,
+      unknownDomain: config.grpc.unknownDomain,
+      onDecision: (d, seconds, pairs, costs) => {
+        const result = !d.limited ? 'allowed' : d.allowed ? 'shadow' : 'limited';
+        metrics.decision(d.policy, result, d.mode, seconds);
+        if (d.allowed)
+          for (let i = 0; i < pairs.length; i++)
+            if (costs[i]! > 0) hotKeys.add(pairs[i]![0], pairs[i]![1], costs[i]!);
+      },
+    });
+    try {
+      rls = await startRlsServer({
+        service,
+        host: config.grpc.host,
+        port: config.grpc.port,
+        maxMessageBytes: config.grpc.maxMessageBytes,
+        logger,
+        onCall: rlsCallCounter(metrics.registry),
+      });
+    } catch (err) {
+      server.close();
+      await limiter.stop().catch(() => {});
+      throw err;
+    }
+    rls.setServing(true);
+  }
+
   const addr = server.address() as AddressInfo;
   const urlHost = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const http = { host: addr.address, port: addr.port, url: `http://${urlHost}:${addr.port}` };
@@ -129,6 +168,13 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       policies: config.policies.map((p) => p.name),
       bootstrap: config.mesh.bootstrap,
       config: config.configFile,
+      ...(rls === undefined
+        ? {}
+        : {
+            grpc: `${rls.host}:${rls.port}`,
+            envoyFiles: config.envoy?.files,
+            envoyAlgorithm: config.envoy?.algorithm,
+          }),
     },
     'ratemesh node started',
   );
@@ -138,6 +184,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     stopping ??= (async () => {
       state.draining = true;
       logger.info({ drainTimeoutMs: config.http.drainTimeoutMs }, 'draining');
+      const grpcStopped = rls?.stop(config.http.drainTimeoutMs);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           logger.warn({}, 'drain timeout: closing remaining connections');
@@ -149,11 +196,13 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         });
         server.closeIdleConnections();
       });
+      await grpcStopped;
       await limiter.stop();
       logger.info({}, 'ratemesh node stopped');
     })();
     return stopping;
   };
 
-  return { limiter, metrics, http, stop };
+  const grpcAddr = rls === undefined ? undefined : { host: rls.host, port: rls.port };
+  return { limiter, metrics, http, grpc: grpcAddr, stop };
 }

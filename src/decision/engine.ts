@@ -407,22 +407,37 @@ export class Engine implements RateLimiter {
       keys.length,
       (_i) => rt,
       (i) => keys[i] as string,
-      cost,
+      (_i) => cost,
       now,
     );
   }
 
-  checkAll(pairs: readonly PolicyKey[], cost = 1): Decision & { outcomes: KeyOutcome[] } {
+  checkAll(
+    pairs: readonly PolicyKey[],
+    cost: number | readonly number[] = 1,
+  ): Decision & { outcomes: KeyOutcome[] } {
     return this.checkAllAt(this.clock.now(), pairs, cost);
   }
 
   /** {@link checkAll} at a given time; see {@link checkAt}. */
-  checkAllAt(time: number, pairs: readonly PolicyKey[], cost = 1): Decision & { outcomes: KeyOutcome[] } {
+  checkAllAt(
+    time: number,
+    pairs: readonly PolicyKey[],
+    cost: number | readonly number[] = 1,
+  ): Decision & { outcomes: KeyOutcome[] } {
     if (!Array.isArray(pairs) || pairs.length === 0) {
       throw new RateMeshError(
         ErrorCodes.KEY_INVALID,
         'must be a non-empty array of [policy, key] pairs',
         'pairs',
+      );
+    }
+    const costs = typeof cost === 'number' ? undefined : cost;
+    if (costs !== undefined && (!Array.isArray(costs) || costs.length !== pairs.length)) {
+      throw new RateMeshError(
+        ErrorCodes.COST_INVALID,
+        `a list of costs must hold one cost per pair (${pairs.length})`,
+        'cost',
       );
     }
     const rts: PolicyRt[] = [];
@@ -436,7 +451,9 @@ export class Engine implements RateLimiter {
           `pairs[${i}]`,
         );
       }
-      checkCost(cost, rt.policy);
+      // In a list of costs, 0 evaluates the pair without spending on it (a peek).
+      if (costs === undefined) checkCost(cost, rt.policy);
+      else if (costs[i] !== 0) checkCost(costs[i], rt.policy);
       rts.push(rt);
     }
     const now = this.at(time);
@@ -445,7 +462,7 @@ export class Engine implements RateLimiter {
       pairs.length,
       (i) => rts[i]!,
       (i) => pairs[i]![1],
-      cost,
+      costs === undefined ? (_i) => cost as number : (i) => costs[i]!,
       now,
       outcomes,
     ) as Decision & { outcomes: KeyOutcome[] };
@@ -453,12 +470,15 @@ export class Engine implements RateLimiter {
     return d;
   }
 
-  /** Evaluate every pair; spend on all only if all allow (shadow policies never block). */
+  /**
+   * Evaluate every pair; spend on all only if all allow (shadow policies never
+   * block). A pair whose cost is 0 is evaluated and never spent on.
+   */
   private evaluateAll(
     n: number,
     rtAt: (i: number) => PolicyRt,
     keyAt: (i: number) => string,
-    cost: number,
+    costAt: (i: number) => number,
     now: number,
     outcomes?: KeyOutcome[],
   ): Decision {
@@ -469,7 +489,7 @@ export class Engine implements RateLimiter {
     for (let i = 0; i < n; i++) {
       const rt = rtAt(i);
       const e = newEval();
-      this.evaluate(rt, keyAt(i), cost, now, e);
+      this.evaluate(rt, keyAt(i), costAt(i), now, e);
       evals.push(e);
       if (!e.allowed) {
         // the first refusing pair decides, a blocking one before a shadow one
@@ -485,7 +505,10 @@ export class Engine implements RateLimiter {
     // the request passes only once every refusing pair allows: wait for the slowest
     let retry = 0;
     if (!blocked) {
-      for (const ev of evals) if (ev.allowed) this.commit(ev, cost, now);
+      for (let i = 0; i < n; i++) {
+        const c = costAt(i);
+        if (evals[i]!.allowed && c > 0) this.commit(evals[i]!, c, now);
+      }
     } else {
       for (const ev of evals) {
         if (ev.allowed || ev.rt!.policy.shadow) continue;
@@ -690,7 +713,7 @@ export class Engine implements RateLimiter {
     mode: DecisionMode,
   ): boolean {
     const algo = rt.algo;
-    if (algo === undefined) return true;
+    if (algo === undefined || cost === 0) return true;
     if (kw.local === undefined) kw.local = algo.init(now);
     const r = this.algoOut;
     if (!algo.check(kw.local, cost, now, r)) {
@@ -711,6 +734,15 @@ export class Engine implements RateLimiter {
     }
     out.entry = entry;
     const r = this.algoOut;
+    if (cost === 0) {
+      // A look without spending (checkAll with a list of costs): 0 never goes
+      // over. The algorithms take costs from 1, so ask what 1 would leave.
+      algo.check(entry.state, 1, now, r);
+      out.resetMs = r.resetMs;
+      out.delayMs = 0;
+      this.allow(out, 'local', r.allowed ? r.remaining + 1 : r.remaining);
+      return;
+    }
     algo.check(entry.state, cost, now, r);
     out.resetMs = r.resetMs;
     out.delayMs = r.delayMs;

@@ -116,7 +116,10 @@ class MeshLimiterImpl implements MeshLimiter {
     return d;
   }
 
-  checkAll(pairs: readonly PolicyKey[], cost?: number): Decision & { outcomes: KeyOutcome[] } {
+  checkAll(
+    pairs: readonly PolicyKey[],
+    cost?: number | readonly number[],
+  ): Decision & { outcomes: KeyOutcome[] } {
     const d = this.engine.checkAll(pairs, cost);
     this.pollEarlyPublish();
     return d;

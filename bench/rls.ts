@@ -1,0 +1,560 @@
+/**
+ * Envoy RLS bench: one ratemesh daemon (the real mesh limiter, standalone,
+ * on loopback) serving both its HTTP check API and the Envoy RLS v3 gRPC
+ * server (@grpc/grpc-js), driven in the same run:
+ *
+ *   http-check      POST /v1/check {policy, key}: one decision
+ *   grpc-rls        ShouldRateLimit, one descriptor (remote_address): one decision
+ *   http-check-3    POST /v1/check {checks: [3 pairs]}: one decision over 3 keys
+ *   grpc-rls-3      ShouldRateLimit, three descriptors: one decision over 3 keys
+ *   floor-http      a bare node:http server: parse the JSON body, answer a fixed decision
+ *   floor-grpc      a bare @grpc/grpc-js server of the RLS service: answer a fixed response
+ *
+ * Every request is allowed (limit 10^9 per minute) and each pair of variants
+ * decides exactly the same (policy, key) pairs: the HTTP variants name the
+ * policies the envoy descriptors compile to. The daemon runs in a child
+ * process; this process drives it: autocannon for HTTP, and for gRPC plain
+ * node:http2 sessions sending the request as @grpc/proto-loader encodes it
+ * and decoding every reply (the @grpc/grpc-js client costs several times the
+ * server's CPU per call, so with it the client, not the server, sets the pace).
+ *
+ * Two passes, variants interleaved, SLICES slices of DURATION s each, medians:
+ *  1. closed loop, CONCURRENCY requests in flight (HTTP: autocannon
+ *     connections; gRPC: streams over CHANNELS sessions): throughput and p99;
+ *  2. open loop at the same offered rate, RATE req/s, with the same arrival
+ *     pattern for every variant (node:http keep-alive client for HTTP): the
+ *     daemon's CPU time per decision. At equal rates and arrivals the cost of
+ *     waking the process falls alike on both, so this is the fair CPU
+ *     comparison (closed-loop CPU per request falls as the rate rises: the
+ *     faster variant looks cheaper).
+ *
+ * Writes bench/results/rls.json. npm run bench:rls
+ *   (DURATION=2 SLICES=5 CONCURRENCY=32 CHANNELS=4 RATE=4000 to change)
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import http2 from 'node:http2';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { loadConfig } from '../src/daemon/config.js';
+import { startDaemon } from '../src/daemon/daemon.js';
+import { rlsServiceDefinition } from '../src/envoy/grpc-server.js';
+import { printTable } from './table.js';
+
+interface AutocannonResult {
+  requests: { average: number; total: number };
+  latency: { p99: number };
+  non2xx: number;
+  errors: number;
+}
+type Autocannon = (opts: {
+  url: string;
+  connections: number;
+  duration: number;
+  requests: { method: string; path: string; headers: Record<string, string>; body: string }[];
+}) => Promise<AutocannonResult>;
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+const DURATION = Number(process.env.DURATION ?? 2);
+const SLICES = Number(process.env.SLICES ?? 5);
+const CONCURRENCY = Number(process.env.CONCURRENCY ?? 32);
+const CHANNELS = Number(process.env.CHANNELS ?? 4);
+const RATE = Number(process.env.RATE ?? 4000);
+
+const RATELIMIT_YAML = `
+domain: bench
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 1000000000 }
+  - key: path
+    rate_limit: { unit: minute, requests_per_unit: 1000000000 }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: 1000000000 }
+`;
+
+type ToChild = { cmd: 'cpu'; id: number };
+/** The daemon's addresses and policy names, and the floor servers' ports. */
+interface Ready {
+  http: string;
+  grpc: number;
+  policies: Record<string, string>;
+  floorHttp: number;
+  floorGrpc: number;
+}
+type FromChild = { ready: Ready } | { id: number; cpu: number };
+
+/** Child: one daemon with HTTP and gRPC; answers CPU-time queries. */
+async function serve(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'ratemesh-bench-rls-'));
+  mkdirSync(join(dir, 'rl'));
+  writeFileSync(join(dir, 'rl', 'bench.yaml'), RATELIMIT_YAML);
+  writeFileSync(
+    join(dir, 'daemon.yaml'),
+    'http: { host: 127.0.0.1, port: 0 }\nmesh: { listen: [/ip4/127.0.0.1/tcp/0] }\nlog: { level: silent }\nenvoy: { files: [rl] }\ngrpc: { port: 0 }\n',
+  );
+  const config = loadConfig({ argv: ['--config', join(dir, 'daemon.yaml')] });
+  const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+  const daemon = await startDaemon({ config, logger: quiet });
+  const policies: Record<string, string> = {};
+  for (const r of config.envoy!.config.rateLimits) policies[r.fullKey.split('.')[1]!] = r.policy!;
+  const floor = await floorServers();
+  process.on('message', (m: ToChild) => {
+    if (m.cmd === 'cpu') {
+      const u = process.cpuUsage();
+      process.send!({ id: m.id, cpu: u.user + u.system } satisfies FromChild);
+    }
+  });
+  process.on('disconnect', () => {
+    void daemon.stop().finally(() => {
+      rmSync(dir, { recursive: true, force: true });
+      process.exit(0);
+    });
+  });
+  process.send!({
+    ready: { http: daemon.http.url, grpc: daemon.grpc!.port, policies, ...floor },
+  } satisfies FromChild);
+}
+
+/**
+ * The transports alone, in the same process: a node:http server that parses
+ * the JSON body and answers a fixed decision, and a @grpc/grpc-js server of
+ * the same RLS service (same options) that answers a fixed response. What
+ * each costs per request is the floor under the daemon's figures.
+ */
+async function floorServers(): Promise<{ floorHttp: number; floorGrpc: number }> {
+  const answer = JSON.stringify({ allowed: true, limited: false, remaining: 1 });
+  const h = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+      res.end(answer);
+    });
+  });
+  await new Promise<void>((r) => h.listen(0, '127.0.0.1', r));
+  const g = new grpc.Server({ 'grpc.enable_channelz': 0 });
+  const response = {
+    overall_code: 'OK',
+    statuses: [
+      {
+        code: 'OK',
+        current_limit: { name: '', requests_per_unit: 1e9, unit: 'MINUTE' },
+        limit_remaining: 999_999_999,
+        duration_until_reset: { seconds: 60, nanos: 0 },
+      },
+    ],
+    response_headers_to_add: [],
+  };
+  g.addService(rlsServiceDefinition(), {
+    ShouldRateLimit: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) =>
+      cb(null, response),
+  });
+  const floorGrpc = await new Promise<number>((resolve, reject) =>
+    g.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) =>
+      err ? reject(err) : resolve(port),
+    ),
+  );
+  return { floorHttp: (h.address() as { port: number }).port, floorGrpc };
+}
+
+let nextId = 0;
+function childCpu(child: ChildProcess): Promise<number> {
+  const id = nextId++;
+  return new Promise((resolve) => {
+    const on = (m: FromChild) => {
+      if ('id' in m && m.id === id) {
+        child.off('message', on);
+        resolve(m.cpu);
+      }
+    };
+    child.on('message', on);
+    child.send({ cmd: 'cpu', id } satisfies ToChild);
+  });
+}
+
+interface Row {
+  rps: number;
+  p99_ms: number;
+  cpu_us: number;
+  /** This process's CPU while it drove the slice, % of one core: near 100, the driver set the pace. */
+  driver_pct: number;
+  failed: number;
+  total: number;
+}
+
+interface Variant {
+  name: string;
+  /** Closed loop when `rate` is undefined, else that many requests per second. */
+  run(seconds: number, rate?: number): Promise<Omit<Row, 'cpu_us' | 'driver_pct'>>;
+}
+
+/** Sends one request and reports whether it was answered as expected. */
+type Send = (done: (ok: boolean) => void) => void;
+
+/**
+ * Drives `send` for `seconds`: closed loop with CONCURRENCY in flight when
+ * `rate` is undefined, else open loop at `rate` per second (each millisecond
+ * sends what the rate owes by then, the same arrival pattern for every variant).
+ */
+function drive(
+  seconds: number,
+  rate: number | undefined,
+  send: Send,
+): Promise<Omit<Row, 'cpu_us' | 'driver_pct'>> {
+  return new Promise((resolve) => {
+    const latencies: number[] = [];
+    let failed = 0;
+    let inFlight = 0;
+    let sent = 0;
+    let stopped = false;
+    const started = performance.now();
+    const end = started + seconds * 1000;
+    const finish = () => {
+      const sorted = latencies.sort((x, y) => x - y);
+      const total = sorted.length + failed;
+      resolve({
+        rps: total / ((performance.now() - started) / 1000),
+        p99_ms:
+          sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.99))]!,
+        failed,
+        total,
+      });
+    };
+    const fire = () => {
+      sent++;
+      inFlight++;
+      const t0 = performance.now();
+      send((ok) => {
+        inFlight--;
+        const t1 = performance.now();
+        if (ok) latencies.push(t1 - t0);
+        else failed++;
+        if (rate === undefined && t1 < end) fire();
+        else if (stopped && inFlight === 0) finish();
+      });
+    };
+    if (rate === undefined) {
+      stopped = true;
+      for (let i = 0; i < CONCURRENCY; i++) fire();
+      return;
+    }
+    const timer = setInterval(() => {
+      const now = performance.now();
+      if (now >= end) {
+        clearInterval(timer);
+        stopped = true;
+        if (inFlight === 0) finish();
+        return;
+      }
+      const due = Math.floor(((now - started) / 1000) * rate);
+      while (sent < due) fire();
+    }, 1);
+  });
+}
+
+/**
+ * POST /v1/check: autocannon in the closed loop (the lightest HTTP/1.1
+ * client), node:http with keep-alive connections when paced.
+ */
+function httpVariant(name: string, url: string, body: object): Variant {
+  const text = JSON.stringify(body);
+  return {
+    name,
+    async run(seconds, rate) {
+      if (rate !== undefined) {
+        const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+        const u = new URL('/v1/check', url);
+        const headers = {
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(text)),
+        };
+        const r = await drive(seconds, rate, (done) => {
+          const req = http.request(u, { method: 'POST', agent, headers }, (res) => {
+            res.resume();
+            res.on('end', () => done(res.statusCode === 200));
+          });
+          req.on('error', () => done(false));
+          req.end(text);
+        });
+        agent.destroy();
+        return r;
+      }
+      const r = await autocannon({
+        url,
+        connections: CONCURRENCY,
+        duration: seconds,
+        requests: [
+          { method: 'POST', path: '/v1/check', headers: { 'content-type': 'application/json' }, body: text },
+        ],
+      });
+      return {
+        rps: r.requests.average,
+        p99_ms: r.latency.p99,
+        failed: r.non2xx + r.errors,
+        total: r.requests.total,
+      };
+    },
+  };
+}
+
+/**
+ * ShouldRateLimit over plain node:http2 sessions (CHANNELS of them), the
+ * request encoded once by @grpc/proto-loader; each reply's trailers and
+ * message are checked (grpc-status 0, overall_code OK).
+ */
+function h2Variant(name: string, port: number, request: object): Variant {
+  const def = rlsServiceDefinition().ShouldRateLimit!;
+  const msg = def.requestSerialize(request);
+  const frame = Buffer.alloc(5 + msg.length);
+  frame.writeUInt32BE(msg.length, 1);
+  msg.copy(frame, 5);
+  const headers = {
+    ':method': 'POST',
+    ':path': def.path,
+    'content-type': 'application/grpc',
+    te: 'trailers',
+  };
+  return {
+    name,
+    async run(seconds, rate) {
+      const sessions = await Promise.all(
+        Array.from(
+          { length: CHANNELS },
+          () =>
+            new Promise<http2.ClientHttp2Session>((resolve, reject) => {
+              const session = http2.connect(`http://127.0.0.1:${port}`);
+              session.once('connect', () => resolve(session));
+              session.once('error', reject);
+            }),
+        ),
+      );
+      let next = 0;
+      const r = await drive(seconds, rate, (done) => {
+        const stream = sessions[next++ % sessions.length]!.request(headers);
+        const chunks: Buffer[] = [];
+        let status: string | undefined;
+        stream.on('data', (c: Buffer) => chunks.push(c));
+        stream.on('trailers', (t) => {
+          status = String(t['grpc-status']);
+        });
+        stream.on('error', () => {});
+        stream.on('close', () => {
+          const body = Buffer.concat(chunks);
+          const res =
+            status === '0' && body.length >= 5
+              ? (def.responseDeserialize(body.subarray(5)) as { overall_code: string })
+              : undefined;
+          done(res?.overall_code === 'OK');
+        });
+        stream.end(frame);
+      });
+      for (const session of sessions) session.close();
+      return r;
+    },
+  };
+}
+
+async function slice(child: ChildProcess, v: Variant, seconds: number, rate?: number): Promise<Row> {
+  const before = await childCpu(child);
+  const own = process.cpuUsage();
+  const t0 = performance.now();
+  const r = await v.run(seconds, rate);
+  const ownCpu = process.cpuUsage(own);
+  const wallUs = (performance.now() - t0) * 1000;
+  const cpu = (await childCpu(child)) - before;
+  return {
+    ...r,
+    cpu_us: r.total > 0 ? cpu / r.total : 0,
+    driver_pct: (100 * (ownCpu.user + ownCpu.system)) / wallUs,
+  };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** SLICES interleaved slices of every variant; the median of each figure. */
+async function pass(
+  child: ChildProcess,
+  variants: Variant[],
+  label: string,
+  rate?: number,
+): Promise<Map<string, Row>> {
+  const rows = new Map<string, Row[]>(variants.map((v) => [v.name, []]));
+  for (let i = 0; i < SLICES; i++) {
+    for (const v of variants) {
+      const row = await slice(child, v, DURATION, rate);
+      rows.get(v.name)!.push(row);
+      console.error(
+        `${label} ${i + 1}/${SLICES} ${v.name}: ${Math.round(row.rps)} req/s, p99 ${row.p99_ms.toFixed(2)} ms, ${row.cpu_us.toFixed(1)} us cpu/req, ${row.failed} failed`,
+      );
+    }
+  }
+  return new Map(
+    [...rows].map(([name, rs]) => [
+      name,
+      {
+        rps: Math.round(median(rs.map((r) => r.rps))),
+        p99_ms: median(rs.map((r) => r.p99_ms)),
+        cpu_us: median(rs.map((r) => r.cpu_us)),
+        driver_pct: median(rs.map((r) => r.driver_pct)),
+        failed: rs.reduce((a, r) => a + r.failed, 0),
+        total: rs.reduce((a, r) => a + r.total, 0),
+      },
+    ]),
+  );
+}
+
+async function main(): Promise<void> {
+  const child = fork(new URL(import.meta.url).pathname, [], {
+    env: { ...process.env, RATEMESH_BENCH_CHILD: '1' },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv: process.env.PROFILE
+      ? [...process.execArgv, '--cpu-prof', `--cpu-prof-dir=${process.env.PROFILE}`]
+      : process.execArgv,
+  });
+  const ready = await new Promise<Ready>((resolve, reject) => {
+    child.once('message', (m: FromChild) =>
+      'ready' in m ? resolve(m.ready) : reject(new Error('bad child')),
+    );
+    child.once('exit', (code) => reject(new Error(`bench daemon exited (${code})`)));
+  });
+  const p = ready.policies;
+  const entry = (key: string, value: string) => ({ entries: [{ key, value }] });
+  const variants: Variant[] = [
+    httpVariant('http-check', ready.http, { policy: p.remote_address, key: 'd:203.0.113.1' }),
+    h2Variant('grpc-rls', ready.grpc, {
+      domain: 'bench',
+      descriptors: [entry('remote_address', '203.0.113.1')],
+    }),
+    httpVariant('http-check-3', ready.http, {
+      checks: [
+        { policy: p.remote_address, key: 'd:203.0.113.1' },
+        { policy: p.path, key: 'd:/api/items' },
+        { policy: p.user, key: 'd:alice' },
+      ],
+    }),
+    h2Variant('grpc-rls-3', ready.grpc, {
+      domain: 'bench',
+      descriptors: [
+        entry('remote_address', '203.0.113.1'),
+        entry('path', '/api/items'),
+        entry('user', 'alice'),
+      ],
+    }),
+  ];
+  variants.push(
+    httpVariant('floor-http', `http://127.0.0.1:${ready.floorHttp}`, {
+      policy: p.remote_address,
+      key: 'd:203.0.113.1',
+    }),
+    h2Variant('floor-grpc', ready.floorGrpc, {
+      domain: 'bench',
+      descriptors: [entry('remote_address', '203.0.113.1')],
+    }),
+  );
+  const only = process.env.VARIANTS?.split(',');
+  if (only !== undefined)
+    variants.splice(0, variants.length, ...variants.filter((v) => only.includes(v.name)));
+  try {
+    for (const v of variants) await slice(child, v, 1); // warm-up
+    const closed = await pass(child, variants, 'closed');
+    const paced = await pass(child, variants, `${RATE}/s`, RATE);
+    report(closed, paced);
+  } finally {
+    child.disconnect();
+  }
+}
+
+function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
+  console.log(
+    `\nRLS bench: one daemon (mesh limiter, standalone), node ${process.version}, ${SLICES} interleaved slices of ${DURATION} s per variant (median)`,
+  );
+  console.log(
+    `closed loop: ${CONCURRENCY} in flight (HTTP: connections; gRPC: streams over ${CHANNELS} HTTP/2 sessions); paced: ${RATE} req/s offered to each variant`,
+  );
+  const pair = (name: string) => name.replace('grpc-rls', 'http-check').replace('floor-grpc', 'floor-http');
+  const vsHttp = (m: Map<string, Row>, name: string) =>
+    pair(name) !== name && m.has(pair(name))
+      ? `${((100 * m.get(name)!.cpu_us) / m.get(pair(name))!.cpu_us).toFixed(0)}%`
+      : '-';
+  printTable(
+    [
+      'variant',
+      'req/s',
+      'p99 ms',
+      'cpu us/req',
+      'cpu vs http',
+      'driver cpu',
+      `@${RATE}/s: cpu us/req`,
+      'cpu vs http',
+      'p99 ms',
+      'failed',
+    ],
+    [...closed].map(([name, r]) => {
+      const q = paced.get(name)!;
+      return [
+        name,
+        r.rps,
+        r.p99_ms.toFixed(2),
+        r.cpu_us.toFixed(1),
+        vsHttp(closed, name),
+        `${Math.round(r.driver_pct)}%`,
+        q.cpu_us.toFixed(1),
+        vsHttp(paced, name),
+        q.p99_ms.toFixed(2),
+        r.failed + q.failed,
+      ];
+    }),
+  );
+  const g = paced.get('grpc-rls')!;
+  const h = paced.get('http-check')!;
+  const met = g.cpu_us <= h.cpu_us;
+  console.log(
+    `\ntarget (a decision costs the gRPC server no more than POST /v1/check), at ${RATE} req/s: grpc-rls ${g.cpu_us.toFixed(1)} us vs http-check ${h.cpu_us.toFixed(1)} us of daemon CPU -> ${met ? 'met' : 'NOT met'}`,
+  );
+  const fh = paced.get('floor-http');
+  const fg = paced.get('floor-grpc');
+  let overFloor: { grpc: number; http: number } | undefined;
+  if (fh !== undefined && fg !== undefined) {
+    overFloor = { grpc: g.cpu_us - fg.cpu_us, http: h.cpu_us - fh.cpu_us };
+    console.log(
+      `the transports alone (floor-*), at ${RATE} req/s: @grpc/grpc-js ${fg.cpu_us.toFixed(1)} us vs node:http ${fh.cpu_us.toFixed(1)} us per request; ` +
+        `ratemesh's work on top (parse, match, decide, answer, metrics): ${overFloor.grpc.toFixed(1)} us over gRPC vs ${overFloor.http.toFixed(1)} us over HTTP`,
+    );
+  }
+  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+  const figures = (m: Map<string, Row>) =>
+    Object.fromEntries(
+      [...m].map(([name, r]) => [
+        name,
+        {
+          rps: r.rps,
+          p99_ms: Number(r.p99_ms.toFixed(3)),
+          cpu_us_per_req: Number(r.cpu_us.toFixed(2)),
+          driver_cpu_pct: Math.round(r.driver_pct),
+          failed: r.failed,
+        },
+      ]),
+    );
+  const out = {
+    node: process.version,
+    slices: SLICES,
+    durationS: DURATION,
+    closedLoop: { concurrency: CONCURRENCY, channels: CHANNELS, variants: figures(closed) },
+    paced: { rate: RATE, variants: figures(paced) },
+    targetMet: met,
+    overTransportFloorUs: overFloor,
+  };
+  writeFileSync(new URL('./results/rls.json', import.meta.url), `${JSON.stringify(out, null, 2)}\n`);
+  console.log('wrote bench/results/rls.json');
+}
+
+if (process.env.RATEMESH_BENCH_CHILD === '1') await serve();
+else await main();

@@ -1,0 +1,146 @@
+import { readdirSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { boolean, fail, integer, objectOf, oneOf, string } from '../daemon/validate.js';
+import { MAX_BUCKETS } from '../policy/constants.js';
+import {
+  ENVOY_ALGORITHMS,
+  type EnvoyAlgorithm,
+  type EnvoyConfig,
+  type EnvoyConfigSource,
+  parseEnvoyConfig,
+} from './config.js';
+import { GRPC_DEFAULTS } from './grpc-server.js';
+import { DEFAULT_HEADER_NAMES } from './service.js';
+
+/** The daemon's `envoy` section: envoyproxy/ratelimit config files, loaded and validated. */
+export interface EnvoyDaemonConfig {
+  /** The config files read, absolute, in load order (a folder gives its *.yaml / *.yml files, sorted). */
+  files: string[];
+  algorithm: EnvoyAlgorithm;
+  buckets: number;
+  mergeDomains: boolean;
+  /** The loaded descriptor trees and the ratemesh policies they need. */
+  config: EnvoyConfig;
+}
+
+/** The daemon's `grpc` section: the Envoy RLS v3 server. */
+export interface GrpcDaemonConfig {
+  host: string;
+  port: number;
+  maxMessageBytes: number;
+  /** The draft RateLimit headers in `response_headers_to_add`, with these names; off when undefined. */
+  responseHeaders: { limit: string; remaining: string; reset: string } | undefined;
+  /** `error` (NOT_FOUND, default) or `ok` (no limit, as envoyproxy/ratelimit). */
+  unknownDomain: 'error' | 'ok';
+}
+
+/** Most envoy config files read. */
+const MAX_FILES = 256;
+
+const ENVOY_FIELDS = ['files', 'algorithm', 'buckets', 'mergeDomains'] as const;
+const GRPC_FIELDS = ['host', 'port', 'maxMessageBytes', 'responseHeaders', 'unknownDomain'] as const;
+
+/** Lists a folder's entries, or returns undefined when `path` is not a folder. Injectable for tests. */
+export type ListDir = (path: string) => string[] | undefined;
+
+/** The real file system's {@link ListDir}. */
+export const listDir: ListDir = (path) => {
+  try {
+    if (!statSync(path).isDirectory()) return undefined;
+  } catch {
+    return undefined;
+  }
+  return readdirSync(path);
+};
+
+/**
+ * Validates the `envoy` section of the daemon config and loads its files
+ * now, so a bad descriptor stops the daemon before it starts. `files` are
+ * relative to `baseDir`; a folder stands for its `*.yaml` and `*.yml` files
+ * in name order (as envoyproxy/ratelimit loads its config folder).
+ */
+export function parseEnvoySection(
+  raw: unknown,
+  baseDir: string,
+  read: (path: string) => Buffer,
+  list: ListDir = listDir,
+): EnvoyDaemonConfig {
+  const s = objectOf(raw, 'config.envoy', ENVOY_FIELDS);
+  if (s.files === undefined)
+    fail('config.envoy.files', 'is required: a list of envoyproxy/ratelimit config files or folders');
+  if (!Array.isArray(s.files) || s.files.length === 0) {
+    fail('config.envoy.files', 'must be a non-empty list of files or folders');
+  }
+  const algorithm =
+    s.algorithm === undefined
+      ? 'sliding-window'
+      : oneOf(s.algorithm, 'config.envoy.algorithm', ENVOY_ALGORITHMS);
+  const buckets = s.buckets === undefined ? 10 : integer(s.buckets, 'config.envoy.buckets', 1, MAX_BUCKETS);
+  const mergeDomains =
+    s.mergeDomains === undefined ? false : boolean(s.mergeDomains, 'config.envoy.mergeDomains');
+
+  const files: string[] = [];
+  s.files.forEach((entry: unknown, i: number) => {
+    const path = resolve(baseDir, string(entry, `config.envoy.files[${i}]`));
+    const names = list(path);
+    if (names === undefined) files.push(path);
+    else {
+      const yaml = names.filter((n) => /\.ya?ml$/i.test(n) && !n.startsWith('.')).sort();
+      if (yaml.length === 0)
+        fail(`config.envoy.files[${i}]`, `the folder ${path} holds no .yaml or .yml file`);
+      for (const n of yaml) files.push(join(path, n));
+    }
+  });
+  if (files.length > MAX_FILES) fail('config.envoy.files', `more than ${MAX_FILES} files`);
+
+  const sources: EnvoyConfigSource[] = files.map((file, i) => {
+    let buf: Buffer;
+    try {
+      buf = read(file);
+    } catch (err) {
+      return fail(
+        `config.envoy.files[${i}]`,
+        `cannot read ${file}: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+    return { file, text: buf.toString('utf8') };
+  });
+  const config = parseEnvoyConfig(sources, { algorithm, buckets, mergeDomains });
+  return { files, algorithm, buckets, mergeDomains, config };
+}
+
+/** Validates the `grpc` section of the daemon config. */
+export function parseGrpcSection(raw: unknown): GrpcDaemonConfig {
+  const s = objectOf(raw, 'config.grpc', GRPC_FIELDS);
+  if (s.port === undefined)
+    fail('config.grpc.port', 'is required: the port of the Envoy RLS gRPC server (0 picks one)');
+  const port = integer(s.port, 'config.grpc.port', 0, 65535);
+  const host = s.host === undefined ? GRPC_DEFAULTS.host : string(s.host, 'config.grpc.host', 253);
+  const maxMessageBytes =
+    s.maxMessageBytes === undefined
+      ? GRPC_DEFAULTS.maxMessageBytes
+      : integer(s.maxMessageBytes, 'config.grpc.maxMessageBytes', 1024, 4 * 1024 * 1024);
+  let responseHeaders: GrpcDaemonConfig['responseHeaders'];
+  const h = s.responseHeaders;
+  if (h === true) responseHeaders = { ...DEFAULT_HEADER_NAMES };
+  else if (h !== undefined && h !== false) {
+    const o = objectOf(h, 'config.grpc.responseHeaders', ['limit', 'remaining', 'reset']);
+    const name = (v: unknown, field: string, dflt: string): string => {
+      if (v === undefined) return dflt;
+      const t = string(v, `config.grpc.responseHeaders.${field}`, 256);
+      if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(t))
+        fail(`config.grpc.responseHeaders.${field}`, 'must be an HTTP header name');
+      return t;
+    };
+    responseHeaders = {
+      limit: name(o.limit, 'limit', DEFAULT_HEADER_NAMES.limit),
+      remaining: name(o.remaining, 'remaining', DEFAULT_HEADER_NAMES.remaining),
+      reset: name(o.reset, 'reset', DEFAULT_HEADER_NAMES.reset),
+    };
+  }
+  const unknownDomain =
+    s.unknownDomain === undefined
+      ? 'error'
+      : oneOf(s.unknownDomain, 'config.grpc.unknownDomain', ['error', 'ok'] as const);
+  return { host, port, maxMessageBytes, responseHeaders, unknownDomain };
+}
