@@ -1,3 +1,5 @@
+const NONE: number[] = [];
+
 /** What this node knows of one other node. */
 export interface PeerState {
   readonly id: string;
@@ -21,6 +23,12 @@ export interface PeerState {
   /** Live members it reports, itself included. */
   members: number;
   messages: number;
+  /** Messages of it whose counts passed what it could have admitted (capped), in the current strike period. */
+  strikes: number;
+  /** Start of the current strike period (ours). */
+  strikeSince: number;
+  /** Its gossip and sync are ignored until this time (ours); -Infinity when not. */
+  ignoredUntil: number;
 }
 
 /** One peer as reported to users. */
@@ -32,6 +40,8 @@ export interface PeerView {
   clockOffsetMs: number;
   members: number;
   messages: number;
+  /** Ignored (it sent counts it could not have admitted) for this many more ms; 0 when not. */
+  ignoredMs: number;
 }
 
 /**
@@ -107,10 +117,31 @@ export class PeerTable {
       stale: true,
       members: 1,
       messages: 0,
+      strikes: 0,
+      strikeSince: Number.NEGATIVE_INFINITY,
+      ignoredUntil: Number.NEGATIVE_INFINITY,
     };
     this.byId.set(id, p);
     this.byIdx[idx] = p;
     return p;
+  }
+
+  /**
+   * Forget every peer that is no member (it departed, or was never heard) and
+   * whose newest data is older than `retainMs` (so its counts have left every
+   * window), unless it is being ignored. Their origin indexes are free for reuse;
+   * the caller clears them from every window. Returns the freed indexes.
+   */
+  forgetDeparted(now: number, retainMs: number): number[] {
+    let freed: number[] | undefined;
+    for (const p of this.byId.values()) {
+      if (p.member || now - p.lastHeard <= retainMs || now < p.ignoredUntil) continue;
+      this.byId.delete(p.id);
+      this.byIdx[p.idx] = undefined;
+      if (freed === undefined) freed = [];
+      freed.push(p.idx);
+    }
+    return freed ?? NONE;
   }
 
   /** Forget a peer entirely (its origin index may be reused). Returns its index. */
@@ -176,6 +207,7 @@ export class PeerTable {
         clockOffsetMs: p.clockOffsetMs,
         members: p.members,
         messages: p.messages,
+        ignoredMs: now < p.ignoredUntil ? p.ignoredUntil - now : 0,
       });
     }
     return out;
