@@ -1048,13 +1048,15 @@ export class Engine implements RateLimiter {
     const anti = this.tick % this.antiEntropyTicks === 0;
     const entries: WireEntry[] = [];
     const max = this.maxKeysPerMessage;
-    // Two passes when more keys wait than a message may carry: first the keys
-    // whose unsent admissions reached the early-publish threshold, then the
-    // rest. A key left out stays due (`pending`) and goes in a next tick.
-    for (let pass = this.dirty.size > max ? 0 : 1; pass < 2; pass++) {
+    // When more keys wait than a message may carry, three passes: first the
+    // keys whose unsent admissions reached the early-publish threshold, then
+    // those with any unsent admission or left out before, then the repeats.
+    // A key left out stays due (`pending`) and goes in a next tick.
+    for (let pass = this.dirty.size > max ? 0 : 2; pass < 3; pass++) {
       for (const kw of this.dirty) {
         const rt = this.rts[kw.policy]!;
         if (pass === 0 && kw.unsynced < rt.earlyAt) continue;
+        if (pass === 1 && kw.unsynced === 0 && !kw.pending) continue;
         if (kw.sentTick === this.tick) continue;
         const c = Math.floor(now / rt.bw);
         if (c > kw.cur) kw.roll(c);
@@ -1067,7 +1069,8 @@ export class Engine implements RateLimiter {
         }
         if (!recent && !anti) continue;
         if (entries.length >= max) {
-          kw.pending = true;
+          // a repeat that did not fit is no loss; unsent admissions are
+          if (pass < 2) kw.pending = true;
           continue;
         }
         const e = this.ownEntry(kw, rt.wire, kw.key, 0, now, rt);
