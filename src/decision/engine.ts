@@ -31,6 +31,9 @@ import { EvictedSketch } from './evicted-sketch.js';
 import { KeyBudget, KeyStore } from './key-store.js';
 import { type PeerState, PeerTable, type PeerView } from './peers.js';
 
+/** The largest time (epoch ms, either sign) an engine accepts: bucket ids stay exact integers. */
+const MAX_TIME = 2 ** 50;
+
 /** mergeEntry's origin for the unattributed floor of a window (KeyWindow.floor). */
 const FLOOR = -1;
 
@@ -419,6 +422,13 @@ export class Engine implements RateLimiter {
     }
     if (t >= this.nextRefresh) {
       checkTime(t); // +Infinity lands here: nextRefresh is always finite once set
+      // Bucket ids must stay exact integers (a ring loop at 2^60 ms would never end).
+      if (!(t <= MAX_TIME && t >= -MAX_TIME)) {
+        throw new RateMeshError(
+          ErrorCodes.CLOCK_INVALID,
+          `time must be within ±2^50 ms of the epoch (got ${String(t)})`,
+        );
+      }
       this.refresh(t);
     }
     this.lastNow = t;
@@ -660,8 +670,8 @@ export class Engine implements RateLimiter {
     const p = rt.policy;
     const L = p.limit;
     let kw: KeyWindow | undefined;
-    if (key === rt.hotKey) {
-      kw = rt.hotKw!;
+    if (key === rt.hotKey && rt.hotKw !== undefined) {
+      kw = rt.hotKw;
       kw.ref = true;
     } else {
       kw = this.windows[rt.idx]!.get(key);
