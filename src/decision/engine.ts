@@ -84,6 +84,13 @@ export interface EngineOptions {
   sketchWidth?: number;
   /** Where the engine reports what an operator should see (a peer ignored): pino-compatible. Default none. */
   logger?: EngineLogger;
+  /**
+   * A peer whose clock is estimated further off than this (ms, either way) is
+   * treated as stale: its counts are not merged, it counts as spending at
+   * least L/N, and it is logged. Within it, its counts are moved into our
+   * buckets by the estimated offset. Default 1,000.
+   */
+  maxClockOffsetMs?: number;
 }
 
 /** The logging the engine does (pino's signature). */
@@ -113,6 +120,10 @@ export interface EngineStats {
   capped: number;
   /** Times a peer was put on ignore for sending capped messages. */
   peersIgnored: number;
+  /** Messages from peers whose clock is off by more than maxClockOffsetMs (not merged). */
+  clockSkewed: number;
+  /** Peers whose clock is off by more than maxClockOffsetMs now. */
+  skewedPeers: number;
   /** Peers in the table (members and departed peers whose counts are still in a window). */
   peerTable: number;
   /** Departed peers forgotten (their slot reused), since start. */
@@ -250,6 +261,7 @@ export class Engine implements RateLimiter {
   /** A departed peer is forgotten once its newest data is this old: its counts have left every window. */
   private readonly retainMs: number;
   private readonly logger: EngineLogger | undefined;
+  private readonly maxClockOffsetMs: number;
   private readonly peers: PeerTable;
   private readonly dirty = new Set<KeyWindow>();
   private readonly repeatTicks: number;
@@ -329,6 +341,7 @@ export class Engine implements RateLimiter {
         ? crypto.getRandomValues(new Uint32Array(1))[0]!
         : positiveInt(opts.sketchSeed, 'sketchSeed', 0, 0) >>> 0;
     this.logger = opts.logger;
+    this.maxClockOffsetMs = positiveInt(opts.maxClockOffsetMs, 'maxClockOffsetMs', 1000, 0);
     this.peers = new PeerTable(
       this.nodeId,
       this.staleAfterMs,
@@ -391,6 +404,8 @@ export class Engine implements RateLimiter {
       dropped: {},
       capped: 0,
       peersIgnored: 0,
+      clockSkewed: 0,
+      skewedPeers: 0,
       peerTable: 0,
       peersForgotten: 0,
       keys: 0,
@@ -1157,9 +1172,13 @@ export class Engine implements RateLimiter {
     if (m.seq <= peer.seq && m.sentAt <= peer.lastSentAt) return this.drop('duplicate');
     this.counters.gossipIn++;
     this.counters.gossipBytesIn += bytes.length;
-    let capped = false;
-    for (const e of m.entries) if (this.mergeEntry(peer.idx, e, now)) capped = true;
-    if (capped) this.strike(peer, now);
+    const off = this.sampleOffset(peer, m.sentAt, now);
+    if (this.checkSkew(peer, off)) {
+      const shift = this.appliedOffset(peer);
+      let capped = false;
+      for (const e of m.entries) if (this.mergeEntry(peer.idx, e, now, shift)) capped = true;
+      if (capped) this.strike(peer, now);
+    }
     const wasMember = peer.member;
     peer.member = true;
     peer.messages++;
@@ -1183,6 +1202,61 @@ export class Engine implements RateLimiter {
       if (e.counts.length > rt.policy.buckets + 2) return 'bad-field';
     }
     return undefined;
+  }
+
+  /**
+   * The peer's clock offset (its clock minus ours) after a gossip sample: the
+   * round-trip measure of a sync when there is one, else the largest over the
+   * last one or two seconds of (its send time - our receive time + the
+   * expected delay), the sample with the shortest delay being the closest.
+   */
+  private sampleOffset(p: PeerState, sentAt: number, now: number): number {
+    const sample = sentAt - now + this.expectedDelayMs;
+    if (now - p.offPeriod >= 1000) {
+      const gap = now - p.offPeriod >= 2000;
+      p.offPrev = gap ? Number.NEGATIVE_INFINITY : p.offCur;
+      p.offSamplesPrev = gap ? 0 : p.offSamples;
+      p.offCur = Number.NEGATIVE_INFINITY;
+      p.offSamples = 0;
+      p.offPeriod = now;
+    }
+    if (sample > p.offCur) p.offCur = sample;
+    p.offSamples++;
+    if (!p.offsetMeasured) p.clockOffsetMs = Math.max(p.offCur, p.offPrev);
+    return p.clockOffsetMs;
+  }
+
+  /**
+   * The offset a peer's counts are moved by: none within the estimate's own
+   * noise (2d + 5 ms; a gossip estimate is trusted after 3 samples, a sync
+   * round trip at once), and it changes only when the estimate moves by more
+   * than d / 2 + 1 ms, so a peer's counts do not flip between two buckets.
+   * (When it does change, counts already merged stay where they were: an
+   * over-count for at most one window, never an under-count of the bucket
+   * they move to, since merge is max per bucket.)
+   */
+  private appliedOffset(p: PeerState): number {
+    const est = p.clockOffsetMs;
+    const trusted = p.offsetMeasured || p.offSamples + p.offSamplesPrev >= 3;
+    const target = trusted && Math.abs(est) > 2 * this.expectedDelayMs + 5 ? est : 0;
+    if (Math.abs(target - p.appliedOffsetMs) > this.expectedDelayMs / 2 + 1) p.appliedOffsetMs = target;
+    return p.appliedOffsetMs;
+  }
+
+  /** False (and the peer marked skewed, counted, logged once) when its offset is past maxClockOffsetMs. */
+  private checkSkew(p: PeerState, off: number): boolean {
+    const skewed = !(Math.abs(off) <= this.maxClockOffsetMs);
+    if (skewed) this.counters.clockSkewed++;
+    if (skewed !== p.skewed) {
+      p.skewed = skewed;
+      this.stamp++;
+      if (skewed)
+        this.logger?.warn(
+          { peer: p.id, clockOffsetMs: off, maxClockOffsetMs: this.maxClockOffsetMs },
+          'ratemesh peer clock is too far off: its counts are not merged and it counts as stale',
+        );
+    }
+    return !skewed;
   }
 
   /**
@@ -1216,8 +1290,12 @@ export class Engine implements RateLimiter {
    * to L while the rest refills). Its demand is capped at L, as every node caps
    * its own. Returns true when anything was capped.
    */
-  private mergeEntry(origin: number, e: WireEntry, now: number): boolean {
+  private mergeEntry(origin: number, e: WireEntry, now: number, offsetMs = 0): boolean {
     const rt = this.rtByWire[e.policy]!;
+    // Its bucket b covers our time [b·bw - off, (b+1)·bw - off): moved to the
+    // later of the two of ours it overlaps (its counts then stay in our window
+    // at least as long as they should); a tenth of a bucket is tolerated.
+    const shift = offsetMs === 0 ? 0 : -Math.floor(offsetMs / rt.bw + 0.1);
     const L = rt.policy.limit;
     const fullCap = L + Math.min(rt.policy.maxCost, L);
     const ringCap = 2 * L;
@@ -1239,7 +1317,7 @@ export class Engine implements RateLimiter {
     }
     let capped = false;
     for (let i = 0; i < e.counts.length; i++) {
-      const b = e.base + i;
+      const b = e.base + i + shift;
       let v = e.counts[i]!;
       if (v > L) {
         v = L;
@@ -1356,11 +1434,15 @@ export class Engine implements RateLimiter {
     }
     let capped = false;
     let foreign = 0;
+    // its windows (and what it holds of ours) are in its buckets: moved by its offset
+    const merge = this.checkSkew(peer, peer.clockOffsetMs);
+    const off = merge ? this.appliedOffset(peer) : 0;
     for (const e of m.entries) {
+      if (!merge) break;
       if (e.origin === 0) {
-        if (this.mergeEntry(peer.idx, e, now)) capped = true;
+        if (this.mergeEntry(peer.idx, e, now, off)) capped = true;
       } else if (e.origin === self) {
-        if (this.mergeEntry(FLOOR, e, now)) capped = true;
+        if (this.mergeEntry(FLOOR, e, now, off)) capped = true;
       } else foreign++;
     }
     if (foreign > 0)
@@ -1412,6 +1494,9 @@ export class Engine implements RateLimiter {
     c.keys = this.budget.size;
     c.evictions = this.budget.evictions;
     c.peerTable = this.peers.size;
+    let skewed = 0;
+    for (const p of this.peers.byIdx) if (p?.skewed === true) skewed++;
+    c.skewedPeers = skewed;
     let bytes = 0;
     for (const sk of this.sketches) if (sk !== undefined) bytes += sk.bytes;
     c.sketchBytes = bytes;

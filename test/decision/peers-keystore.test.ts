@@ -48,6 +48,7 @@ describe('PeerTable', () => {
         members: 1,
         messages: 0,
         ignoredMs: 0,
+        skewed: false,
       },
     ]);
   });
