@@ -35,6 +35,13 @@ export class KeyWindow {
   readonly sum: Float64Array;
   /** Per origin index (>= 1) its counts, demand and report time; undefined when never heard. */
   peers: (Float64Array | undefined)[] = [];
+  /**
+   * Counts attributed to no origin, max-merged per bucket and included in `sum`:
+   * what an evicted key had (from the eviction sketch) and this node's own
+   * counts as a sync responder reports them. They only ever add to the estimate
+   * (over-count), are never gossiped, and age out with their bucket.
+   */
+  floor: Float64Array | undefined = undefined;
   /** Σ sum over the full-weight buckets c-k+1 .. c+1. */
   full = 0;
   /** Σ own over the full-weight buckets. */
@@ -59,12 +66,18 @@ export class KeyWindow {
   inDirty = false;
   /** Own cost admitted since the last gossip that carried this key. */
   unsynced = 0;
+  /** Gossip: left out of a full message, so due in the next one. */
+  pending = false;
+  /** Gossip: the tick whose message carried it. */
+  sentTick = -1;
   /** Own demand (offered cost per window) as the last gossip carried it. */
   sentDemand = 0;
   /** When this node first saw the key (its time). */
   created = 0;
   /** A local front limiter's state, when the policy has one. */
   local: unknown = undefined;
+  /** Used since inserted or last passed over by eviction (second chance). */
+  ref = false;
 
   /**
    * @param k buckets per window
@@ -96,7 +109,7 @@ export class KeyWindow {
    */
   roll(c: number): void {
     if (c <= this.cur) return;
-    const { r, k, ids, own, offered, sum, peers } = this;
+    const { r, k, ids, own, offered, sum, peers, floor } = this;
     let full = 0;
     let ownFull = 0;
     let offeredFull = 0;
@@ -107,6 +120,7 @@ export class KeyWindow {
         own[s] = 0;
         offered[s] = 0;
         sum[s] = 0;
+        if (floor !== undefined) floor[s] = 0;
         for (let o = 1; o < peers.length; o++) {
           const p = peers[o];
           if (p !== undefined) p[s] = 0;
@@ -203,6 +217,28 @@ export class KeyWindow {
       this.full += delta;
       this.ownFull += delta;
     }
+  }
+
+  /** Max-merge an unattributed count into bucket `b` (see {@link floor}). Call after roll. */
+  mergeFloor(b: number, count: number): number {
+    if (b < this.cur - this.k || b > this.cur + 1) return 0;
+    if (this.floor === undefined) this.floor = new Float64Array(this.r);
+    const s = this.slotOf(b);
+    const delta = count - this.floor[s]!;
+    if (delta <= 0) return 0;
+    this.floor[s] = count;
+    this.sum[s] = this.sum[s]! + delta;
+    if (b > this.cur - this.k) this.full += delta;
+    return delta;
+  }
+
+  /** The unattributed part of the estimate, weighted the same way. */
+  floorEstimate(w: number): number {
+    const f = this.floor;
+    if (f === undefined) return 0;
+    let total = f[this.oldest]! * w;
+    for (let b = this.cur - this.k + 1; b <= this.cur + 1; b++) total += f[this.slotOf(b)]!;
+    return total;
   }
 
   /** Origin `o`'s estimate in the window (0 when never heard). */

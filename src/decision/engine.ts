@@ -27,8 +27,15 @@ import type {
   PolicySpec,
   RateLimiter,
 } from '../types.js';
-import { KeyStore } from './key-store.js';
-import { PeerTable, type PeerView } from './peers.js';
+import { EvictedSketch } from './evicted-sketch.js';
+import { KeyBudget, KeyStore } from './key-store.js';
+import { type PeerState, PeerTable, type PeerView } from './peers.js';
+
+/** The largest time (epoch ms, either sign) an engine accepts: bucket ids stay exact integers. */
+const MAX_TIME = 2 ** 50;
+
+/** mergeEntry's origin for the unattributed floor of a window (KeyWindow.floor). */
+const FLOOR = -1;
 
 /** Options of {@link Engine}; validated at construction. */
 export interface EngineOptions {
@@ -61,6 +68,34 @@ export interface EngineOptions {
   antiEntropyTicks?: number;
   /** Ask for an early publish when a key's unsynced own count reaches this fraction of its limit. Default 0.05. */
   earlyPublishFraction?: number;
+  /**
+   * Most keys one gossip message may carry: a received message with more is
+   * dropped whole before anything is merged (`too-many-keys`), and this node
+   * never sends more (the rest go in the next ticks). Default 2,048.
+   */
+  maxKeysPerMessage?: number;
+  /** A peer with this many capped messages within a window is ignored for {@link ignoreMs}. Default 3. */
+  strikesToIgnore?: number;
+  /** How long a peer that sent counts it could not have admitted is ignored, ms. Default max(60 s, 2 × the longest window). */
+  ignoreMs?: number;
+  /** Seed of the eviction sketch's hashing. Default: random per engine (an outsider cannot aim collisions). */
+  sketchSeed?: number;
+  /** Width of each policy's eviction sketch (a power of two; 4 rows of it, 5 time slots). Default 8,192. */
+  sketchWidth?: number;
+  /** Where the engine reports what an operator should see (a peer ignored): pino-compatible. Default none. */
+  logger?: EngineLogger;
+  /**
+   * A peer whose clock is estimated further off than this (ms, either way) is
+   * treated as stale: its counts are not merged, it counts as spending at
+   * least L/N, and it is logged. Within it, its counts are moved into our
+   * buckets by the estimated offset. Default 1,000.
+   */
+  maxClockOffsetMs?: number;
+}
+
+/** The logging the engine does (pino's signature). */
+export interface EngineLogger {
+  warn(obj: object, msg: string): void;
 }
 
 /** What happened to a received message. */
@@ -81,9 +116,24 @@ export interface EngineStats {
   gossipIn: number;
   gossipBytesIn: number;
   dropped: Record<string, number>;
+  /** Messages (gossip or sync) whose counts were cut to what their origin could have admitted. */
   capped: number;
+  /** Times a peer was put on ignore for sending capped messages. */
+  peersIgnored: number;
+  /** Messages from peers whose clock is off by more than maxClockOffsetMs (not merged). */
+  clockSkewed: number;
+  /** Peers whose clock is off by more than maxClockOffsetMs now. */
+  skewedPeers: number;
+  /** Peers in the table (members and departed peers whose counts are still in a window). */
+  peerTable: number;
+  /** Departed peers forgotten (their slot reused), since start. */
+  peersForgotten: number;
   keys: number;
   evictions: number;
+  /** Keys evicted with counts still in their window (recorded in the eviction sketch). */
+  evictedLive: number;
+  /** Bytes held by the eviction sketches. */
+  sketchBytes: number;
   livePeers: number;
   stalePeers: number;
   members: number;
@@ -111,6 +161,8 @@ interface PolicyRt {
 interface LocalEntry {
   state: unknown;
   last: number;
+  /** Used since inserted or last passed over by eviction (second chance). */
+  ref: boolean;
 }
 
 /** Scratch result of evaluating one (policy, key). */
@@ -195,8 +247,21 @@ export class Engine implements RateLimiter {
   /** The policy of the last check: a caller checking one policy skips the name lookup. */
   private lastRt: PolicyRt | undefined;
   private readonly rtByWire: PolicyRt[];
+  private readonly budget: KeyBudget;
   private readonly windows: KeyStore<KeyWindow>[];
   private readonly locals: KeyStore<LocalEntry>[];
+  /** Per policy: what evicted keys had counted (created on the first live eviction). */
+  private readonly sketches: (EvictedSketch | undefined)[];
+  private readonly sketchSeed: number;
+  private readonly sketchWidth: number;
+  private readonly maxKeysPerMessage: number;
+  private readonly strikesToIgnore: number;
+  private readonly ignoreMs: number;
+  private readonly maxWindowMs: number;
+  /** A departed peer is forgotten once its newest data is this old: its counts have left every window. */
+  private readonly retainMs: number;
+  private readonly logger: EngineLogger | undefined;
+  private readonly maxClockOffsetMs: number;
   private readonly peers: PeerTable;
   private readonly dirty = new Set<KeyWindow>();
   private readonly repeatTicks: number;
@@ -255,6 +320,28 @@ export class Engine implements RateLimiter {
       );
     }
     const expectedMembers = positiveInt(opts.expectedMembers, 'expectedMembers', 1);
+    this.maxKeysPerMessage = positiveInt(opts.maxKeysPerMessage, 'maxKeysPerMessage', 2048);
+    this.strikesToIgnore = positiveInt(opts.strikesToIgnore, 'strikesToIgnore', 3);
+    let maxW = 0;
+    let maxBw = 0;
+    for (const p of this.policies.policies) {
+      if (p.windowMs > maxW) maxW = p.windowMs;
+      if (p.windowMs / p.buckets > maxBw) maxBw = p.windowMs / p.buckets;
+    }
+    this.maxWindowMs = maxW;
+    // a departed peer's newest counts sit at most in our bucket c + 1 of when we heard it
+    this.retainMs = maxW + 2 * maxBw + 1;
+    this.ignoreMs = positiveInt(opts.ignoreMs, 'ignoreMs', Math.max(60_000, 2 * maxW));
+    this.sketchWidth = positiveInt(opts.sketchWidth, 'sketchWidth', 8192, 16);
+    if (!Number.isInteger(Math.log2(this.sketchWidth))) {
+      throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'must be a power of two', 'sketchWidth');
+    }
+    this.sketchSeed =
+      opts.sketchSeed === undefined
+        ? crypto.getRandomValues(new Uint32Array(1))[0]!
+        : positiveInt(opts.sketchSeed, 'sketchSeed', 0, 0) >>> 0;
+    this.logger = opts.logger;
+    this.maxClockOffsetMs = positiveInt(opts.maxClockOffsetMs, 'maxClockOffsetMs', 1000, 0);
     this.peers = new PeerTable(
       this.nodeId,
       this.staleAfterMs,
@@ -286,12 +373,24 @@ export class Engine implements RateLimiter {
     this.rtByWire.forEach((rt, i) => {
       rt.wire = i;
     });
+    this.budget = new KeyBudget(this.maxKeys);
     this.windows = this.rts.map(
-      (rt) => new KeyStore<KeyWindow>(this.maxKeys, (kw) => this.windowExpired(rt, kw)),
+      (rt) =>
+        new KeyStore<KeyWindow>(
+          this.budget,
+          (kw) => this.windowExpired(rt, kw),
+          (key, kw, live) => this.forget(rt, key, kw, live),
+        ),
     );
     this.locals = this.rts.map(
-      (rt) => new KeyStore<LocalEntry>(this.maxKeys, (e) => rt.algo?.isIdle(e.state, this.lastNow) === true),
+      (rt) =>
+        new KeyStore<LocalEntry>(
+          this.budget,
+          (e) => rt.algo?.isIdle(e.state, this.lastNow) === true,
+          (key, e, live) => this.forgetLocal(rt, key, e, live),
+        ),
     );
+    this.sketches = this.rts.map(() => undefined);
     this.counters = {
       decisions: 0,
       allowed: 0,
@@ -304,8 +403,15 @@ export class Engine implements RateLimiter {
       gossipBytesIn: 0,
       dropped: {},
       capped: 0,
+      peersIgnored: 0,
+      clockSkewed: 0,
+      skewedPeers: 0,
+      peerTable: 0,
+      peersForgotten: 0,
       keys: 0,
       evictions: 0,
+      evictedLive: 0,
+      sketchBytes: 0,
       livePeers: 0,
       stalePeers: 0,
       members: 1,
@@ -331,6 +437,13 @@ export class Engine implements RateLimiter {
     }
     if (t >= this.nextRefresh) {
       checkTime(t); // +Infinity lands here: nextRefresh is always finite once set
+      // Bucket ids must stay exact integers (a ring loop at 2^60 ms would never end).
+      if (!(t <= MAX_TIME && t >= -MAX_TIME)) {
+        throw new RateMeshError(
+          ErrorCodes.CLOCK_INVALID,
+          `time must be within ±2^50 ms of the epoch (got ${String(t)})`,
+        );
+      }
       this.refresh(t);
     }
     this.lastNow = t;
@@ -340,6 +453,8 @@ export class Engine implements RateLimiter {
   private refresh(now: number): void {
     const departed = this.peers.refresh(now);
     if (departed.length > 0) this.stamp++;
+    const freed = this.peers.forgetDeparted(now, this.retainMs);
+    if (freed.length > 0) this.clearOrigins(freed);
     this.nextRefresh = now + Math.max(1, Math.min(this.gossipIntervalMs, this.staleAfterMs / 4));
     this.updateOldestSent();
   }
@@ -348,6 +463,16 @@ export class Engine implements RateLimiter {
    * Recompute the unseen horizon, and refresh no later than the moment the
    * first live peer turns stale, so the view goes stale exactly on time.
    */
+  /** Departed peers were forgotten: clear their origin slots in every window, so a slot is reused clean. */
+  private clearOrigins(freed: readonly number[]): void {
+    this.counters.peersForgotten += freed.length;
+    for (const store of this.windows) {
+      for (const kw of store.map.values()) {
+        for (const o of freed) if (kw.peers[o] !== undefined) kw.dropOrigin(o);
+      }
+    }
+  }
+
   private updateOldestSent(): void {
     let oldest = Number.POSITIVE_INFINITY;
     let firstStale = Number.POSITIVE_INFINITY;
@@ -583,10 +708,13 @@ export class Engine implements RateLimiter {
     const p = rt.policy;
     const L = p.limit;
     let kw: KeyWindow | undefined;
-    if (key === rt.hotKey) kw = rt.hotKw!;
-    else {
+    if (key === rt.hotKey && rt.hotKw !== undefined) {
+      kw = rt.hotKw;
+      kw.ref = true;
+    } else {
       kw = this.windows[rt.idx]!.get(key);
       if (kw === undefined) kw = this.createWindow(rt, validateKey(key));
+      else kw.ref = true;
       rt.hotKey = key;
       rt.hotKw = kw;
     }
@@ -729,9 +857,17 @@ export class Engine implements RateLimiter {
     const store = this.locals[rt.idx]!;
     let entry = store.get(key);
     if (entry === undefined) {
-      entry = { state: algo.init(now), last: now };
+      entry = { state: algo.init(now), last: now, ref: false };
       store.insert(validateKey(key), entry);
-    }
+      // a key evicted with state left starts from at least what it had used
+      const sk = this.sketches[rt.idx];
+      if (sk !== undefined) {
+        const used = Math.min(sk.estimate(key, now), algo.capacity);
+        if (used >= 1 && algo.check(entry.state, Math.floor(used), now, this.algoOut)) {
+          algo.commit(entry.state, Math.floor(used), now);
+        }
+      }
+    } else entry.ref = true;
     out.entry = entry;
     const r = this.algoOut;
     if (cost === 0) {
@@ -799,12 +935,16 @@ export class Engine implements RateLimiter {
     // headroom by the demands they have heard, so the shares sum to one only
     // when every node uses the same numbers. A node whose demand just rose
     // (a restart, a new burst) waits one tick before claiming the larger share.
-    const own = kw.sentDemand;
+    // Every demand counts for at most L, ours as well, the same on every node
+    // (so the shares still sum to one): a claim of demand backed by no counts
+    // can take at most the share of a node offering L, never starve the others.
+    const L = rt.policy.limit;
+    const own = Math.min(kw.sentDemand, L);
     let total = own;
     const live = this.peers.live;
     for (let i = 0; i < live.length; i++) {
       const arr = kw.peers[live[i]!.idx];
-      if (arr !== undefined) total += reportedDemand(arr, kw.r, live[i]!.lastHeard, W);
+      if (arr !== undefined) total += reportedDemand(arr, kw.r, live[i]!.lastHeard, W, L);
     }
     kw.share = total > 0 ? own / total : 1 / (live.length + 1);
     kw.shareStamp = this.stamp;
@@ -865,13 +1005,32 @@ export class Engine implements RateLimiter {
 
   private createWindow(rt: PolicyRt, key: string): KeyWindow {
     const kw = new KeyWindow(rt.policy.buckets, rt.idx, key);
-    kw.created = this.lastNow;
-    this.windows[rt.idx]!.insert(key, kw, (_k, v) => this.forget(v));
+    const now = this.lastNow;
+    kw.created = now;
+    this.windows[rt.idx]!.insert(key, kw);
+    const sk = this.sketches[rt.idx];
+    if (sk !== undefined) {
+      // evicted before with counts in its window: it starts from at least those
+      const had = sk.estimate(key, now);
+      if (had > 0) {
+        kw.roll(Math.floor(now / rt.bw));
+        kw.mergeFloor(kw.cur, Math.min(had, rt.policy.limit));
+      }
+    }
     return kw;
   }
 
-  private forget(kw: KeyWindow): void {
-    const rt = this.rts[kw.policy]!;
+  private sketch(rt: PolicyRt): EvictedSketch {
+    let sk = this.sketches[rt.idx];
+    if (sk === undefined) {
+      sk = new EvictedSketch(rt.policy.windowMs, this.sketchSeed ^ rt.idx, 4, this.sketchWidth);
+      this.sketches[rt.idx] = sk;
+    }
+    return sk;
+  }
+
+  /** A window leaves the store: a live one's counts go to the policy's sketch first. */
+  private forget(rt: PolicyRt, key: string, kw: KeyWindow, live: boolean): void {
     if (rt.hotKw === kw) {
       rt.hotKey = undefined;
       rt.hotKw = undefined;
@@ -879,6 +1038,31 @@ export class Engine implements RateLimiter {
     if (kw.inDirty) {
       this.dirty.delete(kw);
       kw.inDirty = false;
+    }
+    if (!live) return;
+    const now = this.lastNow;
+    const c = Math.floor(now / rt.bw);
+    if (c > kw.cur) kw.roll(c);
+    const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
+    // the floor came from the sketch, which still holds it for as long as its counts can be in a window
+    const counts = kw.estimate(w) - kw.floorEstimate(w);
+    if (counts > 1e-9) {
+      this.sketch(rt).add(key, counts, now);
+      this.counters.evictedLive++;
+    }
+  }
+
+  /** A local-scope state leaves the store: what it had used goes to the policy's sketch. */
+  private forgetLocal(rt: PolicyRt, key: string, e: LocalEntry, live: boolean): void {
+    if (!live) return;
+    const algo = rt.algo!;
+    const r = this.algoOut;
+    algo.check(e.state, 1, this.lastNow, r);
+    const left = r.allowed ? r.remaining + 1 : r.remaining;
+    const used = algo.capacity - left;
+    if (used > 0) {
+      this.sketch(rt).add(key, used, this.lastNow);
+      this.counters.evictedLive++;
     }
   }
 
@@ -920,23 +1104,39 @@ export class Engine implements RateLimiter {
     this.early = false;
     const anti = this.tick % this.antiEntropyTicks === 0;
     const entries: WireEntry[] = [];
-    for (const kw of this.dirty) {
-      const rt = this.rts[kw.policy]!;
-      const pos = now / rt.bw;
-      const c = Math.floor(pos);
-      if (c > kw.cur) kw.roll(c);
-      const ownLeft = kw.ownEstimate(1);
-      const recent = this.tick - kw.touchTick <= this.repeatTicks + 1;
-      if (!recent && ownLeft === 0) {
-        this.dirty.delete(kw);
-        kw.inDirty = false;
-        continue;
+    const max = this.maxKeysPerMessage;
+    // When more keys wait than a message may carry, three passes: first the
+    // keys whose unsent admissions reached the early-publish threshold, then
+    // those with any unsent admission or left out before, then the repeats.
+    // A key left out stays due (`pending`) and goes in a next tick.
+    for (let pass = this.dirty.size > max ? 0 : 2; pass < 3; pass++) {
+      for (const kw of this.dirty) {
+        const rt = this.rts[kw.policy]!;
+        if (pass === 0 && kw.unsynced < rt.earlyAt) continue;
+        if (pass === 1 && kw.unsynced === 0 && !kw.pending) continue;
+        if (kw.sentTick === this.tick) continue;
+        const c = Math.floor(now / rt.bw);
+        if (c > kw.cur) kw.roll(c);
+        const ownLeft = kw.ownEstimate(1);
+        const recent = this.tick - kw.touchTick <= this.repeatTicks + 1 || kw.pending;
+        if (!recent && ownLeft === 0) {
+          this.dirty.delete(kw);
+          kw.inDirty = false;
+          continue;
+        }
+        if (!recent && !anti) continue;
+        if (entries.length >= max) {
+          // a repeat that did not fit is no loss; unsent admissions are
+          if (pass < 2) kw.pending = true;
+          continue;
+        }
+        const e = this.ownEntry(kw, rt.wire, kw.key, 0, now, rt);
+        entries.push(e);
+        kw.sentDemand = e.demand;
+        kw.unsynced = 0;
+        kw.pending = false;
+        kw.sentTick = this.tick;
       }
-      if (!recent && !anti) continue;
-      const e = this.ownEntry(kw, rt.wire, kw.key, 0, now, rt);
-      entries.push(e);
-      kw.sentDemand = e.demand;
-      kw.unsynced = 0;
     }
     this.seq++;
     const bytes = encodeGossip({
@@ -987,20 +1187,30 @@ export class Engine implements RateLimiter {
    */
   receiveGossip(from: string, bytes: Uint8Array): ReceiveResult {
     const now = this.now();
+    if (typeof from !== 'string' || from.length === 0 || from.length > 128) return this.drop('bad-sender');
     if (from === this.nodeId) return this.drop('self');
+    const known = this.peers.get(from);
+    if (known !== undefined && now < known.ignoredUntil) return this.drop('peer-ignored');
     const dec = decodeMessage(bytes, this.version);
     if (!dec.ok) return this.drop(dec.reason);
     const m = dec.message;
     if (m.type !== TYPE_GOSSIP) return this.drop('bad-type');
+    if (m.entries.length > this.maxKeysPerMessage) return this.drop('too-many-keys');
     const bad = this.validateEntries(m.entries);
     if (bad !== undefined) return this.drop(bad);
-    const peer = this.peers.ensure(from);
+    const peer = known ?? this.peers.ensure(from);
     if (peer === undefined) return this.drop('too-many-peers');
     // A restarted peer starts its sequence again: accept when its clock moved on.
     if (m.seq <= peer.seq && m.sentAt <= peer.lastSentAt) return this.drop('duplicate');
     this.counters.gossipIn++;
     this.counters.gossipBytesIn += bytes.length;
-    for (const e of m.entries) this.mergeEntry(peer.idx, e, now);
+    const off = this.sampleOffset(peer, m.sentAt, now);
+    if (this.checkSkew(peer, off)) {
+      const shift = this.appliedOffset(peer);
+      let capped = false;
+      for (const e of m.entries) if (this.mergeEntry(peer.idx, e, now, shift)) capped = true;
+      if (capped) this.strike(peer, now);
+    }
     const wasMember = peer.member;
     peer.member = true;
     peer.messages++;
@@ -1026,37 +1236,150 @@ export class Engine implements RateLimiter {
     return undefined;
   }
 
-  private mergeEntry(origin: number, e: WireEntry, now: number): void {
+  /**
+   * The peer's clock offset (its clock minus ours) after a gossip sample: the
+   * round-trip measure of a sync when there is one, else the largest over the
+   * last one or two seconds of (its send time - our receive time + the
+   * expected delay), the sample with the shortest delay being the closest.
+   */
+  private sampleOffset(p: PeerState, sentAt: number, now: number): number {
+    const sample = sentAt - now + this.expectedDelayMs;
+    if (now - p.offPeriod >= 1000) {
+      const gap = now - p.offPeriod >= 2000;
+      p.offPrev = gap ? Number.NEGATIVE_INFINITY : p.offCur;
+      p.offSamplesPrev = gap ? 0 : p.offSamples;
+      p.offCur = Number.NEGATIVE_INFINITY;
+      p.offSamples = 0;
+      p.offPeriod = now;
+    }
+    if (sample > p.offCur) p.offCur = sample;
+    p.offSamples++;
+    if (!p.offsetMeasured) p.clockOffsetMs = Math.max(p.offCur, p.offPrev);
+    return p.clockOffsetMs;
+  }
+
+  /**
+   * The offset a peer's counts are moved by: none within the estimate's own
+   * noise (2d + 5 ms; a gossip estimate is trusted after 3 samples, a sync
+   * round trip at once), and it changes only when the estimate moves by more
+   * than d / 2 + 1 ms, so a peer's counts do not flip between two buckets.
+   * (When it does change, counts already merged stay where they were: an
+   * over-count for at most one window, never an under-count of the bucket
+   * they move to, since merge is max per bucket.)
+   */
+  private appliedOffset(p: PeerState): number {
+    const est = p.clockOffsetMs;
+    const trusted = p.offsetMeasured || p.offSamples + p.offSamplesPrev >= 3;
+    const target = trusted && Math.abs(est) > 2 * this.expectedDelayMs + 5 ? est : 0;
+    if (Math.abs(target - p.appliedOffsetMs) > this.expectedDelayMs / 2 + 1) p.appliedOffsetMs = target;
+    return p.appliedOffsetMs;
+  }
+
+  /** False (and the peer marked skewed, counted, logged once) when its offset is past maxClockOffsetMs. */
+  private checkSkew(p: PeerState, off: number): boolean {
+    const skewed = !(Math.abs(off) <= this.maxClockOffsetMs);
+    if (skewed) this.counters.clockSkewed++;
+    if (skewed !== p.skewed) {
+      p.skewed = skewed;
+      this.stamp++;
+      if (skewed)
+        this.logger?.warn(
+          { peer: p.id, clockOffsetMs: off, maxClockOffsetMs: this.maxClockOffsetMs },
+          'ratemesh peer clock is too far off: its counts are not merged and it counts as stale',
+        );
+    }
+    return !skewed;
+  }
+
+  /**
+   * A peer's message was capped: count it, and past `strikesToIgnore` capped
+   * messages within a window ignore the peer for `ignoreMs` (it turns stale,
+   * so it is counted as spending at least L/N, which is safe).
+   */
+  private strike(peer: PeerState, now: number): void {
+    this.counters.capped++;
+    if (now - peer.strikeSince > this.maxWindowMs) {
+      peer.strikes = 0;
+      peer.strikeSince = now;
+    }
+    peer.strikes++;
+    if (peer.strikes < this.strikesToIgnore) return;
+    peer.strikes = 0;
+    peer.ignoredUntil = now + this.ignoreMs;
+    this.counters.peersIgnored++;
+    this.logger?.warn(
+      { peer: peer.id, ignoreMs: this.ignoreMs, strikes: this.strikesToIgnore },
+      'ratemesh peer sent counts it could not have admitted: ignored for a while',
+    );
+  }
+
+  /**
+   * Merge one entry into origin `origin`'s slot (FLOOR: the unattributed
+   * floor). What one origin holds for a key is capped over the whole ring,
+   * across every message it sent, not per message: at most L in a bucket,
+   * L + maxCost over the full-weight buckets (an honest node's own estimate
+   * never passes L) and 2L over the ring (the oldest bucket may still hold up
+   * to L while the rest refills). Its demand is capped at L, as every node caps
+   * its own. Returns true when anything was capped.
+   */
+  private mergeEntry(origin: number, e: WireEntry, now: number, offsetMs = 0): boolean {
     const rt = this.rtByWire[e.policy]!;
+    // Its bucket b covers our time [b·bw - off, (b+1)·bw - off): moved to the
+    // later of the two of ours it overlaps (its counts then stay in our window
+    // at least as long as they should); a tenth of a bucket is tolerated.
+    const shift = offsetMs === 0 ? 0 : -Math.floor(offsetMs / rt.bw + 0.1);
     const L = rt.policy.limit;
+    const fullCap = L + Math.min(rt.policy.maxCost, L);
+    const ringCap = 2 * L;
     let kw = this.windows[rt.idx]!.get(e.key);
     if (kw === undefined) kw = this.createWindow(rt, e.key);
     const c = Math.floor(now / rt.bw);
     if (c > kw.cur) kw.roll(c);
+    const lo = kw.cur - kw.k;
+    const hi = kw.cur + 1;
+    const held = origin === FLOOR ? kw.floor : kw.peers[origin];
+    let ring = 0;
+    let full = 0;
+    if (held !== undefined) {
+      for (let b = lo; b <= hi; b++) {
+        const v = held[kw.slotOf(b)]!;
+        ring += v;
+        if (b > lo) full += v;
+      }
+    }
     let capped = false;
-    let total = 0;
     for (let i = 0; i < e.counts.length; i++) {
+      const b = e.base + i + shift;
       let v = e.counts[i]!;
-      // No node can admit more than L in a bucket, nor more than 2L over the ring.
       if (v > L) {
         v = L;
         capped = true;
       }
-      if (total + v > 2 * L) {
-        v = Math.max(0, 2 * L - total);
+      if (b < lo || b > hi) continue;
+      const had = held === undefined ? 0 : held[kw.slotOf(b)]!;
+      let delta = v - had;
+      if (delta <= 0) continue;
+      if (ring + delta > ringCap) {
+        delta = ringCap - ring;
         capped = true;
       }
-      total += v;
-      if (origin === 0) kw.mergeOwnEntry(e.base + i, v);
-      else kw.mergeEntry(origin, e.base + i, v);
+      if (b > lo && full + delta > fullCap) {
+        delta = fullCap - full;
+        capped = true;
+      }
+      if (delta <= 0) continue;
+      if (origin === FLOOR) kw.mergeFloor(b, had + delta);
+      else kw.mergeEntry(origin, b, had + delta);
+      ring += delta;
+      if (b > lo) full += delta;
     }
-    if (capped) this.counters.capped++;
-    if (origin !== 0) {
+    if (origin !== FLOOR) {
       const arr = kw.peer(origin);
-      const demandCap = 1000 * L;
-      arr[kw.r] = Math.min(e.demand, demandCap);
+      // the share rule uses at most L of it (computeShare); the stale reserve bounds it by L - seen
+      arr[kw.r] = Math.min(e.demand, 1000 * L);
       arr[kw.r + 1] = now;
     }
+    return capped;
   }
 
   // ------------------------------------------------------------------ sync
@@ -1072,9 +1395,12 @@ export class Engine implements RateLimiter {
     const dec = decodeMessage(request, this.version);
     if (!dec.ok) return this.drop(`sync-${dec.reason}`);
     if (dec.message.type !== TYPE_SYNC_REQUEST) return this.drop('sync-bad-type');
-    void from;
+    // Our own windows, and what we hold of the requester's own counts (a
+    // restarted node learns what it admitted before). Nothing of third parties:
+    // a receiver credits a sync answer only to the responder.
     const origins = [this.nodeId];
-    const originRef = new Map<number, number>();
+    const asker = typeof from === 'string' && from !== this.nodeId ? this.peers.get(from) : undefined;
+    if (asker !== undefined) origins.push(asker.id);
     const entries: WireEntry[] = [];
     for (const rt of this.rts) {
       if (rt.local) continue;
@@ -1083,16 +1409,9 @@ export class Engine implements RateLimiter {
         if (c > kw.cur) kw.roll(c);
         if (kw.isEmpty()) continue;
         if (kw.ownEstimate(1) > 0) entries.push(this.ownEntry(kw, rt.wire, key, 0, now, rt));
-        for (let o = 1; o < kw.peers.length; o++) {
-          const arr = kw.peers[o];
-          const peer = this.peers.byIdx[o];
-          if (arr === undefined || peer === undefined) continue;
-          let ref = originRef.get(o);
-          if (ref === undefined) {
-            ref = origins.length;
-            origins.push(peer.id);
-            originRef.set(o, ref);
-          }
+        if (asker !== undefined) {
+          const arr = kw.peers[asker.idx];
+          if (arr === undefined) continue;
           const counts: number[] = [];
           let any = false;
           for (let b = kw.cur - kw.k; b <= kw.cur + 1; b++) {
@@ -1102,7 +1421,7 @@ export class Engine implements RateLimiter {
           }
           if (any)
             entries.push({
-              origin: ref,
+              origin: 1,
               policy: rt.wire,
               key,
               base: kw.cur - kw.k,
@@ -1115,9 +1434,22 @@ export class Engine implements RateLimiter {
     return encodeSyncResponse({ version: this.version, t0: dec.message.t0, t1: now, origins, entries });
   }
 
-  /** Merge a sync response and take a clock-offset sample from its round trip. */
+  /**
+   * Merge a sync response and take a clock-offset sample from its round trip.
+   * Counts are credited only to the responder `from` (the transport's
+   * authenticated peer, origin 0 of the answer). Entries the responder gives
+   * for this node's own id (a restarted node's earlier admissions) go to the
+   * unattributed floor: they count here, bounded like any origin's, but are
+   * never gossiped as this node's own. Entries of any other origin are
+   * skipped and counted (`sync-foreign-entry`): no name fills a peer slot here.
+   */
   receiveSyncResponse(from: string, response: Uint8Array): ReceiveResult {
     const now = this.now();
+    if (typeof from !== 'string' || from.length === 0 || from.length > 128)
+      return this.drop('sync-bad-sender');
+    if (from === this.nodeId) return this.drop('sync-self');
+    const known = this.peers.get(from);
+    if (known !== undefined && now < known.ignoredUntil) return this.drop('sync-peer-ignored');
     const dec = decodeMessage(response, this.version);
     if (!dec.ok) return this.drop(`sync-${dec.reason}`);
     const m = dec.message;
@@ -1125,21 +1457,30 @@ export class Engine implements RateLimiter {
     if (m.origins[0] !== from) return this.drop('sync-wrong-origin');
     const bad = this.validateEntries(m.entries);
     if (bad !== undefined) return this.drop(`sync-${bad}`);
-    const refs: number[] = [];
-    for (const id of m.origins) {
-      if (id === this.nodeId) refs.push(0);
-      else {
-        const p = this.peers.ensure(id);
-        if (p === undefined) return this.drop('too-many-peers');
-        refs.push(p.idx);
-      }
-    }
-    const peer = this.peers.get(from)!;
+    const peer = known ?? this.peers.ensure(from);
+    if (peer === undefined) return this.drop('sync-too-many-peers');
+    const self = m.origins.indexOf(this.nodeId);
     if (m.t0 <= now && now - m.t0 < 60_000) {
       peer.clockOffsetMs = m.t1 - (m.t0 + now) / 2;
       peer.offsetMeasured = true;
     }
-    for (const e of m.entries) this.mergeEntry(refs[e.origin]!, e, now);
+    let capped = false;
+    let foreign = 0;
+    // its windows (and what it holds of ours) are in its buckets: moved by its offset
+    const merge = this.checkSkew(peer, peer.clockOffsetMs);
+    const off = merge ? this.appliedOffset(peer) : 0;
+    for (const e of m.entries) {
+      if (!merge) break;
+      if (e.origin === 0) {
+        if (this.mergeEntry(peer.idx, e, now, off)) capped = true;
+      } else if (e.origin === self) {
+        if (this.mergeEntry(FLOOR, e, now, off)) capped = true;
+      } else foreign++;
+    }
+    if (foreign > 0)
+      this.counters.dropped['sync-foreign-entry'] =
+        (this.counters.dropped['sync-foreign-entry'] ?? 0) + foreign;
+    if (capped) this.strike(peer, now);
     // A sync answer is direct contact: the responder is a live member, and its
     // window is as of its answer (half the round trip ago).
     if (peer.lastHeard < now) {
@@ -1181,19 +1522,16 @@ export class Engine implements RateLimiter {
   stats(): EngineStats {
     const now = this.now();
     void now;
-    let keys = 0;
-    let evictions = 0;
-    for (const s of this.windows) {
-      keys += s.size;
-      evictions += s.evictions;
-    }
-    for (const s of this.locals) {
-      keys += s.size;
-      evictions += s.evictions;
-    }
     const c = this.counters;
-    c.keys = keys;
-    c.evictions = evictions;
+    c.keys = this.budget.size;
+    c.evictions = this.budget.evictions;
+    c.peerTable = this.peers.size;
+    let skewed = 0;
+    for (const p of this.peers.byIdx) if (p?.skewed === true) skewed++;
+    c.skewedPeers = skewed;
+    let bytes = 0;
+    for (const sk of this.sketches) if (sk !== undefined) bytes += sk.bytes;
+    c.sketchBytes = bytes;
     c.livePeers = this.peers.live.length;
     c.stalePeers = this.peers.stale.length;
     c.members = this.peers.knownN;
@@ -1240,8 +1578,8 @@ function isValidKey(key: string): boolean {
  * one window after the report, by the report's age at `at` (the peer's newest
  * message: a peer that keeps sending without the key fades it, a silent one does not).
  */
-function reportedDemand(arr: Float64Array, r: number, at: number, W: number): number {
+function reportedDemand(arr: Float64Array, r: number, at: number, W: number, cap: number): number {
   const age = at - arr[r + 1]!;
   if (!(age < W)) return 0;
-  return arr[r]! * (1 - age / W);
+  return Math.min(arr[r]!, cap) * (1 - age / W);
 }

@@ -1,3 +1,5 @@
+const NONE: number[] = [];
+
 /** What this node knows of one other node. */
 export interface PeerState {
   readonly id: string;
@@ -17,10 +19,31 @@ export interface PeerState {
   clockOffsetMs: number;
   /** Whether a round trip has measured the offset. */
   offsetMeasured: boolean;
+  /**
+   * Offset samples from gossip (its send time minus our receive time plus the
+   * expected delay): the largest of the current and the previous period is the
+   * estimate used until a sync round trip measures it.
+   */
+  offCur: number;
+  offPrev: number;
+  offPeriod: number;
+  /** Samples in the current and the previous period. */
+  offSamples: number;
+  offSamplesPrev: number;
+  /** The offset its counts are moved by (changes only past a hysteresis, so counts do not flip between buckets). */
+  appliedOffsetMs: number;
+  /** Its clock is further off than the engine accepts: its counts are not merged and it counts as stale. */
+  skewed: boolean;
   stale: boolean;
   /** Live members it reports, itself included. */
   members: number;
   messages: number;
+  /** Messages of it whose counts passed what it could have admitted (capped), in the current strike period. */
+  strikes: number;
+  /** Start of the current strike period (ours). */
+  strikeSince: number;
+  /** Its gossip and sync are ignored until this time (ours); -Infinity when not. */
+  ignoredUntil: number;
 }
 
 /** One peer as reported to users. */
@@ -32,6 +55,10 @@ export interface PeerView {
   clockOffsetMs: number;
   members: number;
   messages: number;
+  /** Ignored (it sent counts it could not have admitted) for this many more ms; 0 when not. */
+  ignoredMs: number;
+  /** Its clock is off by more than the engine accepts (it counts as stale). */
+  skewed: boolean;
 }
 
 /**
@@ -104,13 +131,41 @@ export class PeerTable {
       delayMs: 0,
       clockOffsetMs: 0,
       offsetMeasured: false,
+      offCur: Number.NEGATIVE_INFINITY,
+      offPrev: Number.NEGATIVE_INFINITY,
+      offPeriod: Number.NEGATIVE_INFINITY,
+      offSamples: 0,
+      offSamplesPrev: 0,
+      appliedOffsetMs: 0,
+      skewed: false,
       stale: true,
       members: 1,
       messages: 0,
+      strikes: 0,
+      strikeSince: Number.NEGATIVE_INFINITY,
+      ignoredUntil: Number.NEGATIVE_INFINITY,
     };
     this.byId.set(id, p);
     this.byIdx[idx] = p;
     return p;
+  }
+
+  /**
+   * Forget every peer that is no member (it departed, or was never heard) and
+   * whose newest data is older than `retainMs` (so its counts have left every
+   * window), unless it is being ignored. Their origin indexes are free for reuse;
+   * the caller clears them from every window. Returns the freed indexes.
+   */
+  forgetDeparted(now: number, retainMs: number): number[] {
+    let freed: number[] | undefined;
+    for (const p of this.byId.values()) {
+      if (p.member || now - p.lastHeard <= retainMs || now < p.ignoredUntil) continue;
+      this.byId.delete(p.id);
+      this.byIdx[p.idx] = undefined;
+      if (freed === undefined) freed = [];
+      freed.push(p.idx);
+    }
+    return freed ?? NONE;
   }
 
   /** Forget a peer entirely (its origin index may be reused). Returns its index. */
@@ -132,21 +187,24 @@ export class PeerTable {
   refresh(now: number): string[] {
     const live: PeerState[] = [];
     const stale: PeerState[] = [];
+    // heard on time, skewed clocks included: they are there, only their counts are not trusted
+    let heard = 0;
     for (const p of this.byId.values()) {
       if (!p.member) continue;
-      p.stale = now > this.staleAt(p);
+      const late = now > this.staleAt(p);
+      if (!late) heard++;
+      p.stale = p.skewed || late;
       (p.stale ? stale : live).push(p);
     }
     const departed: string[] = [];
-    if (this.awaiting && live.length > 0) {
+    if (this.awaiting && heard > 0) {
       // Still starting: stay on L/N until every expected peer is heard, or for
       // one staleness period after the first one is (a peer that is not
       // heard yet holds a share this node cannot see).
       if (this.firstContact === Number.NEGATIVE_INFINITY) this.firstContact = now;
-      if (live.length + 1 >= this.expected || now - this.firstContact > this.staleAfterMs)
-        this.awaiting = false;
+      if (heard + 1 >= this.expected || now - this.firstContact > this.staleAfterMs) this.awaiting = false;
     }
-    if (live.length > 0) {
+    if (heard > 0) {
       for (let i = stale.length - 1; i >= 0; i--) {
         const p = stale[i]!;
         if (now - p.lastHeard > this.departAfterMs) {
@@ -171,11 +229,13 @@ export class PeerTable {
       out.push({
         id: p.id,
         ageMs: Math.max(0, now - p.lastHeard),
-        stale: now > this.staleAt(p),
+        stale: p.skewed || now > this.staleAt(p),
         delayMs: p.delayMs,
         clockOffsetMs: p.clockOffsetMs,
         members: p.members,
         messages: p.messages,
+        ignoredMs: now < p.ignoredUntil ? p.ignoredUntil - now : 0,
+        skewed: p.skewed,
       });
     }
     return out;

@@ -54,6 +54,8 @@ export interface EngineInit {
   expectedDelayMs: number;
   /** 1 + the bootstrap entries: the engine enforces L/N with this N until it hears a peer. */
   expectedMembers?: number;
+  /** Where the engine logs what an operator should see (a peer ignored for sending counts it could not have admitted). */
+  logger?: { warn(obj: object, msg: string): void };
 }
 
 /** Builds an engine; the mesh limiter uses the real one unless a test injects another. */

@@ -86,6 +86,7 @@ class MeshLimiterImpl implements MeshLimiter {
       gossipIntervalMs: cfg.gossipIntervalMs,
       expectedDelayMs: cfg.expectedDelayMs,
       expectedMembers: 1 + cfg.bootstrap.length,
+      logger: cfg.logger,
     });
     this.topic = `${TOPIC_PREFIX}${this.engine.version}`;
     this.rng = xorshift32(cfg.injectSeed);

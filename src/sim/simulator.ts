@@ -75,22 +75,43 @@ export class Simulator {
     this.prng = new Prng(opts.seed ?? 1);
     this.ids = Array.from({ length: n }, (_, i) => `node-${i}`);
     this.clocks = this.ids.map((_, i) => new SimClock(opts.skewMs?.[i] ?? 0));
-    this.engines = this.ids.map(
-      (id, i) =>
-        new Engine({
-          gossipIntervalMs: opts.gossipIntervalMs,
-          expectedDelayMs: opts.delayMs,
-          ...opts.engine,
-          policies: opts.policies,
-          nodeId: id,
-          clock: this.clocks[i]!,
-        }),
-    );
+    this.engines = this.ids.map((id, i) => this.newEngine(id, i));
     for (let i = 0; i < n; i++) {
       const phase = (i * opts.gossipIntervalMs) / n;
       this.scheduleTick(i, phase);
     }
     if (opts.syncAtStart) this.at(0, () => this.syncAll());
+  }
+
+  private newEngine(id: string, i: number, extra: Partial<EngineOptions> = {}): Engine {
+    return new Engine({
+      gossipIntervalMs: this.opts.gossipIntervalMs,
+      expectedDelayMs: this.opts.delayMs,
+      ...this.opts.engine,
+      ...extra,
+      policies: this.opts.policies,
+      nodeId: id,
+      clock: this.clocks[i]!,
+    });
+  }
+
+  /** Ids given out by {@link replace}, since start. */
+  replaced = 0;
+
+  /**
+   * Replace node `node` by a fresh process with a fresh id (a pod of a rolling
+   * deploy): the old one stops at once (its messages in flight still arrive),
+   * the new one expects every member (so it starts on L/N) and, by default,
+   * pulls every other node's state by sync as the live mesh does on join.
+   * Returns the new id.
+   */
+  replace(node: number, opts: { sync?: boolean } = {}): string {
+    this.replaced++;
+    const id = `node-${node}.${this.replaced}`;
+    this.ids[node] = id;
+    this.engines[node] = this.newEngine(id, node, { expectedMembers: this.engines.length });
+    if (opts.sync !== false) this.syncFrom(node);
+    return id;
   }
 
   /** Current virtual time, ms since the start. */
@@ -145,8 +166,10 @@ export class Simulator {
     this.messages++;
     this.bytes += bytes.length;
     const sent = this.time;
+    const from = this.ids[node]!;
     for (let to = 0; to < this.engines.length; to++) {
       if (to === node) continue;
+      const target = this.engines[to]!;
       if (this.isCut(node, sent) || this.isCut(to, sent)) {
         this.lost++;
         continue;
@@ -162,25 +185,34 @@ export class Simulator {
           this.lost++;
           return;
         }
+        // a process replaced meanwhile never sees it
+        if (this.engines[to] !== target) return;
         this.delivered++;
-        this.engines[to]!.receiveGossip(this.ids[node]!, bytes);
+        target.receiveGossip(from, bytes);
       });
     }
   }
 
   /** Every node pulls every other node's state (request and answer travel with the link delay). */
   private syncAll(): void {
+    for (let a = 0; a < this.engines.length; a++) this.syncFrom(a);
+  }
+
+  /** Node `a` pulls every other node's state. */
+  private syncFrom(a: number): void {
     const d = this.opts.delayMs;
-    for (let a = 0; a < this.engines.length; a++) {
-      for (let b = 0; b < this.engines.length; b++) {
-        if (a === b) continue;
-        const req = this.engines[a]!.buildSyncRequest();
-        this.at(this.time + d, () => {
-          const res = this.engines[b]!.answerSync(this.ids[a]!, req);
-          if (!(res instanceof Uint8Array)) return;
-          this.at(this.time + d, () => this.engines[a]!.receiveSyncResponse(this.ids[b]!, res));
-        });
-      }
+    const ea = this.engines[a]!;
+    const ida = this.ids[a]!;
+    for (let b = 0; b < this.engines.length; b++) {
+      if (a === b) continue;
+      const eb = this.engines[b]!;
+      const idb = this.ids[b]!;
+      const req = ea.buildSyncRequest();
+      this.at(this.time + d, () => {
+        const res = eb.answerSync(ida, req);
+        if (!(res instanceof Uint8Array)) return;
+        this.at(this.time + d, () => ea.receiveSyncResponse(idb, res));
+      });
     }
   }
 }

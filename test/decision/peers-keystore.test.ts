@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { KeyStore } from '../../src/decision/key-store.js';
+import { KeyBudget, KeyStore } from '../../src/decision/key-store.js';
 import { PeerTable } from '../../src/decision/peers.js';
 
 describe('PeerTable', () => {
@@ -39,7 +39,17 @@ describe('PeerTable', () => {
     expect(t.refresh(10_000)).toEqual(['b']); // a is live again, b silent > 500 ms departs
     expect([t.live.length, t.stale.length, t.knownN, t.allStale]).toEqual([1, 0, 2, false]);
     expect(t.views(10_020)).toEqual([
-      { id: 'a', ageMs: 20, stale: false, delayMs: 0, clockOffsetMs: 0, members: 1, messages: 0 },
+      {
+        id: 'a',
+        ageMs: 20,
+        stale: false,
+        delayMs: 0,
+        clockOffsetMs: 0,
+        members: 1,
+        messages: 0,
+        ignoredMs: 0,
+        skewed: false,
+      },
     ]);
   });
 
@@ -53,37 +63,73 @@ describe('PeerTable', () => {
   });
 });
 
-describe('KeyStore', () => {
+describe('KeyStore under one KeyBudget', () => {
+  interface V {
+    id: string;
+    ref: boolean;
+  }
+  const v = (id: string): V => ({ id, ref: false });
+
   it('never holds more than maxKeys; drops expired entries first, then the oldest inserted', () => {
     const expired = new Set<string>();
-    const store = new KeyStore<string>(10, (v) => expired.has(v));
     const evicted: string[] = [];
-    for (let i = 0; i < 10; i++) store.insert(`k${i}`, `k${i}`, (k) => evicted.push(k));
+    const budget = new KeyBudget(10);
+    const store = new KeyStore<V>(
+      budget,
+      (x) => expired.has(x.id),
+      (k, _v, live) => evicted.push(live ? k : `(${k})`),
+    );
+    for (let i = 0; i < 10; i++) store.insert(`k${i}`, v(`k${i}`));
     expect(store.size).toBe(10);
     expired.add('k3');
     expired.add('k7');
     // 2 expired ones free at least a tenth of the cap (1): nothing live is dropped
-    store.insert('n0', 'n0', (k) => evicted.push(k));
-    expect(evicted).toEqual(['k3', 'k7']);
+    store.insert('n0', v('n0'));
+    expect(evicted).toEqual(['(k3)', '(k7)']);
     expect(store.size).toBe(9);
-    store.insert('n1', 'n1', (k) => evicted.push(k));
+    store.insert('n1', v('n1'));
     // full again, nothing expired: the oldest go until 90 % of the cap
-    store.insert('n2', 'n2', (k) => evicted.push(k));
-    expect(evicted).toEqual(['k3', 'k7', 'k0']);
+    store.insert('n2', v('n2'));
+    expect(evicted).toEqual(['(k3)', '(k7)', 'k0']);
     expect(store.size).toBe(10);
     expect(store.evictions).toBe(3);
     expect(store.get('k0')).toBeUndefined();
-    expect(store.get('n2')).toBe('n2');
+    expect(store.get('n2')!.id).toBe('n2');
   });
 
-  it('a flood stays bounded and every insert past the cap is paid by an eviction', () => {
-    const store = new KeyStore<number>(1000, () => false);
+  it('second chance: a key used since it was inserted is passed over once', () => {
+    const evicted: string[] = [];
+    const budget = new KeyBudget(10);
+    const store = new KeyStore<V>(
+      budget,
+      () => false,
+      (k) => evicted.push(k),
+    );
+    for (let i = 0; i < 10; i++) store.insert(`k${i}`, v(`k${i}`));
+    store.get('k0')!.ref = true;
+    store.insert('n0', v('n0'));
+    expect(evicted).toEqual(['k1']);
+    expect(store.get('k0')!.ref).toBe(false);
+    store.insert('n1', v('n1'));
+    expect(evicted).toEqual(['k1', 'k2']);
+  });
+
+  it('maxKeys is one cap over every store: a flood in one evicts from the largest, never past the cap', () => {
+    const budget = new KeyBudget(1000);
+    const a = new KeyStore<V>(budget, () => false);
+    const b = new KeyStore<V>(budget, () => false);
+    for (let i = 0; i < 100; i++) b.insert(`b${i}`, v(`b${i}`));
     for (let i = 0; i < 100_000; i++) {
-      store.insert(`k${i}`, i);
-      if (store.size > 1000) throw new Error(`size ${store.size} at ${i}`);
+      a.insert(`k${i}`, v(`k${i}`));
+      if (budget.size > 1000) throw new Error(`size ${budget.size} at ${i}`);
     }
-    expect(store.size + store.evictions).toBe(100_000);
-    expect(store.delete('k99999')).toBe(true);
-    expect(store.delete('k99999')).toBe(false);
+    expect(a.size + b.size).toBe(budget.size);
+    expect(budget.size).toBeLessThanOrEqual(1000);
+    expect(b.size).toBe(100); // the flooded store paid for its own flood
+    expect(a.size + a.evictions).toBe(100_000);
+    expect(budget.evictions).toBe(a.evictions);
+    expect(a.delete('k99999')).toBe(true);
+    expect(a.delete('k99999')).toBe(false);
+    expect(budget.size).toBe(a.size + b.size);
   });
 });

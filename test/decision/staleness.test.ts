@@ -282,12 +282,31 @@ describe('a peer claiming old send times', () => {
     const rogue = new Engine({ policies, clock: rogueClock, nodeId: 'rogue' });
     for (let i = 0; i < 40; i++) rogue.check('p', 'k');
     expect(self.receiveGossip('rogue', rogue.buildGossip())).toEqual({ ok: true });
-    // the rogue is live and demands as much as we do: we may take about half the headroom, not all of it
+    // its clock is 10 s off, past maxClockOffsetMs: it counts as stale, so we fall back to L/N
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (self.check('p', 'k').allowed) admitted++;
+    const rules = new Set<string>();
+    for (let i = 0; i < 5; i++) rules.add(self.check('p', 'k').rule);
+    expect(rules).toEqual(new Set(['fallback-share']));
+    expect(admitted).toBe(50);
+    expect(self.peerViews()[0]).toMatchObject({ id: 'rogue', stale: true, skewed: true });
+  });
+
+  it('a rogue 900 ms behind (within maxClockOffsetMs) is placed by its offset: the control stays on', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+    const self = new Engine({ policies, clock, nodeId: 'self' });
+    const rogueClock = { now: () => clock.now() - 900 };
+    const rogue = new Engine({ policies, clock: rogueClock, nodeId: 'rogue' });
+    for (let i = 0; i < 40; i++) rogue.check('p', 'k');
+    expect(self.receiveGossip('rogue', rogue.buildGossip())).toEqual({ ok: true });
+    // its 40 are in our window, and it demands as much as we do: about half the headroom is ours
+    expect(self.estimate('p', 'k')).toBe(40);
     let admitted = 0;
     for (let i = 0; i < 100; i++) if (self.check('p', 'k').allowed) admitted++;
     const rules = new Set<string>();
     for (let i = 0; i < 5; i++) rules.add(self.check('p', 'k').rule);
     expect(rules.has('headroom-share')).toBe(true);
-    expect(admitted).toBeLessThan(100);
+    expect(admitted).toBeLessThan(60);
   });
 });

@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { decodeMessage, encodeSyncResponse, TYPE_GOSSIP, type WireEntry } from '../../src/crdt/codec.js';
+import { Engine } from '../../src/decision/engine.js';
+import type { PolicySpec } from '../../src/types.js';
+import { spend, T0 } from './helpers.js';
+
+const L = 100;
+const P: PolicySpec[] = [{ name: 'p', limit: L, windowMs: 1000, buckets: 10, overAdmission: 'naive' }];
+
+function response(to: Engine, origins: string[], entries: Partial<WireEntry>[]): Uint8Array {
+  const base = Math.floor(T0 / 100) - 10;
+  return encodeSyncResponse({
+    version: to.version,
+    t0: T0,
+    t1: T0,
+    origins,
+    entries: entries.map((e) => ({ origin: 0, policy: 0, key: 'k', base, counts: [0], demand: 0, ...e })),
+  });
+}
+
+describe('sync is tied to identity', () => {
+  it('a sync response claiming to be the receiving node is dropped and counted, never throws', () => {
+    const b = new Engine({ policies: P, clock: new ManualClock(T0), nodeId: 'b' });
+    const forged = response(b, ['b'], [{ counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 50] }]);
+    // main: TypeError (Cannot set properties of undefined)
+    expect(b.receiveSyncResponse('b', forged)).toEqual({ ok: false, reason: 'sync-self' });
+    expect(b.stats().dropped).toEqual({ 'sync-self': 1 });
+    expect(b.estimate('p', 'k')).toBe(0);
+  });
+
+  it('counts are credited to the responder only: third-party origins are skipped, never enter the peer table', () => {
+    const b = new Engine({ policies: P, clock: new ManualClock(T0), nodeId: 'b' });
+    const full = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 40];
+    const res = response(
+      b,
+      ['a', 'c', 'd'],
+      [
+        { origin: 0, counts: full },
+        { origin: 1, counts: full.map(() => 2000) },
+        { origin: 2, counts: full },
+      ],
+    );
+    expect(b.receiveSyncResponse('a', res)).toEqual({ ok: true });
+    // main: 280 (a 40, c capped at 2L = 200, d 40, c and d each given a peer slot)
+    expect(b.estimate('p', 'k')).toBe(40);
+    expect(b.stats().dropped).toEqual({ 'sync-foreign-entry': 2 });
+    expect(b.stats().peerTable).toBe(1);
+    expect(b.peerViews().map((v) => v.id)).toEqual(['a']);
+  });
+
+  it('what a responder says this node admitted counts here (bounded, as an unattributed floor) but is never gossiped as its own', () => {
+    const clock = new ManualClock(T0);
+    const b = new Engine({ policies: P, clock, nodeId: 'b' });
+    const res = response(b, ['a', 'b'], [{ origin: 1, counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2000] }]);
+    expect(b.receiveSyncResponse('a', res)).toEqual({ ok: true });
+    // capped at L in a bucket (main gossiped these 100 as its own counts: laundered under its signature)
+    expect(b.estimate('p', 'k')).toBe(L);
+    spend(b, 'p', 'k', 1);
+    const dec = decodeMessage(b.buildGossip(), b.version);
+    if (!dec.ok || dec.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
+    expect(dec.message.entries.reduce((a, e) => a + e.counts.reduce((x, y) => x + y, 0), 0)).toBe(0);
+  });
+
+  it('254 fake origins in one response fill no slot: a new honest member is still heard', () => {
+    const clock = new ManualClock(T0);
+    const b = new Engine({ policies: P, clock, nodeId: 'b' });
+    const origins = ['a', ...Array.from({ length: 254 }, (_, i) => `fake-${i}`)];
+    const entries = origins.map((_, i) => ({ origin: i, counts: [1] }));
+    expect(b.receiveSyncResponse('a', response(b, origins, entries))).toEqual({ ok: true });
+    expect(b.stats().peerTable).toBe(1);
+    const honest = new Engine({ policies: P, clock, nodeId: 'honest' });
+    spend(honest, 'p', 'k', 3);
+    expect(b.receiveGossip('honest', honest.buildGossip())).toEqual({ ok: true });
+    expect(b.stats().peerTable).toBe(2);
+  });
+
+  it('an honest answer carries only the responder and the asker, nothing of third parties', () => {
+    const clock = new ManualClock(T0);
+    const [a, b, c] = ['a', 'b', 'c'].map((id) => new Engine({ policies: P, clock, nodeId: id })) as [
+      Engine,
+      Engine,
+      Engine,
+    ];
+    spend(b, 'p', 'k', 5);
+    spend(c, 'p', 'k', 7);
+    spend(a, 'p', 'k', 1);
+    a.receiveGossip('b', b.buildGossip());
+    a.receiveGossip('c', c.buildGossip());
+    const ans = a.answerSync('b', b.buildSyncRequest()) as Uint8Array;
+    const dec = decodeMessage(ans, a.version);
+    if (!dec.ok || dec.message.type !== 3) throw new Error('no answer');
+    expect(dec.message.origins).toEqual(['a', 'b']);
+    expect(dec.message.entries.map((e) => [e.origin, e.counts.reduce((x, y) => x + y, 0)])).toEqual([
+      [0, 1],
+      [1, 5],
+    ]);
+  });
+});
