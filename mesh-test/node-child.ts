@@ -73,8 +73,15 @@ class RogueEngine extends Engine {
       counts: o.counts ?? new Array<number>(this.k + 1).fill(10 * this.L),
       demand: o.demand ?? 1e9,
     });
-    const msg = (entries: ReturnType<typeof entry>[], version = this.version) =>
-      encodeGossip({ version, seq: this.rogueSeq++, sentAt: now, members: 2, reach: 2, entries });
+    const msg = (entries: ReturnType<typeof entry>[], version?: string) =>
+      encodeGossip({
+        policies: this.policyTable().map((r) => (version === undefined ? r : { ...r, version })),
+        seq: this.rogueSeq++,
+        sentAt: now,
+        members: 2,
+        reach: 2,
+        entries,
+      });
     const kinds = [
       'inflated',
       'garbage',

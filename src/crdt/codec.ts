@@ -2,7 +2,11 @@
  * Versioned compact binary encoding of gossip and sync messages. The schema is
  * written out in docs/wire-format.md; in short every message is
  *
- *   magic 0x52 ('R') · format 2 · type · policy-set version (8 bytes) · body
+ *   magic 0x52 ('R') · format 3 · type · body
+ *
+ * and gossip and sync responses carry a policy table (name, 8-byte version of
+ * that one policy) that their entries index: a receiver merges an entry only
+ * when it runs the same version of that policy.
  *
  * with unsigned LEB128 varints (up to 2^53) and little-endian float64 times.
  * Decoding validates every field and bound before anything is returned, so a
@@ -10,8 +14,11 @@
  */
 
 export const MAGIC = 0x52;
-/** Format 2 added `reach` to the gossip header (format 1 had none). */
-export const FORMAT = 2;
+/**
+ * Format 2 added `reach` to the gossip header (format 1 had none); format 3
+ * replaced the one policy-set version of the header with a per-policy table.
+ */
+export const FORMAT = 3;
 export const TYPE_GOSSIP = 1;
 export const TYPE_SYNC_REQUEST = 2;
 export const TYPE_SYNC_RESPONSE = 3;
@@ -26,12 +33,23 @@ export const LIMITS = {
   originIdBytes: 128,
   counts: 64,
   count: 2 ** 40,
+  /** Rows of a policy table. */
+  policies: 1024,
+  /** Bytes of a policy name in a table (names are ASCII, at most 64 characters). */
+  policyNameBytes: 64,
 } as const;
+
+/** One row of a message's policy table: a policy name and the version of that policy (16 hex digits). */
+export interface WirePolicy {
+  name: string;
+  version: string;
+}
 
 /** One key's window of counts of one origin. */
 export interface WireEntry {
   /** Index into the origin table (sync) or 0 (gossip: the sender). */
   origin: number;
+  /** Index into the message's policy table. */
   policy: number;
   key: string;
   /** Bucket id of counts[0]; counts[i] belongs to bucket base + i. */
@@ -43,7 +61,8 @@ export interface WireEntry {
 
 export interface GossipMessage {
   type: typeof TYPE_GOSSIP;
-  version: string;
+  /** The sender's global policies and their versions (every one, with entries or not); entries index it. */
+  policies: WirePolicy[];
   seq: number;
   sentAt: number;
   /** Live members the sender knows, itself included. */
@@ -59,13 +78,13 @@ export interface GossipMessage {
 
 export interface SyncRequest {
   type: typeof TYPE_SYNC_REQUEST;
-  version: string;
   t0: number;
 }
 
 export interface SyncResponse {
   type: typeof TYPE_SYNC_RESPONSE;
-  version: string;
+  /** The responder's global policies and their versions; entries index it. */
+  policies: WirePolicy[];
   /** The requester's t0, echoed. */
   t0: number;
   /** The responder's wall time when answering. */
@@ -84,7 +103,6 @@ export type DecodeError =
   | 'bad-magic'
   | 'bad-format'
   | 'bad-type'
-  | 'version-mismatch'
   | 'bad-field'
   | 'too-many-entries'
   | 'bad-key';
@@ -195,7 +213,7 @@ class Reader {
   }
 }
 
-/** The 8 version bytes carried in every message, from a 16-hex-digit version hash. */
+/** The 8 version bytes of a policy-table row, from a 16-hex-digit version hash. */
 export function versionBytes(version: string): Uint8Array {
   const out = new Uint8Array(8);
   for (let i = 0; i < 8; i++) {
@@ -211,11 +229,35 @@ function hex(b: Uint8Array): string {
   return s;
 }
 
-function header(w: Writer, type: number, version: Uint8Array): void {
+function header(w: Writer, type: number): void {
   w.u8(MAGIC);
   w.u8(FORMAT);
   w.u8(type);
-  w.bytes(version);
+}
+
+function writeTable(w: Writer, policies: readonly WirePolicy[]): void {
+  w.varint(policies.length);
+  for (const p of policies) {
+    w.str(p.name);
+    w.bytes(versionBytes(p.version));
+  }
+}
+
+const POLICY_NAME = /^[A-Za-z0-9_.:-]+$/;
+
+/** A policy table: at most LIMITS.policies rows, names valid and unique, versions 8 bytes. */
+function readTable(r: Reader): WirePolicy[] {
+  const n = r.varint();
+  if (n > LIMITS.policies) throw 'bad-field';
+  const out: WirePolicy[] = [];
+  const seen = new Set<string>();
+  for (let i = 0; i < n; i++) {
+    const name = r.str(LIMITS.policyNameBytes, 'bad-field');
+    if (!POLICY_NAME.test(name) || seen.has(name)) throw 'bad-field';
+    seen.add(name);
+    out.push({ name, version: hex(r.bytes(8)) });
+  }
+  return out;
 }
 
 function writeEntry(w: Writer, e: WireEntry, withOrigin: boolean): void {
@@ -228,10 +270,11 @@ function writeEntry(w: Writer, e: WireEntry, withOrigin: boolean): void {
   w.varint(e.demand);
 }
 
-/** Encode a gossip message. `version` is the 16-hex-digit policy-set version. */
+/** Encode a gossip message; entries' `policy` index `m.policies`. */
 export function encodeGossip(m: Omit<GossipMessage, 'type'>): Uint8Array {
   const w = new Writer();
-  header(w, TYPE_GOSSIP, versionBytes(m.version));
+  header(w, TYPE_GOSSIP);
+  writeTable(w, m.policies);
   w.varint(m.seq);
   w.f64(m.sentAt);
   w.varint(m.members);
@@ -243,14 +286,15 @@ export function encodeGossip(m: Omit<GossipMessage, 'type'>): Uint8Array {
 
 export function encodeSyncRequest(m: Omit<SyncRequest, 'type'>): Uint8Array {
   const w = new Writer();
-  header(w, TYPE_SYNC_REQUEST, versionBytes(m.version));
+  header(w, TYPE_SYNC_REQUEST);
   w.f64(m.t0);
   return w.finish();
 }
 
 export function encodeSyncResponse(m: Omit<SyncResponse, 'type'>): Uint8Array {
   const w = new Writer();
-  header(w, TYPE_SYNC_RESPONSE, versionBytes(m.version));
+  header(w, TYPE_SYNC_RESPONSE);
+  writeTable(w, m.policies);
   w.f64(m.t0);
   w.f64(m.t1);
   w.varint(m.origins.length);
@@ -260,10 +304,11 @@ export function encodeSyncResponse(m: Omit<SyncResponse, 'type'>): Uint8Array {
   return w.finish();
 }
 
-function readEntry(r: Reader, origins: number): WireEntry {
+function readEntry(r: Reader, origins: number, policies: number): WireEntry {
   const origin = origins > 0 ? r.varint() : 0;
   if (origins > 0 && origin >= origins) throw 'bad-field';
   const policy = r.varint();
+  if (policy >= policies) throw 'bad-field';
   const key = r.str(LIMITS.keyBytes, 'bad-key');
   const base = r.varint();
   const n = r.varint();
@@ -280,12 +325,13 @@ function readEntry(r: Reader, origins: number): WireEntry {
 }
 
 /**
- * Decode and validate a message. `expectVersion` is the local policy-set
- * version: a message of another version is rejected as 'version-mismatch'.
+ * Decode and validate a message: every field and bound, and that every entry
+ * indexes a row of the message's policy table. Which rows match the
+ * receiver's own policies is the receiver's business (the engine merges only
+ * entries of policies it runs at the same version).
  */
 export function decodeMessage(
   bytes: Uint8Array,
-  expectVersion: string,
 ): { ok: true; message: Message } | { ok: false; reason: DecodeError } {
   if (!(bytes instanceof Uint8Array)) return { ok: false, reason: 'bad-field' };
   if (bytes.length > LIMITS.syncBytes) return { ok: false, reason: 'too-large' };
@@ -296,10 +342,9 @@ export function decodeMessage(
     const type = r.u8();
     if (type !== TYPE_GOSSIP && type !== TYPE_SYNC_REQUEST && type !== TYPE_SYNC_RESPONSE) throw 'bad-type';
     if (type === TYPE_GOSSIP && bytes.length > LIMITS.gossipBytes) throw 'too-large';
-    const version = hex(r.bytes(8));
-    if (version !== expectVersion.slice(0, 16)) throw 'version-mismatch';
     let message: Message;
     if (type === TYPE_GOSSIP) {
+      const policies = readTable(r);
       const seq = r.varint();
       const sentAt = r.f64();
       const members = r.varint();
@@ -309,11 +354,12 @@ export function decodeMessage(
       const n = r.varint();
       if (n > LIMITS.entries) throw 'too-many-entries';
       const entries: WireEntry[] = [];
-      for (let i = 0; i < n; i++) entries.push(readEntry(r, 0));
-      message = { type, version, seq, sentAt, members, reach, entries };
+      for (let i = 0; i < n; i++) entries.push(readEntry(r, 0, policies.length));
+      message = { type, policies, seq, sentAt, members, reach, entries };
     } else if (type === TYPE_SYNC_REQUEST) {
-      message = { type, version, t0: r.f64() };
+      message = { type, t0: r.f64() };
     } else {
+      const policies = readTable(r);
       const t0 = r.f64();
       const t1 = r.f64();
       const no = r.varint();
@@ -323,8 +369,8 @@ export function decodeMessage(
       const n = r.varint();
       if (n > LIMITS.entries) throw 'too-many-entries';
       const entries: WireEntry[] = [];
-      for (let i = 0; i < n; i++) entries.push(readEntry(r, no));
-      message = { type, version, t0, t1, origins, entries };
+      for (let i = 0; i < n; i++) entries.push(readEntry(r, no, policies.length));
+      message = { type, policies, t0, t1, origins, entries };
     }
     if (r.pos !== bytes.length) throw 'bad-field';
     return { ok: true, message };
@@ -337,14 +383,14 @@ export function decodeMessage(
 /**
  * The `reach` of a gossip message from its header alone (no entries decoded),
  * for the relay decision before the message is merged; 0 when the bytes are
- * not a well-formed gossip header of this format and `expectVersion`.
+ * not a well-formed gossip header of this format (policy table included).
  */
-export function peekGossipReach(bytes: Uint8Array, expectVersion: string): number {
+export function peekGossipReach(bytes: Uint8Array): number {
   if (!(bytes instanceof Uint8Array) || bytes.length > LIMITS.gossipBytes) return 0;
   const r = new Reader(bytes);
   try {
     if (r.u8() !== MAGIC || r.u8() !== FORMAT || r.u8() !== TYPE_GOSSIP) return 0;
-    if (hex(r.bytes(8)) !== expectVersion.slice(0, 16)) return 0;
+    readTable(r);
     r.varint();
     r.f64();
     const members = r.varint();

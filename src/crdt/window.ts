@@ -86,7 +86,7 @@ export class KeyWindow {
    */
   constructor(
     k: number,
-    readonly policy = 0,
+    public policy = 0,
     readonly key = '',
   ) {
     this.k = k;

@@ -12,11 +12,12 @@ import {
   TYPE_SYNC_REQUEST,
   TYPE_SYNC_RESPONSE,
   type WireEntry,
+  type WirePolicy,
 } from '../crdt/codec.js';
 import { KeyWindow } from '../crdt/window.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import { validateKey } from '../keys/key.js';
-import { checkCost, compilePolicies, type PolicySet } from '../policy/index.js';
+import { checkCost, compilePolicies, type PolicySet, policyVersion } from '../policy/index.js';
 import type {
   Decision,
   DecisionMode,
@@ -139,22 +140,64 @@ export interface EngineStats {
   members: number;
   fallback: boolean;
   clockBackwards: number;
+  /** Per policy: members that run another version of it now (counted as spending at least L/N each, their counts not merged). */
+  foreignVersion: Record<string, number>;
+  /** Entries received for a policy the sender runs at another version than ours, or that we do not have (not merged). */
+  foreignEntries: number;
+  /** Times the policy set was replaced at runtime ({@link Engine.replacePolicies}). */
+  policyReplacements: number;
+}
+
+/** What {@link Engine.replacePolicies} did, by policy name. */
+export interface PolicyReplacement {
+  /** Same version: windows, local states and sketches kept. */
+  kept: string[];
+  /** Another version: its state dropped, started fresh under the new version. */
+  changed: string[];
+  added: string[];
+  removed: string[];
+  /** The new policy-set version. */
+  version: string;
+}
+
+/** One policy some members run at another version than this node. */
+export interface VersionMismatch {
+  policy: string;
+  ours: string;
+  /** Peer id → the version it runs. */
+  peers: Record<string, string>;
 }
 
 interface PolicyRt {
   readonly policy: Policy;
-  readonly idx: number;
+  /** {@link policyVersion} of the policy: what the wire carries for it. */
+  readonly version: string;
+  /** Position in the policy set (KeyWindow.policy); changes when the set is replaced. */
+  idx: number;
   /** Bucket width W / k. */
   readonly bw: number;
   /** Front local algorithm (global scope) or the algorithm (local scope). */
   readonly algo: LocalAlgorithm<unknown> | undefined;
   readonly earlyAt: number;
   readonly local: boolean;
-  /** Index on the wire: the position of the name in the name-sorted set (the version hash ignores order). */
+  /** Row of this policy in our messages' policy table (global policies, name-sorted); -1 for a local one. */
   wire: number;
   /** The last key decided on and its window: a hot key skips the map lookup. Cleared when the window is dropped. */
   hotKey: string | undefined;
   hotKw: KeyWindow | undefined;
+  windows: KeyStore<KeyWindow>;
+  locals: KeyStore<LocalEntry>;
+  /** What evicted keys had counted (created on the first live eviction). */
+  sketch: EvictedSketch | undefined;
+  /**
+   * Members that said, in their newest message, that they run another version
+   * of this policy: their counts for it are not merged, and each counts as
+   * spending at least L/N (see foreignReserve). Parallel arrays (no allocation
+   * on the decision path): the peer, when it last said so (ours), its version.
+   */
+  foreign: PeerState[];
+  foreignAt: number[];
+  foreignVer: string[];
 }
 
 /** Per-key bookkeeping of local-scope policies. */
@@ -233,33 +276,38 @@ function positiveInt(v: unknown, field: string, def: number, min = 1): number {
  */
 export class Engine implements RateLimiter {
   readonly nodeId: string;
-  readonly policies: PolicySet;
-  /** The policy-set version hash; the gossip topic and every message carry it. */
-  readonly version: string;
+  /** The policies in force (replaced by {@link replacePolicies}). */
+  policies: PolicySet;
+  /**
+   * The policy-set version hash (for operators: one figure for the whole set).
+   * The wire carries one version per policy (see {@link policyVersions}).
+   */
+  version: string;
   readonly gossipIntervalMs: number;
   readonly expectedDelayMs: number;
   readonly staleAfterMs: number;
   readonly ready = true;
 
   private readonly clock: Clock;
-  private readonly rts: PolicyRt[];
-  private readonly rtByName = new Map<string, PolicyRt>();
+  private rts: PolicyRt[] = [];
+  private rtByName = new Map<string, PolicyRt>();
   /** The policy of the last check: a caller checking one policy skips the name lookup. */
   private lastRt: PolicyRt | undefined;
-  private readonly rtByWire: PolicyRt[];
+  /** Our global policies by their row in our messages' policy table. */
+  private rtByWire: PolicyRt[] = [];
+  /** The policy table our messages carry: every global policy, name-sorted, with its version. */
+  private wireTable: WirePolicy[] = [];
   private readonly budget: KeyBudget;
-  private readonly windows: KeyStore<KeyWindow>[];
-  private readonly locals: KeyStore<LocalEntry>[];
-  /** Per policy: what evicted keys had counted (created on the first live eviction). */
-  private readonly sketches: (EvictedSketch | undefined)[];
+  private readonly earlyFrac: number;
+  private readonly ignoreMsOpt: number | undefined;
   private readonly sketchSeed: number;
   private readonly sketchWidth: number;
   private readonly maxKeysPerMessage: number;
   private readonly strikesToIgnore: number;
-  private readonly ignoreMs: number;
-  private readonly maxWindowMs: number;
+  private ignoreMs = 0;
+  private maxWindowMs = 0;
   /** A departed peer is forgotten once its newest data is this old: its counts have left every window. */
-  private readonly retainMs: number;
+  private retainMs = 0;
   private readonly logger: EngineLogger | undefined;
   private readonly maxClockOffsetMs: number;
   private readonly peers: PeerTable;
@@ -319,19 +367,12 @@ export class Engine implements RateLimiter {
         'earlyPublishFraction',
       );
     }
+    this.earlyFrac = earlyFrac;
     const expectedMembers = positiveInt(opts.expectedMembers, 'expectedMembers', 1);
     this.maxKeysPerMessage = positiveInt(opts.maxKeysPerMessage, 'maxKeysPerMessage', 2048);
     this.strikesToIgnore = positiveInt(opts.strikesToIgnore, 'strikesToIgnore', 3);
-    let maxW = 0;
-    let maxBw = 0;
-    for (const p of this.policies.policies) {
-      if (p.windowMs > maxW) maxW = p.windowMs;
-      if (p.windowMs / p.buckets > maxBw) maxBw = p.windowMs / p.buckets;
-    }
-    this.maxWindowMs = maxW;
-    // a departed peer's newest counts sit at most in our bucket c + 1 of when we heard it
-    this.retainMs = maxW + 2 * maxBw + 1;
-    this.ignoreMs = positiveInt(opts.ignoreMs, 'ignoreMs', Math.max(60_000, 2 * maxW));
+    this.ignoreMsOpt = opts.ignoreMs === undefined ? undefined : positiveInt(opts.ignoreMs, 'ignoreMs', 1);
+    this.windowBounds();
     this.sketchWidth = positiveInt(opts.sketchWidth, 'sketchWidth', 8192, 16);
     if (!Number.isInteger(Math.log2(this.sketchWidth))) {
       throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'must be a power of two', 'sketchWidth');
@@ -351,46 +392,8 @@ export class Engine implements RateLimiter {
       this.expectedDelayMs,
     );
 
-    this.rts = this.policies.policies.map((policy, idx) => {
-      const rt: PolicyRt = {
-        policy,
-        idx,
-        bw: policy.windowMs / policy.buckets,
-        algo:
-          policy.local === undefined ? undefined : (createAlgorithm(policy.local) as LocalAlgorithm<unknown>),
-        earlyAt: Math.max(1, Math.ceil(policy.limit * earlyFrac)),
-        local: policy.scope === 'local',
-        wire: 0,
-        hotKey: undefined,
-        hotKw: undefined,
-      };
-      this.rtByName.set(policy.name, rt);
-      return rt;
-    });
-    this.rtByWire = [...this.rts].sort((a, b) =>
-      a.policy.name < b.policy.name ? -1 : a.policy.name > b.policy.name ? 1 : 0,
-    );
-    this.rtByWire.forEach((rt, i) => {
-      rt.wire = i;
-    });
     this.budget = new KeyBudget(this.maxKeys);
-    this.windows = this.rts.map(
-      (rt) =>
-        new KeyStore<KeyWindow>(
-          this.budget,
-          (kw) => this.windowExpired(rt, kw),
-          (key, kw, live) => this.forget(rt, key, kw, live),
-        ),
-    );
-    this.locals = this.rts.map(
-      (rt) =>
-        new KeyStore<LocalEntry>(
-          this.budget,
-          (e) => rt.algo?.isIdle(e.state, this.lastNow) === true,
-          (key, e, live) => this.forgetLocal(rt, key, e, live),
-        ),
-    );
-    this.sketches = this.rts.map(() => undefined);
+    this.installRts(this.policies.policies.map((policy, idx) => this.makeRt(policy, idx)));
     this.counters = {
       decisions: 0,
       allowed: 0,
@@ -417,7 +420,238 @@ export class Engine implements RateLimiter {
       members: 1,
       fallback: false,
       clockBackwards: 0,
+      foreignVersion: {},
+      foreignEntries: 0,
+      policyReplacements: 0,
     };
+  }
+
+  // ------------------------------------------------------------------ policies
+
+  /** The runtime of one policy, with empty stores. */
+  private makeRt(policy: Policy, idx: number): PolicyRt {
+    const rt = {
+      policy,
+      version: this.policies.versionOf(policy.name) ?? policyVersion(policy),
+      idx,
+      bw: policy.windowMs / policy.buckets,
+      algo:
+        policy.local === undefined ? undefined : (createAlgorithm(policy.local) as LocalAlgorithm<unknown>),
+      earlyAt: Math.max(1, Math.ceil(policy.limit * this.earlyFrac)),
+      local: policy.scope === 'local',
+      wire: -1,
+      hotKey: undefined,
+      hotKw: undefined,
+      sketch: undefined,
+      foreign: [],
+      foreignAt: [],
+      foreignVer: [],
+    } as unknown as PolicyRt;
+    rt.windows = new KeyStore<KeyWindow>(
+      this.budget,
+      (kw) => this.windowExpired(rt, kw),
+      (key, kw, live) => this.forget(rt, key, kw, live),
+    );
+    rt.locals = new KeyStore<LocalEntry>(
+      this.budget,
+      (e) => rt.algo?.isIdle(e.state, this.lastNow) === true,
+      (key, e, live) => this.forgetLocal(rt, key, e, live),
+    );
+    return rt;
+  }
+
+  /** Make `rts` the policies in force: lookups, the wire table (global policies, name-sorted). */
+  private installRts(rts: PolicyRt[]): void {
+    this.rts = rts;
+    this.rtByName = new Map(rts.map((rt) => [rt.policy.name, rt]));
+    this.lastRt = undefined;
+    this.rtByWire = rts
+      .filter((rt) => !rt.local)
+      .sort((a, b) => (a.policy.name < b.policy.name ? -1 : a.policy.name > b.policy.name ? 1 : 0));
+    for (const rt of rts) rt.wire = -1;
+    this.rtByWire.forEach((rt, i) => {
+      rt.wire = i;
+    });
+    this.wireTable = this.rtByWire.map((rt) => ({ name: rt.policy.name, version: rt.version }));
+  }
+
+  /** Window-derived bounds: the longest window, how long departed peers are kept, the ignore period. */
+  private windowBounds(): void {
+    let maxW = 0;
+    let maxBw = 0;
+    for (const p of this.policies.policies) {
+      if (p.windowMs > maxW) maxW = p.windowMs;
+      if (p.windowMs / p.buckets > maxBw) maxBw = p.windowMs / p.buckets;
+    }
+    this.maxWindowMs = maxW;
+    // a departed peer's newest counts sit at most in our bucket c + 1 of when we heard it
+    this.retainMs = maxW + 2 * maxBw + 1;
+    this.ignoreMs = this.ignoreMsOpt ?? Math.max(60_000, 2 * maxW);
+  }
+
+  /** The policy table this node's messages carry (global policies, name-sorted, with their versions). */
+  policyTable(): WirePolicy[] {
+    return this.wireTable.map((r) => ({ ...r }));
+  }
+
+  /** The version of each policy in force, by name ({@link policyVersion}: what the wire carries). */
+  policyVersions(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const rt of this.rts) out[rt.policy.name] = rt.version;
+    return out;
+  }
+
+  /**
+   * Replace the policy set at runtime (a config reload). The new set is
+   * validated first (a RateMeshError and nothing changed when it is invalid).
+   * A policy whose version is unchanged keeps everything: its key windows
+   * (own and peers' counts), local-algorithm states and eviction sketch. A
+   * changed one starts fresh under its new version (its counts were kept
+   * under another definition); members known to run another version of it
+   * count as spending at least L/N each from this moment, until they say
+   * otherwise. A removed one is dropped. Peers keep merging every unchanged
+   * policy with us throughout.
+   */
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet, time?: number): PolicyReplacement {
+    const ps = policies as unknown;
+    const next =
+      ps !== null && typeof ps === 'object' && 'version' in ps && 'byName' in ps && 'versionOf' in ps
+        ? (ps as PolicySet)
+        : compilePolicies(ps);
+    const now = time === undefined ? this.now() : this.at(time);
+    const out: PolicyReplacement = { kept: [], changed: [], added: [], removed: [], version: next.version };
+    const old = this.rtByName;
+    this.policies = next;
+    this.version = next.version;
+    const rts = next.policies.map((policy, idx) => {
+      const was = old.get(policy.name);
+      const version = next.versionOf(policy.name) ?? policyVersion(policy);
+      if (was !== undefined && was.version === version) {
+        out.kept.push(policy.name);
+        if (was.idx !== idx) {
+          was.idx = idx;
+          for (const kw of was.windows.map.values()) kw.policy = idx;
+        }
+        return was;
+      }
+      if (was === undefined) out.added.push(policy.name);
+      else out.changed.push(policy.name);
+      const rt = this.makeRt(policy, idx);
+      if (!rt.local) {
+        // until they say otherwise, members run what they last told us
+        for (const p of this.peers.live.concat(this.peers.stale)) {
+          const row = p.policies.find((r) => r.name === policy.name);
+          if (row !== undefined && row.version !== version) this.markForeign(rt, p, row.version, p.lastHeard);
+        }
+      }
+      return rt;
+    });
+    const keep = new Set(rts);
+    for (const [name, rt] of old) {
+      if (keep.has(rt)) continue;
+      if (!out.changed.includes(name)) out.removed.push(name);
+      for (const kw of rt.windows.map.values()) {
+        if (kw.inDirty) {
+          this.dirty.delete(kw);
+          kw.inDirty = false;
+        }
+      }
+      rt.windows.dispose();
+      rt.locals.dispose();
+      rt.hotKey = undefined;
+      rt.hotKw = undefined;
+    }
+    this.installRts(rts);
+    this.windowBounds();
+    this.counters.policyReplacements++;
+    this.stamp++;
+    this.refresh(now);
+    return out;
+  }
+
+  /** Record that peer `p` runs version `version` of `rt`'s policy (another than ours), as of `at`. */
+  private markForeign(rt: PolicyRt, p: PeerState, version: string, at: number): void {
+    const i = rt.foreign.indexOf(p);
+    if (i >= 0) {
+      rt.foreignAt[i] = at;
+      rt.foreignVer[i] = version;
+      return;
+    }
+    rt.foreign.push(p);
+    rt.foreignAt.push(at);
+    rt.foreignVer.push(version);
+    this.stamp++;
+    this.logger?.warn(
+      { peer: p.id, policy: rt.policy.name, theirVersion: version, ourVersion: rt.version },
+      'ratemesh peer runs another version of a policy: its counts for it are not merged, it counts as spending at least L/N of it',
+    );
+  }
+
+  private unmarkForeign(rt: PolicyRt, i: number): void {
+    const last = rt.foreign.length - 1;
+    rt.foreign[i] = rt.foreign[last]!;
+    rt.foreignAt[i] = rt.foreignAt[last]!;
+    rt.foreignVer[i] = rt.foreignVer[last]!;
+    rt.foreign.pop();
+    rt.foreignAt.pop();
+    rt.foreignVer.pop();
+    this.stamp++;
+  }
+
+  /**
+   * A peer's newest policy table: for each of our global policies, it runs the
+   * same version (merged), another one (marked foreign), or does not have it
+   * (ignored: it never spends on it). Returns, per row of the table, our policy
+   * when the versions match, else undefined (its entries are not merged).
+   */
+  private mapTable(p: PeerState | undefined, table: readonly WirePolicy[], at: number): (PolicyRt | undefined)[] {
+    const map: (PolicyRt | undefined)[] = new Array(table.length);
+    for (let i = 0; i < table.length; i++) {
+      const row = table[i]!;
+      const rt = this.rtByName.get(row.name);
+      map[i] = rt !== undefined && !rt.local && rt.version === row.version ? rt : undefined;
+    }
+    if (p === undefined) return map;
+    p.policies = table;
+    for (const rt of this.rtByWire) {
+      let theirs: string | undefined;
+      for (const row of table) {
+        if (row.name === rt.policy.name) {
+          theirs = row.version;
+          break;
+        }
+      }
+      if (theirs !== undefined && theirs !== rt.version) this.markForeign(rt, p, theirs, at);
+      else {
+        const i = rt.foreign.indexOf(p);
+        if (i >= 0) this.unmarkForeign(rt, i);
+      }
+    }
+    return map;
+  }
+
+  /** Forget foreign-version marks that expired (not repeated within staleAfterMs) or whose peer left. */
+  private expireForeign(now: number): void {
+    for (const rt of this.rtByWire) {
+      for (let i = rt.foreign.length - 1; i >= 0; i--) {
+        const p = rt.foreign[i]!;
+        if (!p.member || now - rt.foreignAt[i]! > this.staleAfterMs || this.peers.get(p.id) !== p)
+          this.unmarkForeign(rt, i);
+      }
+    }
+  }
+
+  /** Policies some members run at another version than ours, and which versions. */
+  versionMismatches(): VersionMismatch[] {
+    this.now();
+    const out: VersionMismatch[] = [];
+    for (const rt of this.rtByWire) {
+      if (rt.foreign.length === 0) continue;
+      const peers: Record<string, string> = {};
+      for (let i = 0; i < rt.foreign.length; i++) peers[rt.foreign[i]!.id] = rt.foreignVer[i]!;
+      out.push({ policy: rt.policy.name, ours: rt.version, peers });
+    }
+    return out;
   }
 
   // ------------------------------------------------------------------ time
@@ -451,6 +685,7 @@ export class Engine implements RateLimiter {
   }
 
   private refresh(now: number): void {
+    this.expireForeign(now);
     const departed = this.peers.refresh(now);
     if (departed.length > 0) this.stamp++;
     const freed = this.peers.forgetDeparted(now, this.retainMs);
@@ -466,8 +701,8 @@ export class Engine implements RateLimiter {
   /** Departed peers were forgotten: clear their origin slots in every window, so a slot is reused clean. */
   private clearOrigins(freed: readonly number[]): void {
     this.counters.peersForgotten += freed.length;
-    for (const store of this.windows) {
-      for (const kw of store.map.values()) {
+    for (const rt of this.rts) {
+      for (const kw of rt.windows.map.values()) {
         for (const o of freed) if (kw.peers[o] !== undefined) kw.dropOrigin(o);
       }
     }
@@ -712,7 +947,7 @@ export class Engine implements RateLimiter {
       kw = rt.hotKw;
       kw.ref = true;
     } else {
-      kw = this.windows[rt.idx]!.get(key);
+      kw = rt.windows.get(key);
       if (kw === undefined) kw = this.createWindow(rt, validateKey(key));
       else kw.ref = true;
       rt.hotKey = key;
@@ -755,6 +990,7 @@ export class Engine implements RateLimiter {
     }
     let est = kw.estimate(w);
     if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(kw, w, L, now, p.windowMs);
+    if (rt.foreign.length > 0) est += this.foreignReserve(rt, kw, w, L);
     if (this.overLimit(out, kw, est, cost, now, rt, 'global')) return;
     if (p.overAdmission === 'controlled' && peers.live.length > 0) {
       // Everything peers admitted more than U ago has reached us (U = the
@@ -854,13 +1090,13 @@ export class Engine implements RateLimiter {
 
   private evaluateLocal(rt: PolicyRt, key: string, cost: number, now: number, out: Eval): void {
     const algo = rt.algo!;
-    const store = this.locals[rt.idx]!;
+    const store = rt.locals;
     let entry = store.get(key);
     if (entry === undefined) {
       entry = { state: algo.init(now), last: now, ref: false };
       store.insert(validateKey(key), entry);
       // a key evicted with state left starts from at least what it had used
-      const sk = this.sketches[rt.idx];
+      const sk = rt.sketch;
       if (sk !== undefined) {
         const used = Math.min(sk.estimate(key, now), algo.capacity);
         if (used >= 1 && algo.check(entry.state, Math.floor(used), now, this.algoOut)) {
@@ -980,6 +1216,28 @@ export class Engine implements RateLimiter {
   }
 
   /**
+   * Extra count assumed for members on another version of the policy (a
+   * rolling change of its definition): their counts for it are not merged, so
+   * each counts as spending at least L/N (our L), less what we still hold of
+   * it from before it changed. A stale one is left to staleReserve, which
+   * counts it at least as much. Summed over the mesh, the nodes on each
+   * version then admit at most their L times their share of the members, so
+   * the total stays within max(L_old, L_new) while the rollout runs.
+   */
+  private foreignReserve(rt: PolicyRt, kw: KeyWindow, w: number, L: number): number {
+    const perPeer = L / this.peers.knownN;
+    const skipStale = rt.policy.fallback;
+    let extra = 0;
+    for (let i = 0; i < rt.foreign.length; i++) {
+      const p = rt.foreign[i]!;
+      if (!p.member || (p.stale && skipStale)) continue;
+      const seen = kw.peers[p.idx] === undefined ? 0 : kw.peerEstimate(p.idx, w);
+      if (perPeer > seen) extra += perPeer - seen;
+    }
+    return extra;
+  }
+
+  /**
    * ms until `need` of the counts in `arr` have left the window, with nothing
    * new admitted: the oldest bucket drains linearly over the rest of the current
    * bucket, then each next bucket over one bucket width.
@@ -1007,8 +1265,8 @@ export class Engine implements RateLimiter {
     const kw = new KeyWindow(rt.policy.buckets, rt.idx, key);
     const now = this.lastNow;
     kw.created = now;
-    this.windows[rt.idx]!.insert(key, kw);
-    const sk = this.sketches[rt.idx];
+    rt.windows.insert(key, kw);
+    const sk = rt.sketch;
     if (sk !== undefined) {
       // evicted before with counts in its window: it starts from at least those
       const had = sk.estimate(key, now);
@@ -1021,10 +1279,10 @@ export class Engine implements RateLimiter {
   }
 
   private sketch(rt: PolicyRt): EvictedSketch {
-    let sk = this.sketches[rt.idx];
+    let sk = rt.sketch;
     if (sk === undefined) {
       sk = new EvictedSketch(rt.policy.windowMs, this.sketchSeed ^ rt.idx, 4, this.sketchWidth);
-      this.sketches[rt.idx] = sk;
+      rt.sketch = sk;
     }
     return sk;
   }
@@ -1140,7 +1398,7 @@ export class Engine implements RateLimiter {
     }
     this.seq++;
     const bytes = encodeGossip({
-      version: this.version,
+      policies: this.wireTable,
       seq: this.seq,
       sentAt: now,
       members: this.peers.live.length + 1,
@@ -1191,12 +1449,13 @@ export class Engine implements RateLimiter {
     if (from === this.nodeId) return this.drop('self');
     const known = this.peers.get(from);
     if (known !== undefined && now < known.ignoredUntil) return this.drop('peer-ignored');
-    const dec = decodeMessage(bytes, this.version);
+    const dec = decodeMessage(bytes);
     if (!dec.ok) return this.drop(dec.reason);
     const m = dec.message;
     if (m.type !== TYPE_GOSSIP) return this.drop('bad-type');
     if (m.entries.length > this.maxKeysPerMessage) return this.drop('too-many-keys');
-    const bad = this.validateEntries(m.entries);
+    const map = this.mapTable(undefined, m.policies, now);
+    const bad = this.validateEntries(m.entries, map);
     if (bad !== undefined) return this.drop(bad);
     const peer = known ?? this.peers.ensure(from);
     if (peer === undefined) return this.drop('too-many-peers');
@@ -1204,11 +1463,16 @@ export class Engine implements RateLimiter {
     if (m.seq <= peer.seq && m.sentAt <= peer.lastSentAt) return this.drop('duplicate');
     this.counters.gossipIn++;
     this.counters.gossipBytesIn += bytes.length;
+    this.mapTable(peer, m.policies, now);
     const off = this.sampleOffset(peer, m.sentAt, now);
     if (this.checkSkew(peer, off)) {
       const shift = this.appliedOffset(peer);
       let capped = false;
-      for (const e of m.entries) if (this.mergeEntry(peer.idx, e, now, shift)) capped = true;
+      for (const e of m.entries) {
+        const rt = map[e.policy];
+        if (rt === undefined) this.counters.foreignEntries++;
+        else if (this.mergeEntry(rt, peer.idx, e, now, shift)) capped = true;
+      }
       if (capped) this.strike(peer, now);
     }
     const wasMember = peer.member;
@@ -1226,12 +1490,20 @@ export class Engine implements RateLimiter {
     return { ok: true };
   }
 
-  private validateEntries(entries: readonly WireEntry[]): string | undefined {
+  /**
+   * Every entry, merged or not, must hold a valid key; one of a policy we run
+   * at the same version (`map`) at most buckets + 2 counts. Entries of policies
+   * we do not run, or run at another version, are not an error: they are
+   * skipped when merging.
+   */
+  private validateEntries(
+    entries: readonly WireEntry[],
+    map: readonly (PolicyRt | undefined)[],
+  ): string | undefined {
     for (const e of entries) {
-      const rt = this.rtByWire[e.policy];
-      if (rt === undefined || rt.local) return 'unknown-policy';
       if (!isValidKey(e.key)) return 'bad-key';
-      if (e.counts.length > rt.policy.buckets + 2) return 'bad-field';
+      const rt = map[e.policy];
+      if (rt !== undefined && e.counts.length > rt.policy.buckets + 2) return 'bad-field';
     }
     return undefined;
   }
@@ -1322,8 +1594,7 @@ export class Engine implements RateLimiter {
    * to L while the rest refills). Its demand is capped at L, as every node caps
    * its own. Returns true when anything was capped.
    */
-  private mergeEntry(origin: number, e: WireEntry, now: number, offsetMs = 0): boolean {
-    const rt = this.rtByWire[e.policy]!;
+  private mergeEntry(rt: PolicyRt, origin: number, e: WireEntry, now: number, offsetMs = 0): boolean {
     // Its bucket b covers our time [b·bw - off, (b+1)·bw - off): moved to the
     // later of the two of ours it overlaps (its counts then stay in our window
     // at least as long as they should); a tenth of a bucket is tolerated.
@@ -1331,7 +1602,7 @@ export class Engine implements RateLimiter {
     const L = rt.policy.limit;
     const fullCap = L + Math.min(rt.policy.maxCost, L);
     const ringCap = 2 * L;
-    let kw = this.windows[rt.idx]!.get(e.key);
+    let kw = rt.windows.get(e.key);
     if (kw === undefined) kw = this.createWindow(rt, e.key);
     const c = Math.floor(now / rt.bw);
     if (c > kw.cur) kw.roll(c);
@@ -1386,13 +1657,13 @@ export class Engine implements RateLimiter {
 
   /** A request for a peer's full state; carries our time for the clock-offset estimate. */
   buildSyncRequest(): Uint8Array {
-    return encodeSyncRequest({ version: this.version, t0: this.now() });
+    return encodeSyncRequest({ t0: this.now() });
   }
 
   /** Answer a sync request with every key's window of every origin we hold. */
   answerSync(from: string, request: Uint8Array): Uint8Array | ReceiveResult {
     const now = this.now();
-    const dec = decodeMessage(request, this.version);
+    const dec = decodeMessage(request);
     if (!dec.ok) return this.drop(`sync-${dec.reason}`);
     if (dec.message.type !== TYPE_SYNC_REQUEST) return this.drop('sync-bad-type');
     // Our own windows, and what we hold of the requester's own counts (a
@@ -1404,7 +1675,7 @@ export class Engine implements RateLimiter {
     const entries: WireEntry[] = [];
     for (const rt of this.rts) {
       if (rt.local) continue;
-      for (const [key, kw] of this.windows[rt.idx]!.map) {
+      for (const [key, kw] of rt.windows.map) {
         const c = Math.floor(now / rt.bw);
         if (c > kw.cur) kw.roll(c);
         if (kw.isEmpty()) continue;
@@ -1431,7 +1702,13 @@ export class Engine implements RateLimiter {
         }
       }
     }
-    return encodeSyncResponse({ version: this.version, t0: dec.message.t0, t1: now, origins, entries });
+    return encodeSyncResponse({
+      policies: this.wireTable,
+      t0: dec.message.t0,
+      t1: now,
+      origins,
+      entries,
+    });
   }
 
   /**
@@ -1450,15 +1727,17 @@ export class Engine implements RateLimiter {
     if (from === this.nodeId) return this.drop('sync-self');
     const known = this.peers.get(from);
     if (known !== undefined && now < known.ignoredUntil) return this.drop('sync-peer-ignored');
-    const dec = decodeMessage(response, this.version);
+    const dec = decodeMessage(response);
     if (!dec.ok) return this.drop(`sync-${dec.reason}`);
     const m = dec.message;
     if (m.type !== TYPE_SYNC_RESPONSE) return this.drop('sync-bad-type');
     if (m.origins[0] !== from) return this.drop('sync-wrong-origin');
-    const bad = this.validateEntries(m.entries);
+    const map = this.mapTable(undefined, m.policies, now);
+    const bad = this.validateEntries(m.entries, map);
     if (bad !== undefined) return this.drop(`sync-${bad}`);
     const peer = known ?? this.peers.ensure(from);
     if (peer === undefined) return this.drop('sync-too-many-peers');
+    this.mapTable(peer, m.policies, now);
     const self = m.origins.indexOf(this.nodeId);
     if (m.t0 <= now && now - m.t0 < 60_000) {
       peer.clockOffsetMs = m.t1 - (m.t0 + now) / 2;
@@ -1471,10 +1750,15 @@ export class Engine implements RateLimiter {
     const off = merge ? this.appliedOffset(peer) : 0;
     for (const e of m.entries) {
       if (!merge) break;
+      const rt = map[e.policy];
+      if (rt === undefined) {
+        this.counters.foreignEntries++;
+        continue;
+      }
       if (e.origin === 0) {
-        if (this.mergeEntry(peer.idx, e, now, off)) capped = true;
+        if (this.mergeEntry(rt, peer.idx, e, now, off)) capped = true;
       } else if (e.origin === self) {
-        if (this.mergeEntry(FLOOR, e, now, off)) capped = true;
+        if (this.mergeEntry(rt, FLOOR, e, now, off)) capped = true;
       } else foreign++;
     }
     if (foreign > 0)
@@ -1530,13 +1814,15 @@ export class Engine implements RateLimiter {
     for (const p of this.peers.byIdx) if (p?.skewed === true) skewed++;
     c.skewedPeers = skewed;
     let bytes = 0;
-    for (const sk of this.sketches) if (sk !== undefined) bytes += sk.bytes;
+    for (const rt of this.rts) if (rt.sketch !== undefined) bytes += rt.sketch.bytes;
     c.sketchBytes = bytes;
     c.livePeers = this.peers.live.length;
     c.stalePeers = this.peers.stale.length;
     c.members = this.peers.knownN;
     c.fallback = this.peers.allStale;
-    return { ...c, byMode: { ...c.byMode }, dropped: { ...c.dropped } };
+    const fv: Record<string, number> = {};
+    for (const rt of this.rtByWire) if (rt.foreign.length > 0) fv[rt.policy.name] = rt.foreign.length;
+    return { ...c, byMode: { ...c.byMode }, dropped: { ...c.dropped }, foreignVersion: fv };
   }
 
   /** This node's estimate of the global count for a key now (for tests and tools). */
@@ -1544,7 +1830,7 @@ export class Engine implements RateLimiter {
     const rt = this.rtByName.get(policy);
     if (rt === undefined || rt.local) return 0;
     const now = this.now();
-    const kw = this.windows[rt.idx]!.get(key);
+    const kw = rt.windows.get(key);
     if (kw === undefined) return 0;
     const c = Math.floor(now / rt.bw);
     if (c > kw.cur) kw.roll(c);

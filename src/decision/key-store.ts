@@ -84,6 +84,14 @@ export class KeyStore<T extends Evictable> {
     return true;
   }
 
+  /** Leave the budget for good (the policy was removed): every key is dropped, the store is not used again. */
+  dispose(): void {
+    const i = this.budget.stores.indexOf(this as unknown as KeyStore<Evictable>);
+    if (i >= 0) this.budget.stores.splice(i, 1);
+    this.budget.size -= this.map.size;
+    this.map.clear();
+  }
+
   /** Drop every state with nothing left in its window. */
   dropExpired(): void {
     for (const [k, v] of this.map) {

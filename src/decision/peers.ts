@@ -44,6 +44,8 @@ export interface PeerState {
   strikeSince: number;
   /** Its gossip and sync are ignored until this time (ours); -Infinity when not. */
   ignoredUntil: number;
+  /** The policy table (name, version) of its newest message: which version of each policy it runs. */
+  policies: readonly { name: string; version: string }[];
 }
 
 /** One peer as reported to users. */
@@ -144,6 +146,7 @@ export class PeerTable {
       strikes: 0,
       strikeSince: Number.NEGATIVE_INFINITY,
       ignoredUntil: Number.NEGATIVE_INFINITY,
+      policies: [],
     };
     this.byId.set(id, p);
     this.byIdx[idx] = p;

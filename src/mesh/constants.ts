@@ -27,5 +27,12 @@ export const SYNC_RETRY_MS = 500;
 export const SYNC_MAX_INBOUND_STREAMS = 4;
 /** Gossipsub frames may batch several messages (IWANT replies): cap frames at this multiple of a message. */
 export const RPC_FRAME_MESSAGES = 4;
-/** The gossip topic prefix; the policy-set version follows. */
+/** The gossip topic prefix; the wire format follows. */
 export const TOPIC_PREFIX = 'ratemesh/';
+/**
+ * The one gossip topic of this wire format, whatever the policies: versions
+ * are per policy and travel in every message (docs/wire-format.md), so nodes
+ * on different versions of some policy stay one membership. (Before format 3
+ * the topic carried the policy-set version, and any change split the mesh.)
+ */
+export const TOPIC = `${TOPIC_PREFIX}3`;

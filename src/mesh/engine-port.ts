@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import type { PolicySet } from '../policy/index.js';
 import type { PolicySpec, RateLimiter } from '../types.js';
 
 /** The outcome of handing peer bytes to the engine; it never throws, it counts and explains. */
@@ -22,8 +23,20 @@ export interface EnginePeer {
  * itself may ignore it.
  */
 export interface MeshEngine extends RateLimiter {
-  /** Policy-set version hash; the gossip topic is `ratemesh/<version>`. */
+  /** Policy-set version hash (informational: the wire carries one version per policy). */
   readonly version: string;
+  /** The version of each policy in force, by name. */
+  policyVersions(): Record<string, string>;
+  /** Policies some members run at another version than ours, with their versions. */
+  versionMismatches(): { policy: string; ours: string; peers: Record<string, string> }[];
+  /**
+   * Replace the policy set at runtime, keeping the state of unchanged policies
+   * (throws, changing nothing, when the set is invalid).
+   */
+  replacePolicies(
+    policies: readonly PolicySpec[] | PolicySet,
+    now?: number,
+  ): { kept: string[]; changed: string[]; added: string[]; removed: string[]; version: string };
   /**
    * This tick's message: every touched key's window of own counts, or a heartbeat.
    * `reach`: members the message goes to directly, this node included.

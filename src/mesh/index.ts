@@ -1,6 +1,6 @@
 import './polyfill.js';
 
-export { TOPIC_PREFIX } from './constants.js';
+export { TOPIC, TOPIC_PREFIX } from './constants.js';
 export { type BootstrapEntry, parseBootstrap, type Resolver } from './discovery.js';
 export type { EngineFactory, EngineInit, EnginePeer, MeshEngine, Receipt } from './engine-port.js';
 export { createMeshLimiter } from './mesh-limiter.js';

@@ -4,13 +4,15 @@ import { TopicValidatorResult } from '@libp2p/gossipsub';
 import type { PeerId } from '@libp2p/interface';
 import { peekGossipReach } from '../crdt/codec.js';
 import { warmUp } from '../decision/warm.js';
-import type { Decision, KeyOutcome, Policy, PolicyKey } from '../types.js';
+import type { PolicySet } from '../policy/index.js';
+import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../types.js';
 import {
   MAX_PUBLISHES_IN_FLIGHT,
   RPC_FRAME_MESSAGES,
   SYNC_ATTEMPTS,
   SYNC_MAX_INBOUND_STREAMS,
   SYNC_RETRY_MS,
+  TOPIC,
   TOPIC_PREFIX,
 } from './constants.js';
 import { defaultEngineFactory } from './default-engine.js';
@@ -20,7 +22,7 @@ import { peerIdOf } from './identity.js';
 import { createMeshNode, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
 import { SyncService } from './sync.js';
-import type { MeshLimiter, MeshLimiterOptions, MeshStats, PeerInfo } from './types.js';
+import type { MeshLimiter, MeshLimiterOptions, MeshStats, PeerInfo, PolicyChange } from './types.js';
 
 /** What we track of one mesh member (a peer on our topic or heard in our gossip). */
 interface Member {
@@ -73,7 +75,7 @@ class MeshLimiterImpl implements MeshLimiter {
   private readonly warnedVersions = new Set<string>();
   private readonly counters: Omit<
     MeshStats,
-    'peerId' | 'topic' | 'running' | 'peers' | 'sync' | 'discovery' | 'engine'
+    'peerId' | 'topic' | 'running' | 'peers' | 'sync' | 'discovery' | 'engine' | 'versionMismatch'
   >;
 
   constructor(private readonly cfg: MeshConfig) {
@@ -88,7 +90,7 @@ class MeshLimiterImpl implements MeshLimiter {
       expectedMembers: 1 + cfg.bootstrap.length,
       logger: cfg.logger,
     });
-    this.topic = `${TOPIC_PREFIX}${this.engine.version}`;
+    this.topic = TOPIC;
     this.rng = xorshift32(cfg.injectSeed);
     this.counters = {
       gossip: {
@@ -105,7 +107,7 @@ class MeshLimiterImpl implements MeshLimiter {
       },
       drops: {},
       injected: { delayMs: cfg.injectDelayMs, loss: cfg.injectLoss, delayed: 0, dropped: 0 },
-      versionMismatch: { events: 0, peers: {} },
+      otherTopics: { events: 0, peers: {} },
     };
   }
 
@@ -128,6 +130,23 @@ class MeshLimiterImpl implements MeshLimiter {
 
   policy(name: string): Policy | undefined {
     return this.engine.policy(name);
+  }
+
+  get policyVersion(): string {
+    return this.engine.version;
+  }
+
+  policyVersions(): Record<string, string> {
+    return this.engine.policyVersions();
+  }
+
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyChange {
+    const r = this.engine.replacePolicies(policies, this.cfg.clock.now());
+    this.cfg.logger.info(
+      { kept: r.kept, changed: r.changed, added: r.added, removed: r.removed, version: r.version },
+      'ratemesh policies replaced',
+    );
+    return r;
   }
 
   get ready(): boolean {
@@ -366,7 +385,7 @@ class MeshLimiterImpl implements MeshLimiter {
     if (this.isolated) return TopicValidatorResult.Ignore;
     const mode = this.cfg.relay;
     if (mode !== 'always') {
-      const reach = peekGossipReach(data, this.engine.version);
+      const reach = peekGossipReach(data);
       if (reach === 0) return TopicValidatorResult.Reject; // the engine counted why
       if (mode === 'never' || reach >= this.engine.memberCount()) {
         g.notRelayed++;
@@ -454,16 +473,16 @@ class MeshLimiterImpl implements MeshLimiter {
         const m = this.member(id, peerId, this.cfg.clock.now());
         this.maybeSync(id, m);
       } else if (s.topic.startsWith(TOPIC_PREFIX)) {
-        const version = s.topic.slice(TOPIC_PREFIX.length);
-        const vm = this.counters.versionMismatch;
+        const topic = s.topic;
+        const vm = this.counters.otherTopics;
         vm.events++;
-        vm.peers[id] = version;
-        const key = `${id}/${version}`;
+        vm.peers[id] = topic;
+        const key = `${id}/${topic}`;
         if (!this.warnedVersions.has(key)) {
           this.warnedVersions.add(key);
           this.cfg.logger.warn(
-            { peer: id, theirVersion: version, ourVersion: this.engine.version },
-            'ratemesh peer runs a different policy version: its gossip is not merged',
+            { peer: id, theirTopic: topic, ourTopic: this.topic },
+            'ratemesh peer is on another ratemesh topic (another wire format): its gossip is not merged',
           );
         }
       }
@@ -572,7 +591,10 @@ class MeshLimiterImpl implements MeshLimiter {
         this.sync === undefined
           ? emptySync()
           : { ...this.sync.stats, failures: { ...this.sync.stats.failures } },
-      versionMismatch: { events: c.versionMismatch.events, peers: { ...c.versionMismatch.peers } },
+      versionMismatch: Object.fromEntries(
+        this.engine.versionMismatches().map((m) => [m.policy, { ours: m.ours, peers: m.peers }]),
+      ),
+      otherTopics: { events: c.otherTopics.events, peers: { ...c.otherTopics.peers } },
       discovery: this.discovery === undefined ? emptyDiscovery() : { ...this.discovery.stats },
       engine: this.engine.stats(),
     };

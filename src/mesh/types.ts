@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import type { PolicySet } from '../policy/index.js';
 import type { PolicySpec, RateLimiter } from '../types.js';
 import type { EngineFactory } from './engine-port.js';
 
@@ -110,8 +111,29 @@ export interface MeshLimiter extends RateLimiter {
   multiaddrs(): string[];
   peers(): PeerInfo[];
   stats(): MeshStats;
-  /** The gossip topic, `ratemesh/<policy version>`. */
+  /** The gossip topic, `ratemesh/3` (one per wire format, whatever the policies). */
   readonly topic: string;
+  /** The policy-set version in force (one hash of every policy; informational). */
+  readonly policyVersion: string;
+  /** The version of each policy in force, by name (what the wire carries per policy). */
+  policyVersions(): Record<string, string>;
+  /**
+   * Replace the policy set at runtime (a config reload): validated first (a
+   * RateMeshError and nothing changed when invalid); unchanged policies keep
+   * their counts, changed ones start fresh under their new version, removed
+   * ones are dropped. Takes effect for the next check and the next gossip tick.
+   */
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyChange;
+}
+
+/** What a policy replacement did, by policy name. */
+export interface PolicyChange {
+  kept: string[];
+  changed: string[];
+  added: string[];
+  removed: string[];
+  /** The new policy-set version. */
+  version: string;
 }
 
 /** Counters of the network layer; the engine's own figures are under `engine`. */
@@ -138,8 +160,14 @@ export interface MeshStats {
   drops: Record<string, number>;
   injected: { delayMs: number; loss: number; delayed: number; dropped: number };
   sync: SyncStats;
-  /** Peers seen subscribing to another policy version's topic: never merged. */
-  versionMismatch: { events: number; peers: Record<string, string> };
+  /**
+   * Per policy: the members that run another version of it than ours (peer id
+   * → their version). Their counts for that policy are not merged and each
+   * counts as spending at least L/N of it; every other policy merges as usual.
+   */
+  versionMismatch: Record<string, { ours: string; peers: Record<string, string> }>;
+  /** Peers seen subscribing to another ratemesh topic (another wire format): never merged. */
+  otherTopics: { events: number; peers: Record<string, string> };
   discovery: { dials: number; dialErrors: number; dnsErrors: number; lastResolved: number };
   engine: object;
 }

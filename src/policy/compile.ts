@@ -10,7 +10,7 @@ import {
   NAME_PATTERN,
 } from './constants.js';
 import { describeValue } from './describe.js';
-import { policySetVersion } from './version.js';
+import { policySetVersion, policyVersion } from './version.js';
 
 /** A validated, frozen set of policies with unique names. Produced by {@link compilePolicies}. */
 export interface PolicySet {
@@ -27,6 +27,8 @@ export interface PolicySet {
   index(name: string): number;
   /** {@link policySetVersion} of the set: equal on every node that runs the same policies. */
   readonly version: string;
+  /** {@link policyVersion} of the named policy (what the wire carries per policy), or undefined. */
+  versionOf(name: string): string | undefined;
 }
 
 type Local = Required<LocalAlgorithmSpec>;
@@ -104,9 +106,11 @@ export function compilePolicies(specs: unknown): PolicySet {
 
   Object.freeze(policies);
   const version = policySetVersion(policies);
+  const versions = new Map(policies.map((p) => [p.name, policyVersion(p)]));
   return Object.freeze({
     policies,
     version,
+    versionOf: (name: string): string | undefined => versions.get(name),
     byName: (name: string): Policy | undefined => {
       const i = positions.get(name);
       return i === undefined ? undefined : policies[i];

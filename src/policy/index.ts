@@ -8,4 +8,4 @@ export {
   MIN_WINDOW_MS,
 } from './constants.js';
 export { checkCost } from './cost.js';
-export { canonicalPolicyJson, POLICY_SCHEMA, policySetVersion } from './version.js';
+export { canonicalPolicyJson, POLICY_SCHEMA, policySetVersion, policyVersion } from './version.js';

@@ -30,6 +30,20 @@ export function policySetVersion(policies: readonly Policy[]): string {
   return createHash('sha256').update(canonicalPolicyJson(policies)).digest('hex').slice(0, 16);
 }
 
+/**
+ * The version of one compiled policy: the first 16 hex characters (64 bits)
+ * of the SHA-256 of its canonical JSON (with the schema tag). Nodes version
+ * each policy on its own, so changing one policy leaves the versions of the
+ * others as they were: they keep merging counts across old and new nodes
+ * during a rollout (the wire format carries one version per policy).
+ */
+export function policyVersion(policy: Policy): string {
+  return createHash('sha256')
+    .update(canonicalJson({ schema: POLICY_SCHEMA, policy }))
+    .digest('hex')
+    .slice(0, 16);
+}
+
 /** JSON with object keys sorted; `undefined` fields are written as `null` so absent and present differ visibly. */
 function canonicalJson(value: unknown): string {
   if (value === undefined || value === null) return 'null';

@@ -21,9 +21,15 @@ import {
 
 const V = '0123456789abcdef';
 const OTHER = 'fedcba9876543210';
+/** A policy table: entries index it. */
+const TABLE = [
+  { name: 'api', version: V },
+  { name: 'login', version: OTHER },
+  { name: 'ip.global:v2', version: '00000000000000ff' },
+];
 
 const gossip: Omit<GossipMessage, 'type'> = {
-  version: V,
+  policies: TABLE,
   seq: 42,
   sentAt: 1_700_000_000_123.5,
   members: 3,
@@ -42,7 +48,7 @@ const gossip: Omit<GossipMessage, 'type'> = {
 };
 
 const syncRes: Omit<SyncResponse, 'type'> = {
-  version: V,
+  policies: TABLE,
   t0: 1000.25,
   t1: 1017.75,
   origins: ['node-a', 'node-b'],
@@ -52,10 +58,10 @@ const syncRes: Omit<SyncResponse, 'type'> = {
   ],
 };
 
-function expectReason(bytes: Uint8Array, reason: string, version = V): void {
+function expectReason(bytes: Uint8Array, reason: string): void {
   let res: ReturnType<typeof decodeMessage> | undefined;
   expect(() => {
-    res = decodeMessage(bytes, version);
+    res = decodeMessage(bytes);
   }).not.toThrow();
   expect(res).toEqual({ ok: false, reason });
 }
@@ -65,7 +71,10 @@ function rawGossip(opts: {
   magic?: number;
   format?: number;
   type?: number;
-  version?: string;
+  /** Rows of the policy table, written raw (name bytes, 8 version bytes). */
+  table?: { name: string | Uint8Array; version?: string }[];
+  /** The table's row count as written (default: its length). */
+  rows?: number;
   seq?: number;
   sentAt?: number;
   members?: number;
@@ -78,7 +87,14 @@ function rawGossip(opts: {
   w.u8(opts.magic ?? MAGIC);
   w.u8(opts.format ?? FORMAT);
   w.u8(opts.type ?? TYPE_GOSSIP);
-  w.bytes(versionBytes(opts.version ?? V));
+  const table = opts.table ?? [{ name: 'api', version: V }];
+  w.varint(opts.rows ?? table.length);
+  for (const row of table) {
+    const name = typeof row.name === 'string' ? new TextEncoder().encode(row.name) : row.name;
+    w.varint(name.length);
+    w.bytes(name);
+    w.bytes(versionBytes(row.version ?? V));
+  }
   w.varint(opts.seq ?? 1);
   w.f64(opts.sentAt ?? 5);
   w.varint(opts.members ?? 1);
@@ -111,30 +127,36 @@ describe('codec round trips', () => {
     expect(bytes[0]).toBe(MAGIC);
     expect(bytes[1]).toBe(FORMAT);
     expect(bytes[2]).toBe(TYPE_GOSSIP);
-    expect(decodeMessage(bytes, V)).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...gossip } });
+    expect(decodeMessage(bytes)).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...gossip } });
   });
 
   it('gossip heartbeat (no entries)', () => {
-    const m = { version: V, seq: 0, sentAt: -5, members: 1, reach: 1, entries: [] };
-    expect(decodeMessage(encodeGossip(m), V)).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m } });
+    const m = { policies: [], seq: 0, sentAt: -5, members: 1, reach: 1, entries: [] };
+    expect(decodeMessage(encodeGossip(m))).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m } });
   });
 
   it('sync request', () => {
-    const bytes = encodeSyncRequest({ version: V, t0: 1234.5 });
-    expect(decodeMessage(bytes, V)).toEqual({
+    const bytes = encodeSyncRequest({ t0: 1234.5 });
+    expect(decodeMessage(bytes)).toEqual({
       ok: true,
-      message: { type: TYPE_SYNC_REQUEST, version: V, t0: 1234.5 },
+      message: { type: TYPE_SYNC_REQUEST, t0: 1234.5 },
     });
   });
 
   it('sync response', () => {
     const bytes = encodeSyncResponse(syncRes);
-    expect(decodeMessage(bytes, V)).toEqual({ ok: true, message: { type: TYPE_SYNC_RESPONSE, ...syncRes } });
+    expect(decodeMessage(bytes)).toEqual({ ok: true, message: { type: TYPE_SYNC_RESPONSE, ...syncRes } });
   });
 
-  it('accepts a longer version string by its first 16 hex digits', () => {
-    const bytes = encodeSyncRequest({ version: V, t0: 1 });
-    expect(decodeMessage(bytes, `${V}ffff`).ok).toBe(true);
+  it('format 3: the policy table is carried whole, one 8-byte version per policy, and entries index it', () => {
+    const bytes = encodeGossip(gossip);
+    const dec = decodeMessage(bytes);
+    expect(dec.ok && dec.message.type === TYPE_GOSSIP && dec.message.policies).toEqual(TABLE);
+    // header (3) + rows (1) + per row: name length (1) + name + 8 version bytes
+    const tableBytes = 1 + TABLE.reduce((n, r) => n + 1 + r.name.length + 8, 0);
+    const noTable = encodeGossip({ ...gossip, policies: [], entries: [] });
+    expect(encodeGossip({ ...gossip, entries: [] }).length - noTable.length).toBe(tableBytes - 1);
+    expect(FORMAT).toBe(3);
   });
 
   const keyArb = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }).filter((s) => {
@@ -144,7 +166,7 @@ describe('codec round trips', () => {
   const entryArb = (origins: number): fc.Arbitrary<WireEntry> =>
     fc.record({
       origin: origins > 0 ? fc.integer({ min: 0, max: origins - 1 }) : fc.constant(0),
-      policy: fc.nat({ max: 1000 }),
+      policy: fc.nat({ max: TABLE.length - 1 }),
       key: keyArb,
       base: fc.maxSafeNat(),
       counts: fc.array(fc.integer({ min: 0, max: LIMITS.count }), { minLength: 1, maxLength: LIMITS.counts }),
@@ -160,8 +182,8 @@ describe('codec round trips', () => {
         fc.integer({ min: 1, max: LIMITS.origins }),
         fc.array(entryArb(0), { maxLength: 8 }),
         (seq, sentAt, members, reach, entries) => {
-          const m = { version: V, seq, sentAt, members, reach, entries };
-          const dec = decodeMessage(encodeGossip(m), V);
+          const m = { policies: TABLE, seq, sentAt, members, reach, entries };
+          const dec = decodeMessage(encodeGossip(m));
           expect(dec).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m } });
         },
       ),
@@ -187,8 +209,8 @@ describe('codec round trips', () => {
             fc.array(entryArb(origins.length), { minLength: n, maxLength: n }),
             1,
           )[0]!;
-          const m = { version: V, t0, t1, origins, entries };
-          expect(decodeMessage(encodeSyncResponse(m), V)).toEqual({
+          const m = { policies: TABLE, t0, t1, origins, entries };
+          expect(decodeMessage(encodeSyncResponse(m))).toEqual({
             ok: true,
             message: { type: TYPE_SYNC_RESPONSE, ...m },
           });
@@ -202,7 +224,7 @@ describe('codec round trips', () => {
 describe('codec rejects malformed input whole, never throwing', () => {
   const valid = [
     ['gossip', encodeGossip(gossip)],
-    ['sync request', encodeSyncRequest({ version: V, t0: 3 })],
+    ['sync request', encodeSyncRequest({ t0: 3 })],
     ['sync response', encodeSyncResponse(syncRes)],
   ] as const;
 
@@ -221,14 +243,10 @@ describe('codec rejects malformed input whole, never throwing', () => {
       expectReason(longer, 'bad-field');
     });
 
-    it(`${name}: another policy-set version`, () => {
-      expectReason(bytes, 'version-mismatch', OTHER);
-    });
-
     it(`${name}: a decode from an offset inside a larger buffer works`, () => {
       const big = new Uint8Array(bytes.length + 7);
       big.set(bytes, 7);
-      expect(decodeMessage(big.subarray(7), V).ok).toBe(true);
+      expect(decodeMessage(big.subarray(7)).ok).toBe(true);
     });
   }
 
@@ -243,7 +261,25 @@ describe('codec rejects malformed input whole, never throwing', () => {
     expectReason(rawGossip({ type: 4 }), 'bad-type');
     expectReason(rawGossip({ type: 255 }), 'bad-type');
   });
-  it('wrong version', () => expectReason(rawGossip({ version: OTHER }), 'version-mismatch'));
+  it('another version of a policy is not an error for the codec (the engine decides what merges)', () => {
+    expect(decodeMessage(rawGossip({ table: [{ name: 'api', version: OTHER }] })).ok).toBe(true);
+  });
+  it('a bad policy table is refused whole', () => {
+    // an entry indexing past the table
+    const entry = (w: Writer) => rawEntry(w, { policy: 1 });
+    expectReason(rawGossip({ n: 1, entries: entry }), 'bad-field');
+    expect(decodeMessage(rawGossip({ n: 1, entries: (w) => rawEntry(w, { policy: 0 }) })).ok).toBe(true);
+    // duplicate names, empty, too long, not a policy name, invalid UTF-8
+    expectReason(rawGossip({ table: [{ name: 'api' }, { name: 'api' }] }), 'bad-field');
+    expectReason(rawGossip({ table: [{ name: '' }] }), 'bad-field');
+    expectReason(rawGossip({ table: [{ name: 'x'.repeat(LIMITS.policyNameBytes + 1) }] }), 'bad-field');
+    expect(decodeMessage(rawGossip({ table: [{ name: 'x'.repeat(LIMITS.policyNameBytes) }] })).ok).toBe(true);
+    expectReason(rawGossip({ table: [{ name: 'a b' }] }), 'bad-field');
+    expectReason(rawGossip({ table: [{ name: new Uint8Array([0xff, 0xfe]) }] }), 'bad-field');
+    // more rows than the cap, and a row count the frame does not hold
+    expectReason(rawGossip({ table: [], rows: LIMITS.policies + 1 }), 'bad-field');
+    expect(decodeMessage(rawGossip({ rows: 2 })).ok).toBe(false);
+  });
   it('not a Uint8Array', () => {
     expectReason('hello' as unknown as Uint8Array, 'bad-field');
     expectReason(null as unknown as Uint8Array, 'bad-field');
@@ -269,7 +305,7 @@ describe('codec rejects malformed input whole, never throwing', () => {
     w.u8(MAGIC);
     w.u8(FORMAT);
     w.u8(TYPE_SYNC_RESPONSE);
-    w.bytes(versionBytes(V));
+    w.varint(0); // an empty policy table
     w.f64(1);
     w.f64(2);
     w.varint(1);
@@ -283,37 +319,37 @@ describe('codec rejects malformed input whole, never throwing', () => {
   it('members 0 or above the cap', () => {
     expectReason(rawGossip({ members: 0 }), 'bad-field');
     expectReason(rawGossip({ members: LIMITS.origins + 1 }), 'bad-field');
-    expect(decodeMessage(rawGossip({ members: LIMITS.origins }), V).ok).toBe(true);
+    expect(decodeMessage(rawGossip({ members: LIMITS.origins })).ok).toBe(true);
   });
 
   it('reach 0 or above the cap', () => {
     expectReason(rawGossip({ reach: 0 }), 'bad-field');
     expectReason(rawGossip({ reach: LIMITS.origins + 1 }), 'bad-field');
-    expect(decodeMessage(rawGossip({ reach: LIMITS.origins }), V).ok).toBe(true);
+    expect(decodeMessage(rawGossip({ reach: LIMITS.origins })).ok).toBe(true);
   });
 
   it('peekGossipReach reads reach from the header, and 0 from anything that is not a gossip header of this version', () => {
-    expect(peekGossipReach(encodeGossip({ ...gossip, reach: 7 }), V)).toBe(7);
-    expect(peekGossipReach(rawGossip({ reach: 5, n: 3 }), V)).toBe(5); // entries are not read
-    expect(peekGossipReach(rawGossip({ reach: 5 }), OTHER)).toBe(0);
-    expect(peekGossipReach(rawGossip({ reach: 0 }), V)).toBe(0);
-    expect(peekGossipReach(rawGossip({ members: 0 }), V)).toBe(0);
-    expect(peekGossipReach(rawGossip({ format: 1 }), V)).toBe(0);
-    expect(peekGossipReach(encodeSyncRequest({ version: V, t0: 1 }), V)).toBe(0);
-    expect(peekGossipReach(encodeGossip(gossip).subarray(0, 20), V)).toBe(0);
-    expect(peekGossipReach(new Uint8Array(0), V)).toBe(0);
-    expect(peekGossipReach('x' as unknown as Uint8Array, V)).toBe(0);
+    expect(peekGossipReach(encodeGossip({ ...gossip, reach: 7 }))).toBe(7);
+    expect(peekGossipReach(rawGossip({ reach: 5, n: 3 }))).toBe(5); // entries are not read
+    expect(peekGossipReach(rawGossip({ reach: 5, table: [{ name: 'api' }, { name: 'api' }] }))).toBe(0);
+    expect(peekGossipReach(rawGossip({ reach: 0 }))).toBe(0);
+    expect(peekGossipReach(rawGossip({ members: 0 }))).toBe(0);
+    expect(peekGossipReach(rawGossip({ format: 1 }))).toBe(0);
+    expect(peekGossipReach(encodeSyncRequest({ t0: 1 }))).toBe(0);
+    expect(peekGossipReach(encodeGossip(gossip).subarray(0, 20))).toBe(0);
+    expect(peekGossipReach(new Uint8Array(0))).toBe(0);
+    expect(peekGossipReach('x' as unknown as Uint8Array)).toBe(0);
   });
 
   it('a non-finite time', () => {
     expectReason(rawGossip({ sentAt: Number.NaN }), 'bad-field');
     expectReason(rawGossip({ sentAt: Number.POSITIVE_INFINITY }), 'bad-field');
-    expectReason(encodeSyncRequest({ version: V, t0: Number.NEGATIVE_INFINITY }), 'bad-field');
+    expectReason(encodeSyncRequest({ t0: Number.NEGATIVE_INFINITY }), 'bad-field');
   });
 
   it('key too long, zero-length key, invalid UTF-8', () => {
     const e = (key: Uint8Array) => rawGossip({ n: 1, entries: (w) => rawEntry(w, { key }) });
-    expect(decodeMessage(e(new Uint8Array(LIMITS.keyBytes).fill(0x61)), V).ok).toBe(true);
+    expect(decodeMessage(e(new Uint8Array(LIMITS.keyBytes).fill(0x61))).ok).toBe(true);
     expectReason(e(new Uint8Array(LIMITS.keyBytes + 1).fill(0x61)), 'bad-key');
     expectReason(e(new Uint8Array(0)), 'bad-key');
     expectReason(e(new Uint8Array([0x61, 0xff, 0x62])), 'bad-key');
@@ -325,15 +361,15 @@ describe('codec rejects malformed input whole, never throwing', () => {
     const e = (x: Parameters<typeof rawEntry>[1]) => rawGossip({ n: 1, entries: (w) => rawEntry(w, x) });
     expectReason(e({ counts: [] }), 'bad-field');
     expectReason(e({ counts: new Array(LIMITS.counts + 1).fill(1) }), 'bad-field');
-    expect(decodeMessage(e({ counts: new Array(LIMITS.counts).fill(1) }), V).ok).toBe(true);
+    expect(decodeMessage(e({ counts: new Array(LIMITS.counts).fill(1) })).ok).toBe(true);
     expectReason(e({ counts: [LIMITS.count + 1] }), 'bad-field');
-    expect(decodeMessage(e({ counts: [LIMITS.count] }), V).ok).toBe(true);
+    expect(decodeMessage(e({ counts: [LIMITS.count] })).ok).toBe(true);
     expectReason(e({ demand: LIMITS.count + 1 }), 'bad-field');
     expectReason(e({ counts: [Number.MAX_SAFE_INTEGER] }), 'bad-field');
   });
 
   it('a varint longer than 8 bytes or above 2^53', () => {
-    const tooLong = rawGossip({ seq: 0 }).slice(0, 11);
+    const tooLong = rawGossip({ seq: 0, table: [] }).slice(0, 4); // header and an empty policy table
     const w = new Writer();
     w.bytes(tooLong);
     for (let i = 0; i < 8; i++) w.u8(0xff);
@@ -352,13 +388,13 @@ describe('codec rejects malformed input whole, never throwing', () => {
     expectReason(base([], []), 'bad-field');
     expectReason(base(['a'], [{ ...syncRes.entries[0]!, origin: 1 }]), 'bad-field');
     expectReason(base(['x'.repeat(129)], []), 'bad-field');
-    expect(decodeMessage(base(['x'.repeat(128)], []), V).ok).toBe(true);
+    expect(decodeMessage(base(['x'.repeat(128)], [])).ok).toBe(true);
   });
 
   it('random bytes never throw (property)', () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 300 }), (bytes) => {
-        const res = decodeMessage(bytes, V);
+        const res = decodeMessage(bytes);
         if (!res.ok) expect(typeof res.reason).toBe('string');
       }),
       { numRuns: 2000 },
@@ -366,7 +402,10 @@ describe('codec rejects malformed input whole, never throwing', () => {
   });
 
   it('random bytes after a valid header never throw and never half-decode (property)', () => {
-    const head = encodeGossip({ ...gossip, entries: [] }).subarray(0, 11);
+    const head = encodeGossip({ ...gossip, policies: [{ name: 'api', version: V }], entries: [] }).subarray(
+      0,
+      11,
+    );
     fc.assert(
       fc.property(
         fc.uint8Array({ maxLength: 200 }),
@@ -376,7 +415,7 @@ describe('codec rejects malformed input whole, never throwing', () => {
           bytes.set(head);
           bytes[2] = type;
           bytes.set(tail, 11);
-          const res = decodeMessage(bytes, V);
+          const res = decodeMessage(bytes);
           if (res.ok) {
             // whatever decodes re-encodes to the same bytes (accepted whole, nothing invented)
             const m = res.message;
@@ -386,7 +425,7 @@ describe('codec rejects malformed input whole, never throwing', () => {
                 : m.type === TYPE_SYNC_REQUEST
                   ? encodeSyncRequest(m)
                   : encodeSyncResponse(m);
-            expect(decodeMessage(again, V)).toEqual(res);
+            expect(decodeMessage(again)).toEqual(res);
           } else expect(typeof res.reason).toBe('string');
         },
       ),
@@ -400,7 +439,7 @@ describe('codec rejects malformed input whole, never throwing', () => {
       fc.property(fc.nat({ max: bytes.length - 1 }), fc.integer({ min: 0, max: 255 }), (i, b) => {
         const copy = bytes.slice();
         copy[i] = b;
-        const res = decodeMessage(copy, V);
+        const res = decodeMessage(copy);
         expect(typeof res.ok).toBe('boolean');
       }),
       { numRuns: 1000 },

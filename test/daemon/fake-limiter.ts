@@ -1,6 +1,7 @@
 import { ErrorCodes, RateMeshError } from '../../src/errors.js';
-import type { MeshLimiter, MeshStats, PeerInfo } from '../../src/mesh/types.js';
-import type { Decision, KeyOutcome, Policy, PolicyKey } from '../../src/types.js';
+import type { MeshLimiter, MeshStats, PeerInfo, PolicyChange } from '../../src/mesh/types.js';
+import type { PolicySet } from '../../src/policy/index.js';
+import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../../src/types.js';
 
 /**
  * A stand-in for the mesh limiter: fixed counts per (policy, key) that never
@@ -18,13 +19,50 @@ export class FakeLimiter implements MeshLimiter {
   /** When set, check() throws it (to test the server's 500 path). */
   explode: unknown;
   private readonly counts = new Map<string, number>();
-  private readonly limits: Map<string, number>;
+  private limits: Map<string, number>;
+  /** Policy sets handed to replacePolicies, in order. */
+  readonly replaced: { name: string; limit: number }[][] = [];
 
   constructor(policies: { name: string; limit: number; shadow?: boolean }[] = [{ name: 'api', limit: 3 }]) {
     this.limits = new Map(policies.map((p) => [p.name, p.limit]));
     this.shadow = new Set(policies.filter((p) => p.shadow).map((p) => p.name));
   }
-  private readonly shadow: Set<string>;
+  private shadow: Set<string>;
+
+  get policyVersion(): string {
+    return [...this.limits].map(([n, l]) => `${n}=${l}`).join(',');
+  }
+
+  policyVersions(): Record<string, string> {
+    return Object.fromEntries([...this.limits].map(([n, l]) => [n, `v${l}`]));
+  }
+
+  /** Keeps the counts of a policy whose limit is unchanged; a changed or removed one loses them. */
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyChange {
+    const list = (Array.isArray(policies) ? policies : (policies as PolicySet).policies) as {
+      name: string;
+      limit: number;
+      shadow?: boolean;
+    }[];
+    const next = new Map(list.map((p) => [p.name, p.limit]));
+    const out: PolicyChange = { kept: [], changed: [], added: [], removed: [], version: '' };
+    for (const [name, limit] of next) {
+      const was = this.limits.get(name);
+      if (was === undefined) out.added.push(name);
+      else if (was === limit) out.kept.push(name);
+      else out.changed.push(name);
+    }
+    for (const name of this.limits.keys()) if (!next.has(name)) out.removed.push(name);
+    for (const k of [...this.counts.keys()]) {
+      const name = k.slice(0, k.indexOf('/'));
+      if (!out.kept.includes(name)) this.counts.delete(k);
+    }
+    this.limits = next;
+    this.shadow = new Set(list.filter((p) => p.shadow).map((p) => p.name));
+    this.replaced.push(list.map((p) => ({ name: p.name, limit: p.limit })));
+    out.version = this.policyVersion;
+    return out;
+  }
 
   async start(): Promise<void> {
     this.started++;
@@ -135,7 +173,8 @@ export function emptyStats(peerId: string, topic: string): MeshStats {
     drops: {},
     injected: { delayMs: 0, loss: 0, delayed: 0, dropped: 0 },
     sync: { pulls: 0, pullsOk: 0, pullsFailed: 0, served: 0, bytesIn: 0, bytesOut: 0, failures: {} },
-    versionMismatch: { events: 0, peers: {} },
+    versionMismatch: {},
+    otherTopics: { events: 0, peers: {} },
     discovery: { dials: 0, dialErrors: 0, dnsErrors: 0, lastResolved: 0 },
     engine: {},
   };

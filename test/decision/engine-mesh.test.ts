@@ -30,7 +30,7 @@ function craft(to: Engine, entries: Partial<WireEntry>[], seq = 1, bw = 100): Ui
   const now = T0;
   const base = Math.floor(now / bw) - 10;
   return encodeGossip({
-    version: to.version,
+    policies: to.policyTable(),
     seq,
     sentAt: now,
     members: 2,
@@ -157,16 +157,40 @@ describe('gossip between engines', () => {
     expect(b.estimate('p', 'k')).toBe(14);
   });
 
-  it('a message from an engine with a different policy set is dropped as version-mismatch', () => {
+  it('a sender on another version of a policy: its message is accepted, that policy is not merged, it is counted as on another version', () => {
     const clock = new ManualClock(T0);
     const a = new Engine({ policies: P, clock, nodeId: 'a' });
     const other = new Engine({ policies: [{ name: 'p', limit: L + 1, windowMs: 1000 }], clock, nodeId: 'x' });
     expect(other.version).not.toBe(a.version);
+    expect(other.policyVersions().p).not.toBe(a.policyVersions().p);
     spend(other, 'p', 'k', 10);
-    expect(a.receiveGossip('x', other.buildGossip())).toEqual({ ok: false, reason: 'version-mismatch' });
+    expect(a.receiveGossip('x', other.buildGossip())).toEqual({ ok: true });
     expect(a.estimate('p', 'k')).toBe(0);
-    expect(a.peerViews()).toEqual([]);
-    expect(a.stats().dropped).toEqual({ 'version-mismatch': 1 });
+    expect(a.peerViews().map((v) => v.id)).toEqual(['x']);
+    expect(a.stats().dropped).toEqual({});
+    expect(a.stats().foreignEntries).toBe(1);
+    expect(a.stats().foreignVersion).toEqual({ p: 1 });
+    expect(a.versionMismatches()).toEqual([
+      { policy: 'p', ours: a.policyVersions().p, peers: { x: other.policyVersions().p } },
+    ]);
+  });
+
+  it('policies a node does not have are ignored, not an error; the ones it has merge', () => {
+    const clock = new ManualClock(T0);
+    const a = new Engine({ policies: P, clock, nodeId: 'a' });
+    const x = new Engine({ policies: [...P, { name: 'extra', limit: 5, windowMs: 1000 }], clock, nodeId: 'x' });
+    spend(x, 'p', 'k', 4);
+    spend(x, 'extra', 'k', 3);
+    expect(a.receiveGossip('x', x.buildGossip())).toEqual({ ok: true });
+    expect(a.estimate('p', 'k')).toBe(4);
+    expect(a.stats().foreignEntries).toBe(1);
+    expect(a.stats().foreignVersion).toEqual({});
+    // and the other way: a policy the sender does not have costs it nothing here
+    spend(a, 'p', 'k', 1);
+    expect(x.receiveGossip('a', a.buildGossip())).toEqual({ ok: true });
+    expect(x.estimate('p', 'k')).toBe(5);
+    expect(x.stats().foreignVersion).toEqual({});
+    expect(x.check('extra', 'j').allowed).toBe(true);
   });
 
   it('the same policies in another order interoperate (wire index by name)', () => {
@@ -204,20 +228,21 @@ describe('gossip between engines', () => {
     expect(b.estimate('p', 'i')).toBe(L);
   });
 
-  it('an entry with an unknown policy index drops the whole message (never merged in part)', () => {
+  it('an entry indexing past the policy table drops the whole message (never merged in part)', () => {
     const { es } = mesh(['b'], [...P, { name: 'q', scope: 'local', limit: 5, windowMs: 1000 }]);
     const b = es[0]!;
     const c = Math.floor(T0 / 100);
     const fine = { base: c, counts: [7] };
-    // wire indexes follow the name order: p = 0, q = 1 (local: not gossiped)
+    // the table holds global policies only: p = 0 (q is local, never on the wire)
+    expect(b.policyTable().map((r) => r.name)).toEqual(['p']);
     for (const bad of [{ policy: 2 }, { policy: 1 }, { policy: 99 }]) {
       const msg = craft(b, [fine, { ...fine, key: 'j', ...bad }]);
-      expect(b.receiveGossip('x', msg)).toEqual({ ok: false, reason: 'unknown-policy' });
+      expect(b.receiveGossip('x', msg)).toEqual({ ok: false, reason: 'bad-field' });
     }
     expect(b.estimate('p', 'k')).toBe(0);
     expect(b.estimate('p', 'j')).toBe(0);
     expect(b.peerViews()).toEqual([]);
-    expect(b.stats().dropped['unknown-policy']).toBe(3);
+    expect(b.stats().dropped['bad-field']).toBe(3);
     // other whole-message rejections after decoding
     expect(b.receiveGossip('x', craft(b, [fine, { key: 'bad\u0001key', base: c, counts: [1] }]))).toEqual({
       ok: false,
@@ -429,7 +454,7 @@ describe('sync', () => {
     expect(a2.estimate('p', 'k')).toBe(60);
     expect(spend(a2, 'p', 'k', 100)).toBe(L - 60);
     // what it gossips is what it admitted since the restart, never what b told it
-    const dec = decodeMessage(a2.buildGossip(), a2.version);
+    const dec = decodeMessage(a2.buildGossip());
     if (!dec.ok || dec.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
     expect(dec.message.entries[0]!.counts.reduce((x, y) => x + y, 0)).toBe(L - 60);
     gossip(a2, b);
@@ -454,7 +479,11 @@ describe('sync', () => {
       clock: new ManualClock(T0),
       nodeId: 'o',
     });
-    expect(other.receiveSyncResponse('a', res)).toEqual({ ok: false, reason: 'sync-version-mismatch' });
+    // another version of p: the answer is taken (a member), p's counts are not merged
+    expect(other.receiveSyncResponse('a', res)).toEqual({ ok: true });
+    expect(other.estimate('p', 'k')).toBe(0);
+    expect(other.stats().foreignEntries).toBe(1);
+    expect(other.stats().foreignVersion).toEqual({ p: 1 });
     expect(b.estimate('p', 'k')).toBe(0);
     expect(a.stats().dropped).toEqual({ 'sync-bad-magic': 1, 'sync-bad-type': 1 });
     expect(b.stats().dropped).toEqual({ 'sync-wrong-origin': 1, 'sync-truncated': 1, 'sync-bad-type': 1 });
@@ -468,7 +497,7 @@ describe('sync', () => {
     spend(a, 'p', 'k', 3);
     clock.advance(150);
     spend(a, 'p', 'k', 2);
-    const dec = decodeMessage(a.buildGossip(), a.version);
+    const dec = decodeMessage(a.buildGossip());
     expect(dec.ok).toBe(true);
     if (!dec.ok || dec.message.type !== TYPE_GOSSIP) return;
     expect(dec.message.members).toBe(1);

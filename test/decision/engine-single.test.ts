@@ -518,7 +518,7 @@ describe('local scope and front limiters', () => {
     expect(d).toMatchObject({ allowed: false, limited: true, mode: 'local', rule: 'local-limit' });
     expect(d.retryAfterMs).toBe(200); // GCRA: one cell per 200 ms
     expect(e.estimate('l', 'k')).toBe(0); // no global count
-    const m = decodeMessage(e.buildGossip(), e.version);
+    const m = decodeMessage(e.buildGossip());
     expect(m.ok && m.message.type === TYPE_GOSSIP && m.message.entries.length).toBe(0);
     clock.advance(200);
     expect(e.check('l', 'k').allowed).toBe(true);
@@ -586,7 +586,7 @@ describe('gossip header', () => {
   it('carries reach as given (clamped to 1..origin cap), else every live member', () => {
     const { e } = engine([P]);
     const read = (bytes: Uint8Array) => {
-      const m = decodeMessage(bytes, e.version);
+      const m = decodeMessage(bytes);
       if (!m.ok || m.message.type !== TYPE_GOSSIP) throw new Error('expected a gossip message');
       return m.message;
     };
@@ -612,7 +612,7 @@ describe('hot-key shortcut', () => {
     // the hot key was dropped from the store; checking it again must count in the store's window
     expect(e.check('p', 'hot').allowed).toBe(true);
     expect(e.estimate('p', 'hot')).toBe(1);
-    const m = decodeMessage(e.buildGossip(), e.version);
+    const m = decodeMessage(e.buildGossip());
     if (!m.ok || m.message.type !== TYPE_GOSSIP) throw new Error('expected a gossip message');
     expect(m.message.entries.map((x) => x.key)).toContain('hot');
   });

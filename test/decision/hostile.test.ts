@@ -10,7 +10,7 @@ const P: PolicySpec[] = [{ name: 'p', limit: L, windowMs: 1000, buckets: 10, ove
 
 function msg(to: Engine, seq: number, entries: Partial<WireEntry>[], sentAt = T0): Uint8Array {
   return encodeGossip({
-    version: to.version,
+    policies: to.policyTable(),
     seq,
     sentAt,
     members: 2,
@@ -86,7 +86,7 @@ describe('per-origin caps across messages', () => {
     const sizes: number[] = [];
     for (let t = 0; t < 3; t++) {
       const bytes = a.buildGossip();
-      const dec = decodeMessage(bytes, a.version);
+      const dec = decodeMessage(bytes);
       if (!dec.ok || dec.message.type !== TYPE_GOSSIP) throw new Error('bad gossip');
       sizes.push(dec.message.entries.length);
       expect(b.receiveGossip('a', bytes).ok).toBe(true);
@@ -115,7 +115,7 @@ describe('demand claims backed by no counts', () => {
         if (attacker) {
           // demand 2^40 per window for the key, not one count behind it
           const m = encodeGossip({
-            version: a.version,
+            policies: a.policyTable(),
             seq: ++seq,
             sentAt: T0 + ms,
             members: 3,

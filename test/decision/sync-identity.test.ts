@@ -11,7 +11,7 @@ const P: PolicySpec[] = [{ name: 'p', limit: L, windowMs: 1000, buckets: 10, ove
 function response(to: Engine, origins: string[], entries: Partial<WireEntry>[]): Uint8Array {
   const base = Math.floor(T0 / 100) - 10;
   return encodeSyncResponse({
-    version: to.version,
+    policies: to.policyTable(),
     t0: T0,
     t1: T0,
     origins,
@@ -57,7 +57,7 @@ describe('sync is tied to identity', () => {
     // capped at L in a bucket (main gossiped these 100 as its own counts: laundered under its signature)
     expect(b.estimate('p', 'k')).toBe(L);
     spend(b, 'p', 'k', 1);
-    const dec = decodeMessage(b.buildGossip(), b.version);
+    const dec = decodeMessage(b.buildGossip());
     if (!dec.ok || dec.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
     expect(dec.message.entries.reduce((a, e) => a + e.counts.reduce((x, y) => x + y, 0), 0)).toBe(0);
   });
@@ -88,7 +88,7 @@ describe('sync is tied to identity', () => {
     a.receiveGossip('b', b.buildGossip());
     a.receiveGossip('c', c.buildGossip());
     const ans = a.answerSync('b', b.buildSyncRequest()) as Uint8Array;
-    const dec = decodeMessage(ans, a.version);
+    const dec = decodeMessage(ans);
     if (!dec.ok || dec.message.type !== 3) throw new Error('no answer');
     expect(dec.message.origins).toEqual(['a', 'b']);
     expect(dec.message.entries.map((e) => [e.origin, e.counts.reduce((x, y) => x + y, 0)])).toEqual([

@@ -5,7 +5,8 @@ import { counterKey } from '../../src/envoy/key.js';
 import { type DescriptorEntry, matchDescriptor } from '../../src/envoy/matcher.js';
 import type { EnvoyRateLimit } from '../../src/envoy/tree.js';
 import { ErrorCodes, RateMeshError } from '../../src/errors.js';
-import type { MeshLimiter, MeshStats, PeerInfo } from '../../src/mesh/types.js';
+import type { MeshLimiter, MeshStats, PeerInfo, PolicyChange } from '../../src/mesh/types.js';
+import type { PolicySet } from '../../src/policy/index.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../../src/types.js';
 import { emptyStats } from '../daemon/fake-limiter.js';
 
@@ -77,6 +78,15 @@ export class EngineLimiter implements MeshLimiter {
   }
   policy(name: string): Policy | undefined {
     return this.engine.policy(name);
+  }
+  get policyVersion(): string {
+    return this.engine.version;
+  }
+  policyVersions(): Record<string, string> {
+    return this.engine.policyVersions();
+  }
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyChange {
+    return this.engine.replacePolicies(policies);
   }
   check(policy: string, keys: string | readonly string[], cost?: number): Decision {
     this.guard();

@@ -147,7 +147,22 @@ export function fuzz(count: number, seed = 1): FuzzReport {
     'x'.repeat(129),
     ...Array.from({ length: 30 }, (_, i) => `p${i}`),
   ];
-  const version = target.version;
+  const table = target.policyTable();
+  /**
+   * The sender's policy table: mostly the target's own (every entry merges),
+   * else one policy on another version (its entries skipped, the sender counted
+   * at L/N), a policy the target does not have, or rows missing.
+   */
+  const tableOf = () => {
+    const r = g.int(10);
+    if (r < 6) return table;
+    const t = table.map((row) => ({ ...row }));
+    if (r === 6) t[g.int(t.length)]!.version = 'ffffffffffffffff';
+    else if (r === 7) t.push({ name: 'zz-unknown', version: '0123456789abcdef' });
+    else if (r === 8) t.splice(g.int(t.length), 1);
+    else return [];
+    return t;
+  };
   const policyNames = [...FUZZ_POLICIES.map((p) => p.name), 'nope', '', 'api '];
   const report: FuzzReport = {
     inputs: 0,
@@ -252,8 +267,8 @@ export function fuzz(count: number, seed = 1): FuzzReport {
     const n = g.chance(0.8) ? 1 + g.int(12) : 1 + g.edgy(LIMITS.counts - 1);
     return {
       origin: origins > 0 ? g.int(origins) : 0,
-      // wire index by name: api 0, front 1, loc 2 (local: never on the wire), login 3, naive 4, shadow 5
-      policy: g.chance(0.95) ? g.pick([0, 0, 1, 3, 4, 5, 2]) : g.edgy(2 ** 20),
+      // row of the policy table (the target's own: api 0, front 1, login 2, naive 3, shadow 4; loc is local, never on the wire)
+      policy: g.chance(0.95) ? g.pick([0, 0, 1, 2, 3, 4]) : g.edgy(2 ** 20),
       key: g.chance(0.8) ? g.pick(['hot', `k${g.int(600)}`, `ip:203.0.113.${g.int(256)}`]) : g.key(),
       base: g.chance(0.8) ? Math.max(0, near) : g.edgy(2 ** 53 - 1),
       counts: Array.from({ length: n }, () => (g.chance(0.6) ? g.int(20) : g.edgy(LIMITS.count))),
@@ -263,7 +278,12 @@ export function fuzz(count: number, seed = 1): FuzzReport {
   /** A well-formed frame of `type` (1 gossip, 2 sync request, 3 sync response; 0: any) with hostile values. */
   const hostile = (type: number): Uint8Array => {
     const now = clock.now();
-    const entries = Array.from({ length: g.chance(0.05) ? 65 + g.int(100) : g.int(8) }, () => entry(0));
+    // a message over the per-message key cap: well-formed otherwise (the target's table, rows it
+    // holds), so it reaches the cap check rather than failing to decode
+    const large = g.chance(0.05);
+    const entries = Array.from({ length: large ? 65 + g.int(100) : g.int(8) }, () =>
+      large ? { ...entry(0), policy: g.int(table.length) } : entry(0),
+    );
     // mostly on time (so counts get merged and caps are hit), sometimes far off (skewed peers)
     const t = g.chance(0.7)
       ? now - g.int(20)
@@ -271,7 +291,7 @@ export function fuzz(count: number, seed = 1): FuzzReport {
     switch (type === 0 || g.chance(0.15) ? 1 + g.int(3) : type) {
       case 1:
         return encodeGossip({
-          version,
+          policies: large ? table : tableOf(),
           seq: g.edgy(2 ** 53 - 1),
           sentAt: t,
           members: 1 + g.edgy(LIMITS.origins - 1),
@@ -279,14 +299,14 @@ export function fuzz(count: number, seed = 1): FuzzReport {
           entries,
         });
       case 2:
-        return encodeSyncRequest({ version, t0: t });
+        return encodeSyncRequest({ t0: t });
       default: {
         const no = 1 + g.int(6);
         const origins = Array.from({ length: no }, () =>
           g.pick(ids.filter((x) => x.length > 0 && x.length <= 128)),
         );
         return encodeSyncResponse({
-          version,
+          policies: tableOf(),
           t0: g.pick([now - g.int(50), t, now + 5]),
           t1: t,
           origins,
@@ -362,7 +382,7 @@ export function fuzz(count: number, seed = 1): FuzzReport {
     if (t === 0) {
       bump(report.targets, 'decodeMessage');
       guard('decodeMessage', () => {
-        const d = decodeMessage(bytes, version);
+        const d = decodeMessage(bytes);
         if (typeof d.ok !== 'boolean') fail('decodeMessage returned no verdict');
       });
     } else if (t <= 2) {
