@@ -537,6 +537,26 @@ export class Engine implements RateLimiter {
       if (was === undefined) out.added.push(policy.name);
       else out.changed.push(policy.name);
       const rt = this.makeRt(policy, idx);
+      if (
+        was !== undefined &&
+        !was.local &&
+        !rt.local &&
+        was.policy.windowMs === policy.windowMs &&
+        was.policy.buckets === policy.buckets
+      ) {
+        // Same window and buckets (say, only the limit changed): the counts in
+        // the window are requests already admitted, under either definition.
+        // They carry over (own counts are gossiped again under the new
+        // version), so a node that changes does not admit a second window's
+        // worth on top of what it just admitted. A front limiter's state does not.
+        for (const [key, kw] of was.windows.drain()) {
+          kw.policy = idx;
+          kw.local = undefined;
+          kw.shareStamp = -1;
+          rt.windows.insert(key, kw);
+          this.touch(kw);
+        }
+      }
       if (!rt.local) {
         // until they say otherwise, members run what they last told us
         for (const p of this.peers.live.concat(this.peers.stale)) {
@@ -550,6 +570,7 @@ export class Engine implements RateLimiter {
     for (const [name, rt] of old) {
       if (keep.has(rt)) continue;
       if (!out.changed.includes(name)) out.removed.push(name);
+      // (a changed policy's carried-over windows left this store already)
       for (const kw of rt.windows.map.values()) {
         if (kw.inDirty) {
           this.dirty.delete(kw);
@@ -604,7 +625,11 @@ export class Engine implements RateLimiter {
    * (ignored: it never spends on it). Returns, per row of the table, our policy
    * when the versions match, else undefined (its entries are not merged).
    */
-  private mapTable(p: PeerState | undefined, table: readonly WirePolicy[], at: number): (PolicyRt | undefined)[] {
+  private mapTable(
+    p: PeerState | undefined,
+    table: readonly WirePolicy[],
+    at: number,
+  ): (PolicyRt | undefined)[] {
     const map: (PolicyRt | undefined)[] = new Array(table.length);
     for (let i = 0; i < table.length; i++) {
       const row = table[i]!;
@@ -1178,11 +1203,17 @@ export class Engine implements RateLimiter {
     const own = Math.min(kw.sentDemand, L);
     let total = own;
     const live = this.peers.live;
+    // members on another version of the policy are not sharers: foreignReserve counts them
+    let sharers = live.length + 1;
     for (let i = 0; i < live.length; i++) {
+      if (rt.foreign.length > 0 && rt.foreign.indexOf(live[i]!) >= 0) {
+        sharers--;
+        continue;
+      }
       const arr = kw.peers[live[i]!.idx];
       if (arr !== undefined) total += reportedDemand(arr, kw.r, live[i]!.lastHeard, W, L);
     }
-    kw.share = total > 0 ? own / total : 1 / (live.length + 1);
+    kw.share = total > 0 ? own / total : 1 / sharers;
     kw.shareStamp = this.stamp;
   }
 

@@ -84,6 +84,14 @@ export class KeyStore<T extends Evictable> {
     return true;
   }
 
+  /** Remove and return every key (freed from the budget), for a caller that moves them to another store. */
+  drain(): [string, T][] {
+    const out = [...this.map];
+    this.budget.size -= this.map.size;
+    this.map.clear();
+    return out;
+  }
+
   /** Leave the budget for good (the policy was removed): every key is dropped, the store is not used again. */
   dispose(): void {
     const i = this.budget.stores.indexOf(this as unknown as KeyStore<Evictable>);

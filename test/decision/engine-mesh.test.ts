@@ -178,7 +178,11 @@ describe('gossip between engines', () => {
   it('policies a node does not have are ignored, not an error; the ones it has merge', () => {
     const clock = new ManualClock(T0);
     const a = new Engine({ policies: P, clock, nodeId: 'a' });
-    const x = new Engine({ policies: [...P, { name: 'extra', limit: 5, windowMs: 1000 }], clock, nodeId: 'x' });
+    const x = new Engine({
+      policies: [...P, { name: 'extra', limit: 5, windowMs: 1000 }],
+      clock,
+      nodeId: 'x',
+    });
     spend(x, 'p', 'k', 4);
     spend(x, 'extra', 'k', 3);
     expect(a.receiveGossip('x', x.buildGossip())).toEqual({ ok: true });
