@@ -48,10 +48,17 @@ Endpoints:
   GET  /v1/stats   hottest keys by admitted rate (?top=N) and mesh counters
   GET  /healthz    200 when started with a view of the mesh, else 503 with a reason
   GET  /metrics    Prometheus exposition
+  GET  /v1/limits  the limits in force: policies with their versions, Envoy domains
+                   and descriptors, the last config reload
 
 Log levels: ${LOG_LEVELS.join(', ')}. Logs are JSON lines on stdout; the line
 "ratemesh node started" carries "http" (the bound URL) and "peerId".
 SIGTERM or SIGINT drains in-flight requests, stops the node and exits 0.
+SIGHUP reloads the config (the config, policy and Envoy files are also watched):
+policies and descriptors change at once, the counts of unchanged policies are
+kept; an invalid config, or a change to a setting that needs a restart (listen
+addresses, ports, keys, bootstrap, gossip timing), is refused and logged with
+the file and field, and the old config keeps serving.
 Exit codes: 0 clean stop, 1 runtime failure, 2 bad usage or configuration.
 `;
 }
@@ -114,7 +121,13 @@ async function runNode(argv: readonly string[], io: CliIo): Promise<number> {
   const logger = pino({ name: 'ratemesh', level: config.log.level });
   let daemon: Daemon;
   try {
-    daemon = await startDaemon({ config, logger, meshLogger: logger.child({ component: 'mesh' }) });
+    daemon = await startDaemon({
+      config,
+      logger,
+      meshLogger: logger.child({ component: 'mesh' }),
+      // a reload reads the same flags, environment and files again
+      load: () => loadConfig({ argv, env: io.env, cwd: io.cwd }),
+    });
   } catch (err) {
     if (isRateMeshError(err)) {
       io.stderr(`ratemesh: invalid configuration: ${describe(err)}\n`);
@@ -159,6 +172,10 @@ async function runNode(argv: readonly string[], io: CliIo): Promise<number> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // SIGHUP reloads the config (the files are also watched): see Daemon.reload
+  process.on('SIGHUP', () => {
+    if (signals === 0) daemon.reload('SIGHUP');
+  });
   return EXIT.OK;
 }
 

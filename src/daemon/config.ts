@@ -55,6 +55,8 @@ const MAX_ADDRS = 256;
 export interface DaemonConfig {
   /** The config file read, absolute; undefined when none was given. */
   configFile: string | undefined;
+  /** The policy file read (`policyFile` or `--policy-file`), absolute; undefined when none. */
+  policyFile?: string | undefined;
   http: {
     host: string;
     port: number;
@@ -275,6 +277,7 @@ export function loadConfig(src: ConfigSources): DaemonConfig {
   if (policyFile) {
     const file = resolve(cwd, string(policyFile.value[0], policyFile.path));
     cfg.policies = loadPolicyFile(read, file, policyFile.path);
+    cfg.policyFile = file;
     policiesFromFile = true;
   }
 
@@ -419,12 +422,13 @@ function applyConfigFile(
     fail('config.policyFile', 'give either `policies` or `policyFile`, not both');
   }
   if (top.policies !== undefined) {
-    cfg.policies = checkPolicies(top.policies, 'config.');
+    cfg.policies = checkPolicies(top.policies, 'config.', cfg.configFile);
     return true;
   }
   if (top.policyFile !== undefined) {
     const file = resolve(baseDir, string(top.policyFile, 'config.policyFile'));
     cfg.policies = loadPolicyFile(read, file, 'config.policyFile');
+    cfg.policyFile = file;
     return true;
   }
   return false;

@@ -8,6 +8,14 @@ import type { Logger, MeshLimiter, MeshLimiterOptions } from '../mesh/types.js';
 import { DAEMON_DEFAULTS, type DaemonConfig } from './config.js';
 import { HotKeys } from './hot-keys.js';
 import { DaemonMetrics } from './metrics.js';
+import {
+  configFiles,
+  FileWatcher,
+  limiterPolicies,
+  type ReloadOutcome,
+  reloadError,
+  restartOnlyChange,
+} from './reload.js';
 import { createCheckServer } from './server.js';
 
 /** Builds the limiter the daemon runs; the real mesh limiter unless a test injects another. */
@@ -21,6 +29,16 @@ export interface DaemonOptions {
   meshLogger?: Logger;
   createLimiter?: LimiterFactory;
   clock?: Clock;
+  /**
+   * Reads the config again (the CLI: the same flags, environment and files);
+   * {@link Daemon.reload} uses it. Without it a reload is refused.
+   */
+  load?: () => DaemonConfig;
+  /**
+   * Watch the config file, the policy file and the Envoy descriptor files, and
+   * reload when one changes. Default: true when `load` is given.
+   */
+  watch?: boolean;
 }
 
 /** A running daemon. */
@@ -31,6 +49,18 @@ export interface Daemon {
   readonly http: { host: string; port: number; url: string };
   /** The Envoy RLS v3 gRPC server's bound address; undefined when `grpc` is not configured. */
   readonly grpc: { host: string; port: number } | undefined;
+  /** The config in force (replaced by a successful reload). */
+  readonly config: DaemonConfig;
+  /**
+   * Reads the config again and applies it (SIGHUP, a watched file changed):
+   * a valid one is in force when this returns, connections untouched, the
+   * counts of unchanged policies kept; an invalid one, or one changing a
+   * setting that needs a restart, is refused with the file and field, and the
+   * old config keeps serving. Synchronous: no check sees half a config.
+   */
+  reload(trigger?: string): ReloadOutcome;
+  /** The last reload, if any. */
+  readonly lastReload: ReloadOutcome | undefined;
   /**
    * Drains and stops: marks the node unhealthy, stops accepting connections,
    * lets in-flight requests finish (closing their sockets after
@@ -42,9 +72,7 @@ export interface Daemon {
 /** The mesh limiter options a config stands for. */
 export function limiterOptions(config: DaemonConfig, logger: Logger, clock?: Clock): MeshLimiterOptions {
   const m = config.mesh;
-  const policies =
-    config.envoy === undefined ? config.policies : [...config.policies, ...config.envoy.config.policies];
-  const opts: MeshLimiterOptions = { policies, bootstrap: m.bootstrap, logger };
+  const opts: MeshLimiterOptions = { policies: limiterPolicies(config), bootstrap: m.bootstrap, logger };
   if (m.listen !== undefined) opts.listen = m.listen;
   if (m.privateKey !== undefined) opts.privateKey = m.privateKey;
   if (m.psk !== undefined) opts.psk = m.psk;
@@ -98,6 +126,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   }
 
   const metrics = new DaemonMetrics(limiter);
+  metrics.configFile = config.configFile ?? '';
+  let current = config;
+  let lastReload: ReloadOutcome | undefined;
+  const reloads = { ok: 0, failed: 0 };
   const hotKeys = new HotKeys(config.stats.hotKeys, clock);
   const { server, state } = createCheckServer({
     limiter,
@@ -108,6 +140,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     headersTimeoutMs: config.http.headersTimeoutMs ?? DAEMON_DEFAULTS.headersTimeoutMs,
     requestTimeoutMs: config.http.requestTimeoutMs ?? DAEMON_DEFAULTS.requestTimeoutMs,
     standalone: config.mesh.bootstrap.length === 0,
+    limits: () => limitsBody(current, limiter, reloads, lastReload),
   });
 
   try {
@@ -126,8 +159,9 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   server.on('error', (err) => logger.error({ err: { message: err.message } }, 'http server error'));
 
   let rls: RlsServer | undefined;
+  let service: RlsService | undefined;
   if (config.grpc !== undefined && config.envoy !== undefined) {
-    const service = new RlsService({
+    service = new RlsService({
       config: config.envoy.config,
       limiter,
       responseHeaders: config.grpc.responseHeaders,
@@ -180,8 +214,92 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   );
 
   let stopping: Promise<void> | undefined;
+
+  const reload = (trigger = 'api'): ReloadOutcome => {
+    const at = clock.now();
+    const refuse = (err: unknown): ReloadOutcome => {
+      const error = reloadError(err, current.configFile);
+      reloads.failed++;
+      metrics.reload('failed', at);
+      logger.error(
+        {
+          trigger,
+          file: error.file,
+          field: error.field,
+          reason: error.message,
+          version: limiter.policyVersion,
+        },
+        'config reload refused: the old config keeps serving',
+      );
+      lastReload = { ok: false, trigger, at, version: limiter.policyVersion, error };
+      return lastReload;
+    };
+    if (stopping !== undefined) return refuse(new Error('the node is stopping'));
+    if (options.load === undefined)
+      return refuse(new Error('this daemon was started without a config source'));
+    let next: DaemonConfig;
+    try {
+      next = options.load();
+    } catch (err) {
+      return refuse(err);
+    }
+    const fixed = restartOnlyChange(current, next);
+    if (fixed !== undefined) {
+      return refuse(
+        new RateMeshError(
+          ErrorCodes.CONFIG_INVALID,
+          `cannot change while the node runs (in ${next.configFile ?? 'the flags or environment'}); nothing was reloaded: restore it, or restart the node to apply it`,
+          fixed,
+        ),
+      );
+    }
+    let change: ReturnType<MeshLimiter['replacePolicies']>;
+    try {
+      change = limiter.replacePolicies(limiterPolicies(next));
+    } catch (err) {
+      return refuse(err);
+    }
+    // the same tick of the event loop: no check sees the new policies with the old descriptors
+    if (service !== undefined && next.envoy !== undefined && next.grpc !== undefined) {
+      service.reconfigure({
+        config: next.envoy.config,
+        responseHeaders: next.grpc.responseHeaders,
+        unknownDomain: next.grpc.unknownDomain,
+      });
+    }
+    if (next.log.level !== current.log.level && 'level' in logger) {
+      (logger as { level: string }).level = next.log.level;
+    }
+    current = next;
+    metrics.configFile = next.configFile ?? '';
+    reloads.ok++;
+    metrics.reload('ok', at);
+    const policies = {
+      kept: change.kept,
+      changed: change.changed,
+      added: change.added,
+      removed: change.removed,
+    };
+    logger.info(
+      {
+        trigger,
+        version: change.version,
+        ...policies,
+        ...(next.envoy === undefined ? {} : { envoyFiles: next.envoy.files }),
+      },
+      'config reloaded',
+    );
+    watcher?.set(configFiles(next));
+    lastReload = { ok: true, trigger, at, version: change.version, policies };
+    return lastReload;
+  };
+  const watcher =
+    (options.watch ?? options.load !== undefined) ? new FileWatcher(() => reload('file-changed')) : undefined;
+  watcher?.set(configFiles(config));
+
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
+      watcher?.close();
       state.draining = true;
       logger.info({ drainTimeoutMs: config.http.drainTimeoutMs }, 'draining');
       const grpcStopped = rls?.stop(config.http.drainTimeoutMs);
@@ -204,5 +322,66 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   };
 
   const grpcAddr = rls === undefined ? undefined : { host: rls.host, port: rls.port };
-  return { limiter, metrics, http, grpc: grpcAddr, stop };
+  return {
+    limiter,
+    metrics,
+    http,
+    grpc: grpcAddr,
+    stop,
+    reload,
+    get config() {
+      return current;
+    },
+    get lastReload() {
+      return lastReload;
+    },
+  };
+}
+
+/** `GET /v1/limits`: the limits in force. */
+function limitsBody(
+  config: DaemonConfig,
+  limiter: MeshLimiter,
+  reloads: { ok: number; failed: number },
+  last: ReloadOutcome | undefined,
+): object {
+  const versions = limiter.policyVersions();
+  return {
+    version: limiter.policyVersion,
+    configFile: config.configFile ?? null,
+    policyFile: config.policyFile ?? null,
+    reloads: { ...reloads, last: last ?? null },
+    policies: limiterPolicies(config).map((spec) => ({
+      name: spec.name,
+      version: versions[spec.name] ?? null,
+      envoy: config.policies.every((p) => p.name !== spec.name),
+      policy: limiter.policy(spec.name) ?? spec,
+    })),
+    envoy:
+      config.envoy === undefined
+        ? null
+        : {
+            files: config.envoy.files,
+            algorithm: config.envoy.algorithm,
+            domains: [...config.envoy.config.domains.keys()].sort().map((domain) => ({
+              domain,
+              descriptors: config
+                .envoy!.config.rateLimits.filter(
+                  (r) => r.fullKey === domain || r.fullKey.startsWith(`${domain}.`),
+                )
+                .map((r) => ({
+                  key: r.fullKey,
+                  policy: r.policy ?? null,
+                  requestsPerUnit: r.requestsPerUnit,
+                  unit: r.unit ?? null,
+                  unitMultiplier: r.unitMultiplier,
+                  unlimited: r.unlimited,
+                  shadow: r.shadow,
+                  name: r.name,
+                  file: r.file,
+                  path: r.path,
+                })),
+            })),
+          },
+  };
 }

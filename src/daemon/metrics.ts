@@ -13,6 +13,7 @@ export type RouteLabel =
   | '/v1/stats'
   | '/healthz'
   | '/metrics'
+  | '/v1/limits'
   | 'other';
 
 /** Bounds of the decision latency histogram, seconds: 1 µs to 10 ms. */
@@ -41,6 +42,11 @@ const LATENCY_BUCKETS = [1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1
  * | `ratemesh_view_age_seconds` | gauge | |
  * | `ratemesh_clock_offset_seconds` | gauge | peer |
  * | `ratemesh_info` | gauge (1) | peer_id, topic |
+ * | `ratemesh_config_reloads_total` | counter | result (ok, failed) |
+ * | `ratemesh_config_info` | gauge (1) | version (the policy set in force), file |
+ * | `ratemesh_config_last_reload_seconds` | gauge | result: unix time of the last reload of that result |
+ * | `ratemesh_policy_info` | gauge (1) | policy, version |
+ * | `ratemesh_policy_version_mismatch_peers` | gauge | policy: members on another version of it |
  *
  * plus prom-client's default process and Node.js metrics.
  */
@@ -50,6 +56,10 @@ export class DaemonMetrics {
   private readonly latency: Histogram<string>;
   private readonly checkErrors: Counter<'code'>;
   private readonly requests: Counter<'route' | 'status'>;
+  private readonly reloads: Counter<'result'>;
+  private readonly lastReload: Gauge<'result'>;
+  /** The config file shown in `ratemesh_config_info` (set by the daemon). */
+  configFile = '';
 
   constructor(limiter: MeshLimiter) {
     const registers = [this.registry];
@@ -78,6 +88,50 @@ export class DaemonMetrics {
       help: 'HTTP requests served, by route and status code.',
       labelNames: ['route', 'status'],
       registers,
+    });
+
+    this.reloads = new Counter({
+      name: 'ratemesh_config_reloads_total',
+      help: 'Config reloads (SIGHUP or a watched file changed), by result: ok (in force) or failed (refused; the old config keeps serving).',
+      labelNames: ['result'],
+      registers,
+    });
+    this.reloads.inc({ result: 'ok' }, 0);
+    this.reloads.inc({ result: 'failed' }, 0);
+    this.lastReload = new Gauge({
+      name: 'ratemesh_config_last_reload_seconds',
+      help: 'Unix time of the last config reload of each result.',
+      labelNames: ['result'],
+      registers,
+    });
+    const self = this;
+    new Gauge({
+      name: 'ratemesh_config_info',
+      help: 'Always 1; `version` is the policy-set version in force (changes when a reload changes any policy).',
+      labelNames: ['version', 'file'],
+      registers,
+      collect() {
+        this.reset();
+        let version = '';
+        try {
+          version = limiter.policyVersion;
+        } catch {}
+        this.set({ version, file: self.configFile }, 1);
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_policy_info',
+      help: 'Always 1, one series per policy in force with its version (what gossip carries for it).',
+      labelNames: ['policy', 'version'],
+      registers,
+      collect() {
+        this.reset();
+        let versions: Record<string, string> = {};
+        try {
+          versions = limiter.policyVersions();
+        } catch {}
+        for (const [policy, version] of Object.entries(versions)) this.set({ policy, version }, 1);
+      },
     });
 
     // Scrape-time views of the limiter. A stats() failure must not break the scrape.
@@ -220,8 +274,19 @@ export class DaemonMetrics {
       },
     });
     new Gauge({
+      name: 'ratemesh_policy_version_mismatch_peers',
+      help: 'Members that run another version of the policy (during a rolling change): their counts for it are not merged, each counts as spending at least L/N.',
+      labelNames: ['policy'],
+      registers,
+      collect() {
+        this.reset();
+        const vm = stats()?.versionMismatch ?? {};
+        for (const [policy, m] of Object.entries(vm)) this.set({ policy }, Object.keys(m.peers).length);
+      },
+    });
+    new Gauge({
       name: 'ratemesh_info',
-      help: 'Always 1; labels identify this node and its gossip topic (policy version).',
+      help: 'Always 1; labels identify this node and its gossip topic (one per wire format).',
       labelNames: ['peer_id', 'topic'],
       registers,
       collect() {
@@ -243,6 +308,12 @@ export class DaemonMetrics {
 
   checkError(code: string): void {
     this.checkErrors.inc({ code });
+  }
+
+  /** A config reload: `ok` (in force) or `failed` (refused), at unix time `at` (ms). */
+  reload(result: 'ok' | 'failed', at: number): void {
+    this.reloads.inc({ result });
+    this.lastReload.set({ result }, Math.floor(at / 1000));
   }
 
   request(route: RouteLabel, status: number): void {

@@ -50,6 +50,8 @@ export interface CheckServerDeps {
   requestTimeoutMs: number;
   /** True when no bootstrap peers are configured: a lone node's own view is complete. */
   standalone: boolean;
+  /** The body of `GET /v1/limits` (the limits in force); 404 when absent. */
+  limits?: () => object;
 }
 
 /** Shared with the daemon: set while draining, so health turns 503 and connections close. */
@@ -81,6 +83,7 @@ const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> 
   '/v1/stats': { methods: ['GET', 'HEAD'], label: '/v1/stats' },
   '/healthz': { methods: ['GET', 'HEAD'], label: '/healthz' },
   '/metrics': { methods: ['GET', 'HEAD'], label: '/metrics' },
+  '/v1/limits': { methods: ['GET', 'HEAD'], label: '/v1/limits' },
 };
 
 /**
@@ -102,6 +105,8 @@ const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> 
  *   invalid `{ "status": 400, "error": {...} }` naming the field
  *   (`body.requests[3].cost`); the others are decided all the same.
  * - `GET /v1/peers`, `GET /v1/stats[?top=N]`, `GET /healthz`, `GET /metrics`.
+ * - `GET /v1/limits`: the limits in force (policies with their versions, Envoy
+ *   domains and descriptors when loaded, the last config reload).
  */
 export function createCheckServer(deps: CheckServerDeps): { server: Server; state: ServerState } {
   const state: ServerState = { draining: false };
@@ -178,6 +183,11 @@ async function handle(
         break;
       case '/v1/stats':
         status = send(res, 200, statsBody(deps, query), state);
+        break;
+      case '/v1/limits':
+        if (deps.limits === undefined)
+          throw new HttpError(404, HttpErrorCodes.NOT_FOUND, 'no such endpoint: /v1/limits');
+        status = send(res, 200, deps.limits(), state);
         break;
       case '/healthz': {
         const h = health(deps, state);

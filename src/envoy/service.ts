@@ -94,10 +94,10 @@ type Kind = typeof NONE | typeof UNLIMITED | typeof ZERO | typeof COUNTED;
  * another one is over.
  */
 export class RlsService {
-  private readonly domains: ReadonlyMap<string, DescriptorLevel>;
+  private domains: ReadonlyMap<string, DescriptorLevel>;
   private readonly limiter: RateLimiter;
-  private readonly headers: RlsServiceOptions['responseHeaders'];
-  private readonly unknownDomain: 'error' | 'ok';
+  private headers: RlsServiceOptions['responseHeaders'];
+  private unknownDomain: 'error' | 'ok';
   private readonly onDecision: RlsServiceOptions['onDecision'];
   /** Reused by the matcher for share_threshold values (one call at a time: JavaScript is single-threaded). */
   private readonly shared: (string | undefined)[] = new Array(MAX_ENTRIES).fill(undefined);
@@ -114,6 +114,16 @@ export class RlsService {
     this.headers = opts.responseHeaders;
     this.unknownDomain = opts.unknownDomain ?? 'error';
     this.onDecision = opts.onDecision;
+  }
+
+  /**
+   * Serve another descriptor config from the next call on (a config reload).
+   * The limiter must already hold the policies it names.
+   */
+  reconfigure(opts: Pick<RlsServiceOptions, 'config' | 'responseHeaders' | 'unknownDomain'>): void {
+    this.domains = opts.config.domains;
+    this.headers = opts.responseHeaders;
+    this.unknownDomain = opts.unknownDomain ?? 'error';
   }
 
   /** Decides one `RateLimitRequest`. */
