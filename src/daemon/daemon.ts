@@ -237,6 +237,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     if (stopping !== undefined) return refuse(new Error('the node is stopping'));
     if (options.load === undefined)
       return refuse(new Error('this daemon was started without a config source'));
+    // what is read now is what the watcher would have reloaded
+    watcher?.rebase();
     let next: DaemonConfig;
     try {
       next = options.load();

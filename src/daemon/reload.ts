@@ -1,4 +1,4 @@
-import { type StatsListener, unwatchFile, watchFile } from 'node:fs';
+import { statSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
 import { isRateMeshError } from '../errors.js';
 import type { PolicySpec } from '../types.js';
@@ -94,29 +94,33 @@ export function reloadError(
   return { file: configFile, field: undefined, message: err instanceof Error ? err.message : String(err) };
 }
 
-/** How often a watched file's metadata is read, ms (a change takes effect within this + the debounce). */
+/** How often a watched file's metadata is read, ms (a change takes effect within this + the debounce, under a second). */
 export const WATCH_INTERVAL_MS = 250;
 /** Changes closer than this are one reload (an editor writes a file in several steps). */
 export const WATCH_DEBOUNCE_MS = 100;
 
+/** What identifies a version of a file: its mtime, size and inode ('' when it cannot be read). */
+function stamp(file: string): string {
+  try {
+    const st = statSync(file);
+    return `${st.mtimeMs}:${st.size}:${st.ino}`;
+  } catch {
+    return '';
+  }
+}
+
 /**
- * Watches files by polling their metadata (mtime, size, inode), which also
- * sees a file replaced by a rename (how editors and config management write
- * files) where an inotify watch on the old inode would not. Calls `onChange`
- * once per burst of changes. `set` replaces the watched files.
+ * Watches files by polling their metadata (mtime, size, inode) every
+ * `intervalMs`, which also sees a file replaced by a rename (how editors and
+ * config management write files) where an inotify watch on the old inode
+ * would not. Calls `onChange` once per burst of changes (debounced). `set`
+ * replaces the watched files and takes their current state as the baseline.
+ * The timer never holds the process open.
  */
 export class FileWatcher {
-  private files: string[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private readonly listener: StatsListener = (curr, prev) => {
-    if (curr.mtimeMs === prev.mtimeMs && curr.size === prev.size && curr.ino === prev.ino) return;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      this.onChange();
-    }, WATCH_DEBOUNCE_MS);
-    this.timer.unref();
-  };
+  private stamps = new Map<string, string>();
+  private poll: NodeJS.Timeout | undefined;
+  private debounce: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly onChange: () => void,
@@ -124,17 +128,49 @@ export class FileWatcher {
   ) {}
 
   set(files: readonly string[]): void {
-    const next = [...new Set(files)];
-    for (const f of this.files) if (!next.includes(f)) unwatchFile(f, this.listener);
-    for (const f of next)
-      if (!this.files.includes(f))
-        watchFile(f, { interval: this.intervalMs, persistent: false }, this.listener);
-    this.files = next;
+    this.stamps = new Map([...new Set(files)].map((f) => [f, stamp(f)]));
+    if (this.stamps.size === 0) {
+      if (this.poll !== undefined) clearInterval(this.poll);
+      this.poll = undefined;
+      return;
+    }
+    if (this.poll === undefined) {
+      this.poll = setInterval(() => this.check(), this.intervalMs);
+      this.poll.unref();
+    }
+  }
+
+  /**
+   * Take the files' current state as the baseline and drop a pending change:
+   * a reload that just read them (SIGHUP) leaves nothing for the watcher to do.
+   */
+  rebase(): void {
+    for (const f of this.stamps.keys()) this.stamps.set(f, stamp(f));
+    if (this.debounce !== undefined) clearTimeout(this.debounce);
+    this.debounce = undefined;
+  }
+
+  private check(): void {
+    let changed = false;
+    for (const [f, was] of this.stamps) {
+      const now = stamp(f);
+      if (now !== was) {
+        this.stamps.set(f, now);
+        changed = true;
+      }
+    }
+    if (!changed) return;
+    if (this.debounce !== undefined) clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => {
+      this.debounce = undefined;
+      this.onChange();
+    }, WATCH_DEBOUNCE_MS);
+    this.debounce.unref();
   }
 
   close(): void {
     this.set([]);
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
+    if (this.debounce !== undefined) clearTimeout(this.debounce);
+    this.debounce = undefined;
   }
 }

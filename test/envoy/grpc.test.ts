@@ -241,4 +241,80 @@ describe('Envoy RLS v3 over gRPC, a real client against a real daemon', () => {
     const over = await unary(rls, 'ShouldRateLimit', { domain: 'edge', descriptors: [ip('192.0.2.1')] });
     expect(over.res.overall_code).toBe('OVER_LIMIT');
   });
+
+  it('reloads its descriptor files: new limits at once on the same client connection, unchanged descriptors keep their counts', async () => {
+    const rlDir = join(dir, 'reload-rl');
+    mkdirSync(rlDir, { recursive: true });
+    const edge = join(rlDir, 'edge.yaml');
+    const descriptors = (perMinute: number) => `
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: { unit: minute, requests_per_unit: 3 }
+  - key: user
+    rate_limit: { unit: minute, requests_per_unit: ${perMinute} }
+`;
+    writeFileSync(edge, descriptors(1));
+    const cfgFile = join(dir, 'reload-daemon.yaml');
+    writeFileSync(
+      cfgFile,
+      `http: { host: 127.0.0.1, port: 0, drainTimeoutMs: 1000 }
+log: { level: silent }
+envoy: { files: [reload-rl] }
+grpc: { port: 0 }
+`,
+    );
+    const load = () => loadConfig({ argv: ['--config', cfgFile] });
+    daemon = await startDaemon({
+      config: load(),
+      load,
+      watch: false,
+      logger: memoryLogger(),
+      createLimiter: (o) => new EngineLimiter(o.policies),
+    });
+    const Rls = grpc.makeGenericClientConstructor(rlsServiceDefinition(), 'RateLimitService');
+    const rls = new Rls(`127.0.0.1:${daemon.grpc!.port}`, grpc.credentials.createInsecure());
+    clients.push(rls);
+    const user = { entries: [{ key: 'user', value: 'u1' }] };
+    expect(
+      (await unary(rls, 'ShouldRateLimit', { domain: 'edge', descriptors: [ip('192.0.2.9')] })).res
+        .overall_code,
+    ).toBe('OK');
+    expect(
+      (await unary(rls, 'ShouldRateLimit', { domain: 'edge', descriptors: [user] })).res.overall_code,
+    ).toBe('OK');
+    expect(
+      (await unary(rls, 'ShouldRateLimit', { domain: 'edge', descriptors: [user] })).res.overall_code,
+    ).toBe('OVER_LIMIT');
+
+    writeFileSync(edge, descriptors(5));
+    const r = daemon.reload('test');
+    expect(r.ok).toBe(true);
+    expect(r.policies?.changed).toHaveLength(1);
+    expect(r.policies?.kept).toHaveLength(1);
+    const again = await unary(rls, 'ShouldRateLimit', { domain: 'edge', descriptors: [user] });
+    expect(again.err).toBeNull();
+    expect(again.res.statuses[0]).toMatchObject({ code: 'OK', current_limit: { requests_per_unit: 5 } });
+    // the unchanged descriptor kept its count: 1 of 3 spent before the reload
+    const addr = await unary(rls, 'ShouldRateLimit', { domain: 'edge', descriptors: [ip('192.0.2.9')] });
+    expect(addr.res.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 1 });
+    // GET /v1/limits shows the domain and its descriptors as now in force
+    const limits = (await (await fetch(`${daemon.http.url}/v1/limits`)).json()) as {
+      envoy: { domains: { domain: string; descriptors: { key: string; requestsPerUnit: number }[] }[] };
+    };
+    expect(limits.envoy.domains.map((d) => d.domain)).toEqual(['edge']);
+    expect(limits.envoy.domains[0]!.descriptors.find((d) => d.key === 'edge.user')?.requestsPerUnit).toBe(5);
+
+    // an invalid descriptor file is refused naming the file and the YAML path; the old one keeps serving
+    writeFileSync(
+      edge,
+      descriptors(5).replace('unit: minute, requests_per_unit: 5', 'unit: fortnight, requests_per_unit: 5'),
+    );
+    const bad = daemon.reload('test');
+    expect(bad.ok).toBe(false);
+    expect(bad.error?.file).toBe(edge);
+    expect(bad.error?.field).toMatch(/descriptors\[1\]\.rate_limit\.unit/);
+    const still = await unary(rls, 'ShouldRateLimit', { domain: 'edge', descriptors: [user] });
+    expect(still.res.statuses[0]).toMatchObject({ code: 'OK', current_limit: { requests_per_unit: 5 } });
+  });
 });
