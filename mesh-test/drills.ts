@@ -11,9 +11,14 @@
  *
  *   churn    fresh peer ids through 4 nodes, then the seed trace (mesh-test/field-drills.ts)
  *   flood    1,000,000 distinct keys at one daemon beside a hot and a 5-per-minute key
+ *   rollout  4 nodes under steady load on two policies; one policy's limit changes: the nodes
+ *            restart one by one with the new config (rollout-restart), and separately replace
+ *            their policies in place one by one (rollout-reload); the unchanged policy's worst
+ *            1 s <= L + 2 %, the changed one's <= max(old L, new L) + 2 %, nothing undecided
+ *            (mesh-test/rollout-drill.ts)
  *
  *   npm run mesh:drills -- [--gossip-ms 100] [--delay-ms 10] [--seconds 10]
- *                          [--only restart,restart-ungated,cut,rogue,churn,flood] [--churn-ids 300] [--flood-keys 1000000]
+ *                          [--only restart,restart-ungated,cut,rogue,churn,flood,rollout] [--churn-ids 300] [--flood-keys 1000000]
  *
  * Exits non-zero when a bound fails. Writes mesh-test/results/drills.json.
  */
@@ -35,6 +40,7 @@ import {
 } from './harness.js';
 import type { RunReport } from './protocol.js';
 import { figures, replayLive, round, sum, worstRollingIn } from './replay.js';
+import { rolloutDrill } from './rollout-drill.js';
 
 const L = SEED_POLICY.limit;
 const BOUND = Math.round(L * 1.02);
@@ -360,7 +366,7 @@ async function main(): Promise<void> {
       'gossip-ms': { type: 'string', default: '100' },
       'delay-ms': { type: 'string', default: '10' },
       seconds: { type: 'string', default: '10' },
-      only: { type: 'string', default: 'restart,restart-ungated,cut,rogue,churn,flood' },
+      only: { type: 'string', default: 'restart,restart-ungated,cut,rogue,churn,flood,rollout' },
       'churn-ids': { type: 'string', default: '300' },
       'flood-keys': { type: 'string', default: '1000000' },
     },
@@ -376,8 +382,8 @@ async function main(): Promise<void> {
     `fault drills: 8 node processes on 127.0.0.1, seed trace ${seconds} s, g = ${g} ms, injected d = ${d} ms`,
   );
   const results: DrillResult[] = [];
-  const run = async (name: string, f: () => Promise<DrillResult>) => {
-    if (!only.has(name)) return;
+  const run = async (name: string, f: () => Promise<DrillResult>, group?: string) => {
+    if (!only.has(name) && (group === undefined || !only.has(group))) return;
     const r = await within(`drill ${name}`, 600_000, f());
     printDrill(r);
     results.push(r);
@@ -392,6 +398,9 @@ async function main(): Promise<void> {
   const churnIds = Number(values['churn-ids']);
   await run('churn', () => churnDrill(liveTrace(4, seconds), g, d, { churnIds }));
   await run('flood', () => keyFloodDrill({ keys: Number(values['flood-keys']) }));
+  // Issue 12: a rolling change of one policy's limit, by restarts and by reloads in place.
+  await run('rollout-restart', () => rolloutDrill({ mode: 'restart', g, d }), 'rollout');
+  await run('rollout-reload', () => rolloutDrill({ mode: 'reload', g, d }), 'rollout');
   const outDir = join(ROOT, 'mesh-test', 'results');
   ensureDir(outDir);
   writeFileSync(join(outDir, 'drills.json'), `${JSON.stringify(results, null, 2)}\n`);

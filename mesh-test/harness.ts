@@ -166,14 +166,26 @@ export class NodeProc {
     }
   }
 
-  private request<T>(op: 'status' | 'run' | 'stop', timeoutMs: number, run?: RunSpec): Promise<T> {
+  private request<T>(
+    op: 'status' | 'run' | 'stop' | 'reload',
+    timeoutMs: number,
+    run?: RunSpec,
+    policies?: PolicySpec[],
+  ): Promise<T> {
     if (this.exited || !this.proc?.connected) return Promise.reject(new Error(`node ${this.cfg.index} gone`));
     const id = this.nextId++;
     const p = new Promise<T>((res, rej) => {
       this.pending.set(id, { res: res as (v: unknown) => void, rej });
     });
-    this.send(op === 'run' ? { op, id, run: run! } : { op, id });
+    this.send(
+      op === 'run' ? { op, id, run: run! } : op === 'reload' ? { op, id, policies: policies! } : { op, id },
+    );
     return within(`node ${this.cfg.index} ${op}`, timeoutMs, p);
+  }
+
+  /** Replace the node's policies in place (the limiter's runtime replacement, as a daemon reload does). */
+  reload(policies: PolicySpec[]): Promise<{ kept: string[]; changed: string[]; version: string }> {
+    return this.request('reload', 5_000, undefined, policies);
   }
 
   status(): Promise<Status> {

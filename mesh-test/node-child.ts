@@ -178,6 +178,12 @@ async function replay(run: RunSpec): Promise<RunReport> {
   const late = new Float64Array(n);
   const fd = openSync(run.decisionFile, 'a');
   const buf = new Float64Array(2 * 256);
+  const also = (run.also ?? []).map((a) => ({
+    policy: a.policy,
+    fd: openSync(a.decisionFile, 'a'),
+    buf: new Float64Array(2 * 256),
+    b: 0,
+  }));
   let served = 0;
   let skipped = 0;
   let admitted = 0;
@@ -252,9 +258,22 @@ async function replay(run: RunSpec): Promise<RunReport> {
           writeSync(fd, buf, 0, b * 8);
           b = 0;
         }
+        for (const x of also) {
+          const dx = l.check(x.policy, run.key);
+          x.buf[x.b++] = performance.now() + performance.timeOrigin - run.startAt;
+          x.buf[x.b++] = (dx.allowed ? 1 : 0) + 2 * MODES.indexOf(dx.mode);
+          if (x.b === x.buf.length) {
+            writeSync(x.fd, x.buf, 0, x.b * 8);
+            x.b = 0;
+          }
+        }
         i++;
       }
       if (b > 0) writeSync(fd, buf, 0, b * 8);
+      for (const x of also) {
+        if (x.b > 0) writeSync(x.fd, x.buf, 0, x.b * 8);
+        x.b = 0;
+      }
       const isoPending = run.isolate !== undefined && isoOff < 0;
       const roguePending = run.rogue !== undefined && now < run.rogue.toMs;
       if (i >= n && !isoPending && !roguePending) {
@@ -272,6 +291,7 @@ async function replay(run: RunSpec): Promise<RunReport> {
   const cpu = process.cpuUsage(cpu0);
   const wallMs = clock.now() - wall0;
   closeSync(fd);
+  for (const x of also) closeSync(x.fd);
   const gs1 = l.stats();
   const latS = lat.subarray(0, served).sort();
   const lateS = late.subarray(0, served).sort();
@@ -345,6 +365,15 @@ process.on('message', (raw: ParentMessage) => {
       break;
     case 'run':
       void reply(raw.id, replay(raw.run));
+      break;
+    case 'reload':
+      void reply(
+        raw.id,
+        Promise.resolve().then(() => {
+          if (limiter === undefined) throw new Error('not started');
+          return limiter.replacePolicies(raw.policies);
+        }),
+      );
       break;
     case 'stop':
       void reply(raw.id, stop()).then(() => {

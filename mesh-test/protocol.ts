@@ -35,6 +35,11 @@ export interface RunSpec {
   /** Decisions are appended here as [t (ms since startAt, when decided), code] float64 pairs. */
   decisionFile: string;
   /**
+   * More policies each request is also checked against (one `check` each, on
+   * the same key, right after the main one), each with its own decision file.
+   */
+  also?: { policy: string; decisionFile: string }[];
+  /**
    * Serve only once this node's view would pass the daemon's /healthz (at least
    * one live peer); requests due before then are not served (a load balancer
    * would have sent them elsewhere). Default false: serve at once.
@@ -103,6 +108,8 @@ export type ParentMessage =
   | { op: 'init'; cfg: ChildConfig }
   | { op: 'status'; id: number }
   | { op: 'run'; id: number; run: RunSpec }
+  /** Replace the node's policies in place (limiter.replacePolicies, what a daemon reload calls). */
+  | { op: 'reload'; id: number; policies: PolicySpec[] }
   | { op: 'stop'; id: number };
 
 export interface Status {
