@@ -379,7 +379,7 @@ async function main(): Promise<void> {
   const trace = liveTrace(8, seconds);
   const only = new Set(values.only.split(','));
   console.log(
-    `fault drills: 8 node processes on 127.0.0.1, seed trace ${seconds} s, g = ${g} ms, injected d = ${d} ms`,
+    `fault drills: 8 node processes on 127.0.0.1 (churn and rollout: 4), seed trace ${seconds} s (rollout: its own length), g = ${g} ms, injected d = ${d} ms`,
   );
   const results: DrillResult[] = [];
   const run = async (name: string, f: () => Promise<DrillResult>, group?: string) => {
