@@ -9,9 +9,17 @@ export {
   encodeSyncResponse,
   type Message,
   type WireEntry,
+  type WirePolicy,
 } from './crdt/codec.js';
 export { KeyWindow } from './crdt/window.js';
-export { Engine, type EngineOptions, type EngineStats, type ReceiveResult } from './decision/engine.js';
+export {
+  Engine,
+  type EngineOptions,
+  type EngineStats,
+  type PolicyReplacement,
+  type ReceiveResult,
+  type VersionMismatch,
+} from './decision/engine.js';
 export type { PeerView } from './decision/peers.js';
 export * from './envoy/index.js';
 export { type ErrorCode, ErrorCodes, isRateMeshError, RateMeshError } from './errors.js';
@@ -24,7 +32,9 @@ export {
   type MeshLimiterOptions,
   type MeshStats,
   type PeerInfo,
+  type PolicyChange,
   SYNC_PROTOCOL,
+  TOPIC,
   TOPIC_PREFIX,
 } from './mesh/index.js';
 export * from './policy/index.js';

@@ -5,4 +5,12 @@ export { type BootstrapEntry, parseBootstrap, type Resolver } from './discovery.
 export type { EngineFactory, EngineInit, EnginePeer, MeshEngine, Receipt } from './engine-port.js';
 export { createMeshLimiter } from './mesh-limiter.js';
 export { SYNC_PROTOCOL } from './sync.js';
-export type { Logger, MeshLimiter, MeshLimiterOptions, MeshStats, PeerInfo, RelayMode } from './types.js';
+export type {
+  Logger,
+  MeshLimiter,
+  MeshLimiterOptions,
+  MeshStats,
+  PeerInfo,
+  PolicyChange,
+  RelayMode,
+} from './types.js';
