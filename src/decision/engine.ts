@@ -276,13 +276,20 @@ function positiveInt(v: unknown, field: string, def: number, min = 1): number {
  */
 export class Engine implements RateLimiter {
   readonly nodeId: string;
+  private policySet: PolicySet;
+
   /** The policies in force (replaced by {@link replacePolicies}). */
-  policies: PolicySet;
+  get policies(): PolicySet {
+    return this.policySet;
+  }
+
   /**
    * The policy-set version hash (for operators: one figure for the whole set).
    * The wire carries one version per policy (see {@link policyVersions}).
    */
-  version: string;
+  get version(): string {
+    return this.policySet.version;
+  }
   readonly gossipIntervalMs: number;
   readonly expectedDelayMs: number;
   readonly staleAfterMs: number;
@@ -333,11 +340,10 @@ export class Engine implements RateLimiter {
       throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'options must be an object', 'options');
     }
     const ps = opts.policies as unknown;
-    this.policies =
+    this.policySet =
       ps !== null && typeof ps === 'object' && 'version' in ps && 'byName' in ps
         ? (ps as PolicySet)
         : compilePolicies(ps);
-    this.version = this.policies.version;
     this.nodeId = opts.nodeId ?? 'local';
     if (typeof this.nodeId !== 'string' || this.nodeId.length === 0 || this.nodeId.length > 128) {
       throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'must be a string of 1..128 characters', 'nodeId');
@@ -521,8 +527,7 @@ export class Engine implements RateLimiter {
     const now = time === undefined ? this.now() : this.at(time);
     const out: PolicyReplacement = { kept: [], changed: [], added: [], removed: [], version: next.version };
     const old = this.rtByName;
-    this.policies = next;
-    this.version = next.version;
+    this.policySet = next;
     const rts = next.policies.map((policy, idx) => {
       const was = old.get(policy.name);
       const version = next.versionOf(policy.name) ?? policyVersion(policy);
