@@ -319,6 +319,8 @@ export class Engine implements RateLimiter {
   private readonly maxClockOffsetMs: number;
   private readonly peers: PeerTable;
   private readonly dirty = new Set<KeyWindow>();
+  /** (peer, policy, version) marks already logged. */
+  private readonly warnedForeign = new Set<string>();
   private readonly repeatTicks: number;
   private readonly antiEntropyTicks: number;
   private readonly maxKeys: number;
@@ -607,6 +609,11 @@ export class Engine implements RateLimiter {
     rt.foreignAt.push(at);
     rt.foreignVer.push(version);
     this.stamp++;
+    // once per (peer, policy, version): a mark that expires and returns is not news
+    const said = `${p.id}\u0000${rt.policy.name}\u0000${version}`;
+    if (this.warnedForeign.has(said)) return;
+    if (this.warnedForeign.size >= 4096) this.warnedForeign.clear();
+    this.warnedForeign.add(said);
     this.logger?.warn(
       { peer: p.id, policy: rt.policy.name, theirVersion: version, ourVersion: rt.version },
       'ratemesh peer runs another version of a policy: its counts for it are not merged, it counts as spending at least L/N of it',
@@ -636,22 +643,20 @@ export class Engine implements RateLimiter {
     at: number,
   ): (PolicyRt | undefined)[] {
     const map: (PolicyRt | undefined)[] = new Array(table.length);
+    // their version of each of our global policies, by our wire row (names are unique in a table)
+    const theirs: (string | undefined)[] = new Array(this.rtByWire.length);
     for (let i = 0; i < table.length; i++) {
       const row = table[i]!;
       const rt = this.rtByName.get(row.name);
-      map[i] = rt !== undefined && !rt.local && rt.version === row.version ? rt : undefined;
+      if (rt === undefined || rt.local) continue;
+      theirs[rt.wire] = row.version;
+      map[i] = rt.version === row.version ? rt : undefined;
     }
     if (p === undefined) return map;
     p.policies = table;
     for (const rt of this.rtByWire) {
-      let theirs: string | undefined;
-      for (const row of table) {
-        if (row.name === rt.policy.name) {
-          theirs = row.version;
-          break;
-        }
-      }
-      if (theirs !== undefined && theirs !== rt.version) this.markForeign(rt, p, theirs, at);
+      const v = theirs[rt.wire];
+      if (v !== undefined && v !== rt.version) this.markForeign(rt, p, v, at);
       else {
         const i = rt.foreign.indexOf(p);
         if (i >= 0) this.unmarkForeign(rt, i);
