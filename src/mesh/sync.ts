@@ -106,7 +106,7 @@ export class SyncService {
       this.stats.bytesIn += request.byteLength;
       const response = this.engine.answerSync(from, request, this.clock.now());
       if (!(response instanceof Uint8Array)) {
-        // Refused (malformed, or another policy version): end without a frame, the puller counts it.
+        // Refused (malformed): end without a frame, the puller counts it.
         this.fail(`serve-engine:${response.reason ?? 'rejected'}`);
         await stream.close({ signal: d.signal });
         return;
