@@ -190,8 +190,13 @@ function rssKb(pid: number): { rss: number; hwm: number } {
   }
 }
 
-/** The RSS bound the flood drill holds the daemon to, MB (README: "Memory under a key flood"). */
-export const FLOOD_RSS_BOUND_MB = 400;
+/**
+ * The RSS bound the flood drill holds the daemon to: its RSS at start plus 8 KiB for each of the
+ * engine's `maxKeys` (100,000 by default; README, "Memory is bounded"): a key's window at k = 50-60
+ * is about 3 KB, and V8 keeps the heap it grew to between collections.
+ */
+export const FLOOD_RSS_PER_KEY_KB = 8;
+const MAX_KEYS = 100_000;
 
 /** 1,000,000 distinct keys at one daemon while a hot key and a 5-per-minute key take steady traffic. */
 export async function keyFloodDrill(opts: { keys?: number; steadyS?: number } = {}): Promise<DrillResult> {
@@ -320,11 +325,17 @@ export async function keyFloodDrill(opts: { keys?: number; steadyS?: number } = 
     const worstHot = worstRolling(hot, 1000);
     const worstLogin = worstRolling(login, 60_000);
     const peakMb = Math.round(Math.max(peakRss, end.hwm) / 1024);
+    const boundMb = Math.round((rss0.rss + MAX_KEYS * FLOOD_RSS_PER_KEY_KB) / 1024);
     const checks = [
       check('distinct keys answered', floodAnswered, `= ${floodKeys}`, floodAnswered === floodKeys),
       check('hot key (L = 1,000/s): worst rolling 1 s', worstHot, `<= ${BOUND}`, worstHot <= BOUND),
       check('5-per-minute key: worst rolling 60 s', worstLogin, '<= 5', worstLogin <= 5),
-      check('daemon peak RSS, MB', peakMb, `<= ${FLOOD_RSS_BOUND_MB}`, peakMb <= FLOOD_RSS_BOUND_MB),
+      check(
+        'daemon peak RSS, MB',
+        peakMb,
+        `<= ${boundMb} (start ${Math.round(rss0.rss / 1024)} + maxKeys x ${FLOOD_RSS_PER_KEY_KB} KiB)`,
+        peakMb <= boundMb,
+      ),
       check('requests that got no answer', errors, '0', errors === 0),
     ];
     return {
