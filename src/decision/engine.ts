@@ -739,7 +739,7 @@ export class Engine implements RateLimiter {
       const share = Math.floor(L / peers.knownN);
       const own = kw.ownEstimate(w);
       if (own + cost > share + 1e-9) {
-        const retry = cost > share ? -1 : this.expiry(kw, kw.own, own + cost - share, now, rt);
+        const retry = cost > share ? -1 : this.expiry(kw, true, own + cost - share, now, rt);
         this.deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), retry);
         return;
       }
@@ -827,7 +827,7 @@ export class Engine implements RateLimiter {
       'global-limit',
       mode,
       Math.max(0, Math.floor(L - est)),
-      this.expiry(kw, kw.sum, est + cost - L, now, rt),
+      this.expiry(kw, false, est + cost - L, now, rt),
     );
     return true;
   }
@@ -923,7 +923,7 @@ export class Engine implements RateLimiter {
       return;
     }
     const kw = e.kw!;
-    kw.addOwn(cost);
+    kw.addOwn(cost, now / rt.bw - kw.cur);
     if (kw.local !== undefined) rt.algo!.commit(kw.local, cost, now);
     if (kw.unsynced >= rt.earlyAt) this.early = true;
   }
@@ -984,21 +984,49 @@ export class Engine implements RateLimiter {
    * new admitted: the oldest bucket drains linearly over the rest of the current
    * bucket, then each next bucket over one bucket width.
    */
-  private expiry(kw: KeyWindow, arr: Float64Array, need: number, now: number, rt: PolicyRt): number {
-    if (need <= 0) return 0;
+  /**
+   * How long until `need` of the window's counts have left it: `ownOnly` counts our own
+   * admissions only (the fallback share), else every origin's. Peers' counts leave a bucket
+   * evenly over it; ours between the first and last admission in it (see KeyWindow.ownWeight),
+   * so the answer matches what the estimate will say then.
+   */
+  private expiry(kw: KeyWindow, ownOnly: boolean, need: number, now: number, rt: PolicyRt): number {
+    if (need <= 1e-9) return 0;
     const bw = rt.bw;
     const frac = (now - kw.cur * bw) / bw;
-    const rest = frac < 0 ? 1 : 1 - frac;
-    const s0 = arr[kw.oldest]!;
-    if (s0 * rest >= need - 1e-9) return (Math.min(need, s0 * rest) / s0) * bw;
-    need -= s0 * rest;
-    let t = rest * bw;
-    for (let b = kw.cur - kw.k + 1; b <= kw.cur + 1; b++) {
-      if (need <= 1e-9) return t;
-      const s = arr[kw.slotOf(b)]!;
-      if (s >= need) return t + (need / s) * bw;
-      need -= s;
-      t += bw;
+    let start = frac < 0 ? 0 : Math.min(1, frac);
+    let t = 0;
+    for (let b = kw.cur - kw.k; b <= kw.cur + 1; b++) {
+      const s = kw.slotOf(b);
+      const own = kw.own[s]!;
+      const others = ownOnly ? 0 : kw.sum[s]! - own;
+      let first = kw.span[2 * s]!;
+      let last = kw.span[2 * s + 1]!;
+      if (first < 0) {
+        first = 0;
+        last = 1;
+      }
+      // drained(c) for the cut at c in [start, 1]: others' evenly, ours over first..last (a
+      // point mass, first = last, all at once): monotone, so the first c that drains `need`
+      // is found by bisection (this runs on denials only)
+      const ownLeft = (c: number) => (c + 1e-9 >= last ? 0 : c < first ? 1 : (last - c) / (last - first));
+      // the oldest bucket's own counts weigh ownLeft(cut) now; a later bucket's weigh 1 until it is the oldest
+      const w0 = b === kw.cur - kw.k ? ownLeft(start) : 1;
+      const drained = (c: number) => others * (c - start) + own * (w0 - ownLeft(c));
+      if (drained(1) >= need - 1e-9) {
+        if (drained(start) >= need - 1e-9) return t;
+        let lo = start;
+        let hi = 1;
+        for (let i = 0; i < 48 && hi - lo > 1e-12; i++) {
+          const mid = (lo + hi) / 2;
+          if (drained(mid) >= need - 1e-9) hi = mid;
+          else lo = mid;
+        }
+        return t + (hi - start) * bw;
+      }
+      need -= drained(1);
+      t += (1 - start) * bw;
+      start = 0;
     }
     return t;
   }
