@@ -1521,6 +1521,51 @@ export class Engine implements RateLimiter {
     return { ok: true };
   }
 
+  /**
+   * This node's own windows (every global key with own counts), as bytes for
+   * {@link restoreSnapshot}: a lone node that restarts keeps what it admitted.
+   * The format is a sync response from this node (docs/wire-format.md).
+   */
+  snapshot(): Uint8Array {
+    const now = this.now();
+    const entries: WireEntry[] = [];
+    for (const rt of this.rts) {
+      if (rt.local) continue;
+      for (const [key, kw] of this.windows[rt.idx]!.map) {
+        const c = Math.floor(now / rt.bw);
+        if (c > kw.cur) kw.roll(c);
+        if (kw.ownEstimate(1) > 0) entries.push(this.ownEntry(kw, rt.wire, key, 0, now, rt));
+      }
+    }
+    return encodeSyncResponse({ version: this.version, t0: now, t1: now, origins: [this.nodeId], entries });
+  }
+
+  /**
+   * Count what a snapshot holds (this node's admissions before a restart, whatever its id
+   * was) on the unattributed floor: it counts here, bounded like any origin's counts, is
+   * never gossiped as this node's own, and ages out with its buckets. A snapshot of other
+   * policies, a malformed one, or one whose windows have passed restores nothing. Returns
+   * the entries merged.
+   */
+  restoreSnapshot(bytes: Uint8Array): ReceiveResult & { restored?: number } {
+    const now = this.now();
+    if (!(bytes instanceof Uint8Array)) return this.drop('snapshot-bad-type');
+    const dec = decodeMessage(bytes, this.version);
+    if (!dec.ok) return this.drop(`snapshot-${dec.reason}`);
+    const m = dec.message;
+    if (m.type !== TYPE_SYNC_RESPONSE) return this.drop('snapshot-bad-type');
+    const bad = this.validateEntries(m.entries);
+    if (bad !== undefined) return this.drop(`snapshot-${bad}`);
+    let restored = 0;
+    for (const e of m.entries) {
+      if (e.origin !== 0) continue;
+      this.mergeEntry(FLOOR, e, now, 0);
+      restored++;
+    }
+    this.stamp++;
+    return { ok: true, restored };
+  }
+
   /** The transport saw a peer leave: it stops being a member (its counts age out). */
   /** Members this node counts, itself included (N of the L/N fallback): a relay decision compares it with a message's reach. */
   memberCount(): number {

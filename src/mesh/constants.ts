@@ -29,3 +29,5 @@ export const SYNC_MAX_INBOUND_STREAMS = 4;
 export const RPC_FRAME_MESSAGES = 4;
 /** The gossip topic prefix; the policy-set version follows. */
 export const TOPIC_PREFIX = 'ratemesh/';
+/** Largest snapshot file a node reads at start, bytes (the sync frame limit). */
+export const MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024;
