@@ -8,6 +8,7 @@ import {
   encodeSyncRequest,
   encodeSyncResponse,
   LIMITS,
+  peekGossipEntries,
   TYPE_GOSSIP,
   TYPE_SYNC_REQUEST,
   TYPE_SYNC_RESPONSE,
@@ -1161,6 +1162,8 @@ export class Engine implements RateLimiter {
     if (from === this.nodeId) return this.drop('self');
     const known = this.peers.get(from);
     if (known !== undefined && now < known.ignoredUntil) return this.drop('peer-ignored');
+    // refused from the header alone: a message with too many keys costs no decoding
+    if (peekGossipEntries(bytes, this.version) > this.maxKeysPerMessage) return this.drop('too-many-keys');
     const dec = decodeMessage(bytes, this.version);
     if (!dec.ok) return this.drop(dec.reason);
     const m = dec.message;
