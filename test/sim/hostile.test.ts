@@ -87,34 +87,35 @@ function run(attack: Attack) {
   };
 }
 
+// Admitted (of the 9,980 admitted without a rogue) at the branch point of this work, same runs:
+// inflate 10, demand 10, forged sync 9,134, 20,000-key messages 9,425.
 describe('a hostile member on the seed trace (8 honest nodes, g = d = 10)', () => {
   const base = run('none');
 
   it('inflated counts spread over messages: capped, the rogue ignored and counted as L/N; never over L + 2 %', () => {
     const r = run('inflate');
-    console.log('inflate', r.admitted, r.worst1s, base.admitted);
     expect(r.worst1s).toBeLessThanOrEqual(L * 1.02);
+    // measured 8,548: once ignored the rogue is a stale member counted as L/N (N = 9), so the
+    // honest nodes keep at most 8/9 of L (before: 10, the rogue's counts closed the limit)
+    expect(r.admitted).toBeGreaterThanOrEqual(0.85 * base.admitted);
     for (const s of r.stats) expect(s.peersIgnored).toBe(1);
   });
 
   it('demand claims backed by no counts: honest nodes admit at least 90 %', () => {
-    const r = run('demand');
-    console.log('demand', r.admitted, r.worst1s, base.admitted);
+    const r = run('demand'); // measured 9,907 (before: 10)
     expect(r.worst1s).toBeLessThanOrEqual(L * 1.02);
     expect(r.admitted).toBeGreaterThanOrEqual(0.9 * base.admitted);
   });
 
   it('forged sync answers credit nothing to other members: honest nodes admit at least 90 %', () => {
-    const r = run('forged-sync');
-    console.log('forged', r.admitted, r.worst1s, base.admitted);
+    const r = run('forged-sync'); // measured 9,673 (before: 9,134)
     expect(r.worst1s).toBeLessThanOrEqual(L * 1.02);
     expect(r.admitted).toBeGreaterThanOrEqual(0.9 * base.admitted);
     for (const s of r.stats) expect(s.dropped['sync-foreign-entry']).toBe(7);
   });
 
   it('20,000-key messages are dropped before merging: nothing changes', () => {
-    const r = run('huge');
-    console.log('huge', r.admitted, r.worst1s, base.admitted);
+    const r = run('huge'); // measured 9,980, unchanged (before: 9,425, 20,000 keys merged per message)
     expect(r.admitted).toBe(base.admitted);
     expect(r.hugeBytes).toBeGreaterThan(200_000);
     for (const s of r.stats) {
