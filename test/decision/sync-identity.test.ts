@@ -23,7 +23,7 @@ describe('sync is tied to identity', () => {
   it('a sync response claiming to be the receiving node is dropped and counted, never throws', () => {
     const b = new Engine({ policies: P, clock: new ManualClock(T0), nodeId: 'b' });
     const forged = response(b, ['b'], [{ counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 50] }]);
-    // main: TypeError (Cannot set properties of undefined)
+    // at 459ce28 (before this work): TypeError (Cannot set properties of undefined)
     expect(b.receiveSyncResponse('b', forged)).toEqual({ ok: false, reason: 'sync-self' });
     expect(b.stats().dropped).toEqual({ 'sync-self': 1 });
     expect(b.estimate('p', 'k')).toBe(0);
@@ -43,7 +43,7 @@ describe('sync is tied to identity', () => {
       ],
     );
     expect(b.receiveSyncResponse('a', res)).toEqual({ ok: true });
-    // main: 280 (a 40, c capped at 2L = 200, d 40, c and d each given a peer slot)
+    // at 459ce28 (before this work): 280 (a 40, c capped at 2L = 200, d 40, c and d each given a peer slot)
     expect(b.estimate('p', 'k')).toBe(40);
     expect(b.stats().dropped).toEqual({ 'sync-foreign-entry': 2 });
     expect(b.stats().peerTable).toBe(1);
@@ -56,7 +56,7 @@ describe('sync is tied to identity', () => {
     b.buildSyncRequest();
     const res = response(b, ['a', 'b'], [{ origin: 1, counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2000] }]);
     expect(b.receiveSyncResponse('a', res)).toEqual({ ok: true });
-    // capped at L in a bucket (main gossiped these 100 as its own counts: laundered under its signature)
+    // capped at L in a bucket (at 459ce28 it gossiped these 100 as its own counts: laundered under its signature)
     expect(b.estimate('p', 'k')).toBe(L);
     spend(b, 'p', 'k', 1);
     const dec = decodeMessage(b.buildGossip(), b.version);
