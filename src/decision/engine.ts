@@ -8,6 +8,7 @@ import {
   encodeSyncRequest,
   encodeSyncResponse,
   LIMITS,
+  peekGossipEntries,
   TYPE_GOSSIP,
   TYPE_SYNC_REQUEST,
   TYPE_SYNC_RESPONSE,
@@ -262,6 +263,8 @@ export class Engine implements RateLimiter {
   private readonly retainMs: number;
   private readonly logger: EngineLogger | undefined;
   private readonly maxClockOffsetMs: number;
+  /** Sync requests sent and not answered yet: their t0 and how many share it. */
+  private readonly pendingSync = new Map<number, number>();
   private readonly peers: PeerTable;
   private readonly dirty = new Set<KeyWindow>();
   private readonly repeatTicks: number;
@@ -1219,6 +1222,8 @@ export class Engine implements RateLimiter {
     if (from === this.nodeId) return this.drop('self');
     const known = this.peers.get(from);
     if (known !== undefined && now < known.ignoredUntil) return this.drop('peer-ignored');
+    // refused from the header alone: a message with too many keys costs no decoding
+    if (peekGossipEntries(bytes, this.version) > this.maxKeysPerMessage) return this.drop('too-many-keys');
     const dec = decodeMessage(bytes, this.version);
     if (!dec.ok) return this.drop(dec.reason);
     const m = dec.message;
@@ -1414,7 +1419,11 @@ export class Engine implements RateLimiter {
 
   /** A request for a peer's full state; carries our time for the clock-offset estimate. */
   buildSyncRequest(): Uint8Array {
-    return encodeSyncRequest({ version: this.version, t0: this.now() });
+    const t0 = this.now();
+    // remembered so that only an answer to a request of ours is merged (at most 256 open, for 60 s)
+    this.pendingSync.set(t0, (this.pendingSync.get(t0) ?? 0) + 1);
+    if (this.pendingSync.size > 256) this.pendingSync.delete(this.pendingSync.keys().next().value!);
+    return encodeSyncRequest({ version: this.version, t0 });
   }
 
   /** Answer a sync request with every key's window of every origin we hold. */
@@ -1485,8 +1494,13 @@ export class Engine implements RateLimiter {
     if (m.origins[0] !== from) return this.drop('sync-wrong-origin');
     const bad = this.validateEntries(m.entries);
     if (bad !== undefined) return this.drop(`sync-${bad}`);
+    // an answer to a request of ours, each request answered once: no unsolicited or replayed state
+    const open = this.pendingSync.get(m.t0);
+    if (open === undefined || now - m.t0 > 60_000) return this.drop('sync-unsolicited');
     const peer = known ?? this.peers.ensure(from);
     if (peer === undefined) return this.drop('sync-too-many-peers');
+    if (open > 1) this.pendingSync.set(m.t0, open - 1);
+    else this.pendingSync.delete(m.t0);
     const self = m.origins.indexOf(this.nodeId);
     if (m.t0 <= now && now - m.t0 < 60_000) {
       peer.clockOffsetMs = m.t1 - (m.t0 + now) / 2;

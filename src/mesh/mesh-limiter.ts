@@ -251,10 +251,14 @@ class MeshLimiterImpl implements MeshLimiter {
     const file = this.cfg.snapshotFile;
     if (file === undefined || !existsSync(file)) return;
     try {
-      if (statSync(file).size > MAX_SNAPSHOT_BYTES) throw new Error(`larger than ${MAX_SNAPSHOT_BYTES} bytes`);
+      if (statSync(file).size > MAX_SNAPSHOT_BYTES)
+        throw new Error(`larger than ${MAX_SNAPSHOT_BYTES} bytes`);
       const r = this.engine.restoreSnapshot(new Uint8Array(readFileSync(file)));
       if (r.ok)
-        this.cfg.logger.info({ file, entries: r.restored }, 'ratemesh restored its windows from the snapshot');
+        this.cfg.logger.info(
+          { file, entries: r.restored },
+          'ratemesh restored its windows from the snapshot',
+        );
       else this.cfg.logger.warn({ file, reason: r.reason }, 'ratemesh snapshot not restored');
     } catch (err) {
       this.cfg.logger.warn({ file, err: String(err) }, 'ratemesh snapshot not readable');
