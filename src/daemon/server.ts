@@ -350,7 +350,7 @@ function inRequest(err: unknown, r: CheckRequest): unknown {
         return true;
       }
     });
-    return i < 0 ? 0 : i;
+    return Math.max(0, i);
   };
   let field: string;
   const pair = /^pairs\[(\d+)\](.*)$/.exec(err.field);
@@ -591,7 +591,6 @@ function errorBody(code: string, message: string, field?: string): ErrorBody {
  * holds for any message whatever its source.
  */
 function printable(s: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point
   return s.replace(
     /[\u0000-\u001f\u007f\u2028\u2029]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
