@@ -215,7 +215,7 @@ function positiveInt(v: unknown, field: string, def: number, min = 1): number {
  * it peers' gossip and publishes what it builds, the simulator does the same on
  * a virtual network.
  *
- * The rule for a global policy with limit L (DESIGN.md §2):
+ * The rule for a global policy with limit L (README, "How a node decides"):
  * - estimate E = sliding-window-counter sum over all origins;
  * - naive: admit when E + cost <= L;
  * - controlled (default): everything live peers admitted more than U ago has
