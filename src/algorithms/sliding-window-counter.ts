@@ -36,7 +36,7 @@ export interface SlidingWindowCounterState {
  * `w = windowMs / k`. The estimate at `t` (in sub-bucket `b`) is the sum of
  * buckets `b - k + 1 .. b` plus bucket `b - k` weighted by the part of it still
  * inside `(t - windowMs, t]`; a request is admitted when `estimate + cost <= limit`.
- * This is the same estimate the mesh uses over all origins (DESIGN.md §2).
+ * This is the same estimate the mesh uses over all origins (README, "How a node decides").
  *
  * It is approximate, not the exact rolling log: the weighting assumes the
  * oldest bucket's events were spread evenly across it. What it guarantees:

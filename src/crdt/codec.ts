@@ -401,3 +401,25 @@ export function peekGossipReach(bytes: Uint8Array): number {
     return 0;
   }
 }
+
+/**
+ * The entry count of a gossip message from its header alone (nothing else
+ * decoded), so a receiver can refuse a message with too many keys at O(1)
+ * cost; -1 when the bytes are not a well-formed gossip header of this format,
+ * policy table included (the full decode then says why).
+ */
+export function peekGossipEntries(bytes: Uint8Array): number {
+  if (!(bytes instanceof Uint8Array) || bytes.length > LIMITS.gossipBytes) return -1;
+  const r = new Reader(bytes);
+  try {
+    if (r.u8() !== MAGIC || r.u8() !== FORMAT || r.u8() !== TYPE_GOSSIP) return -1;
+    readTable(r);
+    r.varint();
+    r.f64();
+    r.varint();
+    r.varint();
+    return r.varint();
+  } catch {
+    return -1;
+  }
+}

@@ -85,6 +85,8 @@ export interface DaemonConfig {
     psk: Uint8Array | undefined;
     /** Run without a psk on non-loopback addresses (logged as a warning); absent: false. */
     insecure?: boolean;
+    /** Absolute path of the windows' snapshot (written on stop, restored at start); absent: off. */
+    snapshotFile?: string;
   };
   log: { level: LogLevel };
   stats: { hotKeys: number };
@@ -118,6 +120,11 @@ export const NODE_FLAGS = {
   'log-level': { env: 'RATEMESH_LOG_LEVEL', arg: '<level>', help: LOG_LEVELS.join('|') },
   'key-file': { env: 'RATEMESH_KEY_FILE', arg: '<file>', help: 'libp2p private key (ratemesh keygen)' },
   'psk-file': { env: 'RATEMESH_PSK_FILE', arg: '<file>', help: 'pnet swarm key (ratemesh psk)' },
+  'snapshot-file': {
+    env: 'RATEMESH_SNAPSHOT_FILE',
+    arg: '<file>',
+    help: "keep this node's windows across restarts (a lone node's limits survive one)",
+  },
   insecure: {
     env: 'RATEMESH_INSECURE',
     arg: '<true|false>',
@@ -267,6 +274,8 @@ export function loadConfig(src: ConfigSources): DaemonConfig {
     cfg.mesh.pskFile = resolve(cwd, string(pskFile.value[0], pskFile.path));
     keySource.psk = pskFile.path;
   }
+  const snapshotFile = pick('snapshot-file');
+  if (snapshotFile) cfg.mesh.snapshotFile = resolve(cwd, string(snapshotFile.value[0], snapshotFile.path));
   const insecure = pick('insecure');
   if (insecure) cfg.mesh.insecure = oneOf(insecure.value[0], insecure.path, ['true', 'false']) === 'true';
   const delay = pick('inject-delay-ms');
@@ -342,6 +351,7 @@ const MESH_FIELDS = [
   'injectDelayMs',
   'injectLoss',
   'insecure',
+  'snapshotFile',
 ] as const;
 
 /** Validates the parsed config file into `cfg`; returns whether it supplied policies. */
@@ -392,6 +402,8 @@ function applyConfigFile(
     const m = objectOf(top.mesh, 'config.mesh', MESH_FIELDS);
     if (m.listen !== undefined) cfg.mesh.listen = stringArray(m.listen, 'config.mesh.listen', MAX_ADDRS);
     if (m.insecure !== undefined) cfg.mesh.insecure = boolean(m.insecure, 'config.mesh.insecure');
+    if (m.snapshotFile !== undefined)
+      cfg.mesh.snapshotFile = resolve(baseDir, string(m.snapshotFile, 'config.mesh.snapshotFile'));
     if (m.bootstrap !== undefined) {
       cfg.mesh.bootstrap = stringArray(m.bootstrap, 'config.mesh.bootstrap', MAX_ADDRS);
     }

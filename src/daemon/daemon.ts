@@ -77,6 +77,7 @@ export function limiterOptions(config: DaemonConfig, logger: Logger, clock?: Clo
   if (m.privateKey !== undefined) opts.privateKey = m.privateKey;
   if (m.psk !== undefined) opts.psk = m.psk;
   if (m.insecure !== undefined) opts.insecure = m.insecure;
+  if (m.snapshotFile !== undefined) opts.snapshotFile = m.snapshotFile;
   if (m.gossipIntervalMs !== undefined) opts.gossipIntervalMs = m.gossipIntervalMs;
   if (m.expectedDelayMs !== undefined) opts.expectedDelayMs = m.expectedDelayMs;
   if (m.injectDelayMs !== undefined && m.injectDelayMs > 0) opts.injectDelayMs = m.injectDelayMs;

@@ -39,6 +39,8 @@ const LATENCY_BUCKETS = [1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1
  * | `ratemesh_fallback_active` | gauge (0/1) | |
  * | `ratemesh_gossip_capped_total`, `ratemesh_key_evictions_total` | counter | |
  * | `ratemesh_tracked_keys` | gauge | |
+ * | `ratemesh_peers_ignored_total`, `ratemesh_clock_skewed_messages_total`, `ratemesh_peers_forgotten_total`, `ratemesh_key_evictions_live_total` | counter | |
+ * | `ratemesh_peers_clock_skewed`, `ratemesh_peer_table_size`, `ratemesh_eviction_sketch_bytes` | gauge | |
  * | `ratemesh_view_age_seconds` | gauge | |
  * | `ratemesh_clock_offset_seconds` | gauge | peer |
  * | `ratemesh_info` | gauge (1) | peer_id, topic |
@@ -254,6 +256,57 @@ export class DaemonMetrics {
         this.inc(num(engineField(stats(), 'evictions')));
       },
     });
+    // Issue 11: what the engine does about churn, hostile members, skewed clocks and key floods.
+    const engineCounter = (name: string, help: string, field: string) =>
+      new Counter({
+        name,
+        help,
+        registers,
+        collect() {
+          this.reset();
+          this.inc(num(engineField(stats(), field)));
+        },
+      });
+    const engineGauge = (name: string, help: string, field: string) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(num(engineField(stats(), field)));
+        },
+      });
+    engineCounter(
+      'ratemesh_peers_ignored_total',
+      'Times a peer was ignored for a while after repeatedly sending counts it could not have admitted.',
+      'peersIgnored',
+    );
+    engineCounter(
+      'ratemesh_clock_skewed_messages_total',
+      'Peer messages not merged because the peer clock is off by more than maxClockOffsetMs.',
+      'clockSkewed',
+    );
+    engineGauge(
+      'ratemesh_peers_clock_skewed',
+      'Peers whose clock is off by more than maxClockOffsetMs now (treated as stale).',
+      'skewedPeers',
+    );
+    engineGauge(
+      'ratemesh_peer_table_size',
+      'Peers in the table: members and departed peers whose counts are still in a window.',
+      'peerTable',
+    );
+    engineCounter(
+      'ratemesh_peers_forgotten_total',
+      'Departed peers forgotten once their counts left every window (their slot reused).',
+      'peersForgotten',
+    );
+    engineCounter(
+      'ratemesh_key_evictions_live_total',
+      'Keys evicted with counts still in their window (recorded in the eviction sketch).',
+      'evictedLive',
+    );
+    engineGauge('ratemesh_eviction_sketch_bytes', 'Bytes held by the eviction sketches.', 'sketchBytes');
     new Gauge({
       name: 'ratemesh_view_age_seconds',
       help: "Age of the oldest peer data this node's view holds (0 with no peers).",

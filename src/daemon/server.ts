@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { systemClock } from '../clock.js';
 import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
 import { validateKey } from '../keys/key.js';
 import type { Logger, MeshLimiter } from '../mesh/types.js';
@@ -329,11 +330,12 @@ function decide(
 
   const retryAfter =
     !decision.allowed && decision.retryAfterMs >= 0 ? Math.ceil(decision.retryAfterMs / 1000) : undefined;
-  // decidedAt: this node's wall time of the decision (ms), so load drivers can
-  // place admissions in time even when replies lag.
+  // decidedAt: this node's time of the decision (epoch ms, to the µs, on the clock the engine
+  // decides by: Date.now() could be a few ms apart, enough to put a burst of decisions on the
+  // wrong side of a window edge), so load drivers can place admissions in time when replies lag.
   return {
     status: decision.allowed ? 200 : 429,
-    body: { ...decision, decidedAt: Date.now() },
+    body: { ...decision, decidedAt: Math.round(systemClock.now() * 1000) / 1000 },
     retryAfter,
   };
 }
@@ -358,7 +360,7 @@ function inRequest(err: unknown, r: CheckRequest): unknown {
         return true;
       }
     });
-    return i < 0 ? 0 : i;
+    return Math.max(0, i);
   };
   let field: string;
   const pair = /^pairs\[(\d+)\](.*)$/.exec(err.field);
@@ -599,7 +601,6 @@ function errorBody(code: string, message: string, field?: string): ErrorBody {
  * holds for any message whatever its source.
  */
 function printable(s: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point
   return s.replace(
     /[\u0000-\u001f\u007f\u2028\u2029]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,

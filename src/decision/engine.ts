@@ -8,6 +8,7 @@ import {
   encodeSyncRequest,
   encodeSyncResponse,
   LIMITS,
+  peekGossipEntries,
   TYPE_GOSSIP,
   TYPE_SYNC_REQUEST,
   TYPE_SYNC_RESPONSE,
@@ -257,7 +258,7 @@ function positiveInt(v: unknown, field: string, def: number, min = 1): number {
  * it peers' gossip and publishes what it builds, the simulator does the same on
  * a virtual network.
  *
- * The rule for a global policy with limit L (DESIGN.md §2):
+ * The rule for a global policy with limit L (README, "How a node decides"):
  * - estimate E = sliding-window-counter sum over all origins;
  * - naive: admit when E + cost <= L;
  * - controlled (default): everything live peers admitted more than U ago has
@@ -317,6 +318,8 @@ export class Engine implements RateLimiter {
   private retainMs = 0;
   private readonly logger: EngineLogger | undefined;
   private readonly maxClockOffsetMs: number;
+  /** Sync requests sent and not answered yet: their t0 and how many share it. */
+  private readonly pendingSync = new Map<number, number>();
   private readonly peers: PeerTable;
   private readonly dirty = new Set<KeyWindow>();
   /** (peer, policy, version) marks already logged. */
@@ -1009,7 +1012,7 @@ export class Engine implements RateLimiter {
       const share = Math.floor(L / peers.knownN);
       const own = kw.ownEstimate(w);
       if (own + cost > share + 1e-9) {
-        const retry = cost > share ? -1 : this.expiry(kw, kw.own, own + cost - share, now, rt);
+        const retry = cost > share ? -1 : this.expiry(kw, true, own + cost - share, now, rt);
         this.deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), retry);
         return;
       }
@@ -1098,7 +1101,7 @@ export class Engine implements RateLimiter {
       'global-limit',
       mode,
       Math.max(0, Math.floor(L - est)),
-      this.expiry(kw, kw.sum, est + cost - L, now, rt),
+      this.expiry(kw, false, est + cost - L, now, rt),
     );
     return true;
   }
@@ -1194,7 +1197,7 @@ export class Engine implements RateLimiter {
       return;
     }
     const kw = e.kw!;
-    kw.addOwn(cost);
+    kw.addOwn(cost, now / rt.bw - kw.cur);
     if (kw.local !== undefined) rt.algo!.commit(kw.local, cost, now);
     if (kw.unsynced >= rt.earlyAt) this.early = true;
   }
@@ -1283,21 +1286,49 @@ export class Engine implements RateLimiter {
    * new admitted: the oldest bucket drains linearly over the rest of the current
    * bucket, then each next bucket over one bucket width.
    */
-  private expiry(kw: KeyWindow, arr: Float64Array, need: number, now: number, rt: PolicyRt): number {
-    if (need <= 0) return 0;
+  /**
+   * How long until `need` of the window's counts have left it: `ownOnly` counts our own
+   * admissions only (the fallback share), else every origin's. Peers' counts leave a bucket
+   * evenly over it; ours between the first and last admission in it (see KeyWindow.ownWeight),
+   * so the answer matches what the estimate will say then.
+   */
+  private expiry(kw: KeyWindow, ownOnly: boolean, need: number, now: number, rt: PolicyRt): number {
+    if (need <= 1e-9) return 0;
     const bw = rt.bw;
     const frac = (now - kw.cur * bw) / bw;
-    const rest = frac < 0 ? 1 : 1 - frac;
-    const s0 = arr[kw.oldest]!;
-    if (s0 * rest >= need - 1e-9) return (Math.min(need, s0 * rest) / s0) * bw;
-    need -= s0 * rest;
-    let t = rest * bw;
-    for (let b = kw.cur - kw.k + 1; b <= kw.cur + 1; b++) {
-      if (need <= 1e-9) return t;
-      const s = arr[kw.slotOf(b)]!;
-      if (s >= need) return t + (need / s) * bw;
-      need -= s;
-      t += bw;
+    let start = frac < 0 ? 0 : Math.min(1, frac);
+    let t = 0;
+    for (let b = kw.cur - kw.k; b <= kw.cur + 1; b++) {
+      const s = kw.slotOf(b);
+      const own = kw.own[s]!;
+      const others = ownOnly ? 0 : kw.sum[s]! - own;
+      let first = kw.span[2 * s]!;
+      let last = kw.span[2 * s + 1]!;
+      if (first < 0) {
+        first = 0;
+        last = 1;
+      }
+      // drained(c) for the cut at c in [start, 1]: others' evenly, ours over first..last (a
+      // point mass, first = last, all at once): monotone, so the first c that drains `need`
+      // is found by bisection (this runs on denials only)
+      const ownLeft = (c: number) => (c + 1e-9 >= last ? 0 : c < first ? 1 : (last - c) / (last - first));
+      // the oldest bucket's own counts weigh ownLeft(cut) now; a later bucket's weigh 1 until it is the oldest
+      const w0 = b === kw.cur - kw.k ? ownLeft(start) : 1;
+      const drained = (c: number) => others * (c - start) + own * (w0 - ownLeft(c));
+      if (drained(1) >= need - 1e-9) {
+        if (drained(start) >= need - 1e-9) return t;
+        let lo = start;
+        let hi = 1;
+        for (let i = 0; i < 48 && hi - lo > 1e-12; i++) {
+          const mid = (lo + hi) / 2;
+          if (drained(mid) >= need - 1e-9) hi = mid;
+          else lo = mid;
+        }
+        return t + (hi - start) * bw;
+      }
+      need -= drained(1);
+      t += (1 - start) * bw;
+      start = 0;
     }
     return t;
   }
@@ -1490,6 +1521,8 @@ export class Engine implements RateLimiter {
     if (from === this.nodeId) return this.drop('self');
     const known = this.peers.get(from);
     if (known !== undefined && now < known.ignoredUntil) return this.drop('peer-ignored');
+    // refused from the header alone: a message with too many keys costs no decoding
+    if (peekGossipEntries(bytes) > this.maxKeysPerMessage) return this.drop('too-many-keys');
     const dec = decodeMessage(bytes);
     if (!dec.ok) return this.drop(dec.reason);
     const m = dec.message;
@@ -1698,7 +1731,11 @@ export class Engine implements RateLimiter {
 
   /** A request for a peer's full state; carries our time for the clock-offset estimate. */
   buildSyncRequest(): Uint8Array {
-    return encodeSyncRequest({ t0: this.now() });
+    const t0 = this.now();
+    // remembered so that only an answer to a request of ours is merged (at most 256 open, for 60 s)
+    this.pendingSync.set(t0, (this.pendingSync.get(t0) ?? 0) + 1);
+    if (this.pendingSync.size > 256) this.pendingSync.delete(this.pendingSync.keys().next().value!);
+    return encodeSyncRequest({ t0 });
   }
 
   /** Answer a sync request with every key's window of every origin we hold. */
@@ -1776,8 +1813,13 @@ export class Engine implements RateLimiter {
     const map = this.mapTable(undefined, m.policies, now);
     const bad = this.validateEntries(m.entries, map);
     if (bad !== undefined) return this.drop(`sync-${bad}`);
+    // an answer to a request of ours, each request answered once: no unsolicited or replayed state
+    const open = this.pendingSync.get(m.t0);
+    if (open === undefined || now - m.t0 > 60_000) return this.drop('sync-unsolicited');
     const peer = known ?? this.peers.ensure(from);
     if (peer === undefined) return this.drop('sync-too-many-peers');
+    if (open > 1) this.pendingSync.set(m.t0, open - 1);
+    else this.pendingSync.delete(m.t0);
     this.mapTable(peer, m.policies, now);
     const self = m.origins.indexOf(this.nodeId);
     if (m.t0 <= now && now - m.t0 < 60_000) {
@@ -1816,6 +1858,60 @@ export class Engine implements RateLimiter {
     this.stamp++;
     this.refresh(now);
     return { ok: true };
+  }
+
+  /**
+   * This node's own windows (every global key with own counts), as bytes for
+   * {@link restoreSnapshot}: a lone node that restarts keeps what it admitted.
+   * The format is a sync response from this node (docs/wire-format.md).
+   */
+  snapshot(): Uint8Array {
+    const now = this.now();
+    const entries: WireEntry[] = [];
+    for (const rt of this.rts) {
+      if (rt.local) continue;
+      for (const [key, kw] of rt.windows.map) {
+        const c = Math.floor(now / rt.bw);
+        if (c > kw.cur) kw.roll(c);
+        if (kw.ownEstimate(1) > 0) entries.push(this.ownEntry(kw, rt.wire, key, 0, now, rt));
+      }
+    }
+    return encodeSyncResponse({
+      policies: this.wireTable,
+      t0: now,
+      t1: now,
+      origins: [this.nodeId],
+      entries,
+    });
+  }
+
+  /**
+   * Count what a snapshot holds (this node's admissions before a restart, whatever its id
+   * was) on the unattributed floor: it counts here, bounded like any origin's counts, is
+   * never gossiped as this node's own, and ages out with its buckets. A snapshot of other
+   * policies, a malformed one, or one whose windows have passed restores nothing. Returns
+   * the entries merged.
+   */
+  restoreSnapshot(bytes: Uint8Array): ReceiveResult & { restored?: number } {
+    const now = this.now();
+    if (!(bytes instanceof Uint8Array)) return this.drop('snapshot-bad-type');
+    const dec = decodeMessage(bytes);
+    if (!dec.ok) return this.drop(`snapshot-${dec.reason}`);
+    const m = dec.message;
+    if (m.type !== TYPE_SYNC_RESPONSE) return this.drop('snapshot-bad-type');
+    // policies restore only at the version they were saved under (the table says which)
+    const map = this.mapTable(undefined, m.policies, now);
+    const bad = this.validateEntries(m.entries, map);
+    if (bad !== undefined) return this.drop(`snapshot-${bad}`);
+    let restored = 0;
+    for (const e of m.entries) {
+      const rt = map[e.policy];
+      if (e.origin !== 0 || rt === undefined) continue;
+      this.mergeEntry(rt, FLOOR, e, now, 0);
+      restored++;
+    }
+    this.stamp++;
+    return { ok: true, restored };
   }
 
   /** The transport saw a peer leave: it stops being a member (its counts age out). */

@@ -36,3 +36,5 @@ export const TOPIC_PREFIX = 'ratemesh/';
  * the topic carried the policy-set version, and any change split the mesh.)
  */
 export const TOPIC = `${TOPIC_PREFIX}3`;
+/** Largest snapshot file a node reads at start, bytes (the sync frame limit). */
+export const MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024;

@@ -53,6 +53,10 @@ export interface MeshEngine extends RateLimiter {
   answerSync(from: string, request: Uint8Array, now?: number): Uint8Array | Receipt;
   receiveSyncResponse(from: string, response: Uint8Array, now?: number): Receipt;
   peerDeparted(id: string): void;
+  /** This node's own windows as bytes (written to `snapshotFile` on stop). */
+  snapshot(): Uint8Array;
+  /** Counts a snapshot's windows still inside the window; never throws. */
+  restoreSnapshot(bytes: Uint8Array): Receipt & { restored?: number };
   peerViews(now?: number): EnginePeer[];
   stats(): object;
 }

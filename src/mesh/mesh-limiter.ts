@@ -1,4 +1,5 @@
 import './polyfill.js';
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import type { Message, SubscriptionChangeData, TopicValidatorFn } from '@libp2p/gossipsub';
 import { TopicValidatorResult } from '@libp2p/gossipsub';
 import type { PeerId } from '@libp2p/interface';
@@ -8,6 +9,7 @@ import type { PolicySet } from '../policy/index.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../types.js';
 import {
   MAX_PUBLISHES_IN_FLIGHT,
+  MAX_SNAPSHOT_BYTES,
   RPC_FRAME_MESSAGES,
   SYNC_ATTEMPTS,
   SYNC_MAX_INBOUND_STREAMS,
@@ -222,6 +224,7 @@ class MeshLimiterImpl implements MeshLimiter {
         resolve: systemResolver,
         logger: cfg.logger,
       });
+      this.loadSnapshot();
       this.state = 'running';
       this.tickTimer = setInterval(this.onTick, cfg.gossipIntervalMs);
       this.sweepTimer = setInterval(this.onSweep, Math.min(1_000, Math.max(50, cfg.departAfterMs / 4)));
@@ -247,6 +250,7 @@ class MeshLimiterImpl implements MeshLimiter {
       .then(async () => {
         this.state = 'stopping';
         await this.teardown();
+        this.saveSnapshot();
         this.state = 'stopped';
         this.cfg.logger.info({ peerId: this.peerId }, 'ratemesh mesh node stopped');
       })
@@ -254,6 +258,44 @@ class MeshLimiterImpl implements MeshLimiter {
         this.stopping = undefined;
       });
     return this.stopping;
+  }
+
+  /**
+   * `snapshotFile`: what this node admitted, restored at start when still in the window (a
+   * lone node's restart does not reopen its limits). A missing file is a first start; a bad
+   * one is logged and ignored (it can only have under-counted, never opened a limit wider
+   * than a restart without it).
+   */
+  private loadSnapshot(): void {
+    const file = this.cfg.snapshotFile;
+    if (file === undefined || !existsSync(file)) return;
+    try {
+      if (statSync(file).size > MAX_SNAPSHOT_BYTES)
+        throw new Error(`larger than ${MAX_SNAPSHOT_BYTES} bytes`);
+      const r = this.engine.restoreSnapshot(new Uint8Array(readFileSync(file)));
+      if (r.ok)
+        this.cfg.logger.info(
+          { file, entries: r.restored },
+          'ratemesh restored its windows from the snapshot',
+        );
+      else this.cfg.logger.warn({ file, reason: r.reason }, 'ratemesh snapshot not restored');
+    } catch (err) {
+      this.cfg.logger.warn({ file, err: String(err) }, 'ratemesh snapshot not readable');
+    }
+  }
+
+  /** Writes the snapshot (to a temporary file, then renamed over the old one). */
+  private saveSnapshot(): void {
+    const file = this.cfg.snapshotFile;
+    if (file === undefined) return;
+    try {
+      const tmp = `${file}.${process.pid}.tmp`;
+      writeFileSync(tmp, this.engine.snapshot(), { mode: 0o600 });
+      renameSync(tmp, file);
+      this.cfg.logger.info({ file }, 'ratemesh wrote its windows to the snapshot');
+    } catch (err) {
+      this.cfg.logger.warn({ file, err: String(err) }, 'ratemesh could not write the snapshot');
+    }
   }
 
   /** Releases everything start() took: timers, discovery, sync streams, libp2p. */

@@ -93,6 +93,13 @@ export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
         fastMsgIdFn: fastMsgId,
         // Each node publishes only its own counts: straight to every subscriber (one hop) is what bounds delay.
         floodPublish: true,
+        // Peer scoring is for open meshes. Ours is closed (psk), every message is signed and the
+        // engine caps what an origin is credited with. Gossipsub's IP colocation penalty graylisted
+        // every peer after a rolling deploy on one address (loopback, NAT, host networking): 43 ids
+        // seen from 127.0.0.1 gave each (43 - 10)^2 x -5 = -5,445, and the score of gone peers is
+        // kept for an hour, so the survivors ignored each other's gossip and fell back to L/N for
+        // good (mesh-test/field-drills.ts, churn). Scores of departed peers are kept one minute.
+        scoreParams: { IPColocationFactorWeight: 0, retainScore: 60_000 },
       }),
     },
   });

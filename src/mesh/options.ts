@@ -35,6 +35,7 @@ export interface MeshConfig {
   privateKey: PrivateKey;
   psk: Uint8Array | undefined;
   insecure: boolean;
+  snapshotFile: string | undefined;
   gossipIntervalMs: number;
   expectedDelayMs: number;
   logger: Logger;
@@ -63,6 +64,7 @@ const KNOWN = new Set<string>([
   'privateKey',
   'psk',
   'insecure',
+  'snapshotFile',
   'gossipIntervalMs',
   'expectedDelayMs',
   'logger',
@@ -218,6 +220,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     privateKey,
     psk,
     insecure: insecure && psk === undefined && exposed.length > 0,
+    snapshotFile: snapshotFileOption(opts.snapshotFile),
     gossipIntervalMs,
     expectedDelayMs,
     logger,
@@ -280,4 +283,11 @@ export function isLoopbackMultiaddr(text: string): boolean {
     /^\/ip6\/::1(\/|$)/.test(text) ||
     /^\/dns[46]?\/localhost(\/|$)/.test(text)
   );
+}
+
+function snapshotFileOption(v: unknown): string | undefined {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'string' || v.length === 0 || v.length > 4096 || v.includes('\0'))
+    bad('snapshotFile', 'must be a file path (a non-empty string)');
+  return v as string;
 }

@@ -31,6 +31,12 @@ export interface MeshLimiterOptions {
    * Default false.
    */
   insecure?: boolean;
+  /**
+   * Write this node's windows here on stop and restore them at start (while still inside the
+   * window), so a lone node's restart does not reopen its limits. Off by default: in a mesh a
+   * restarted node pulls its peers' windows by sync instead.
+   */
+  snapshotFile?: string;
   /** Gossip tick interval, ms. Default 100 (the smallest 8 signed nodes on 2 cores sustain: mesh-test/README.md). */
   gossipIntervalMs?: number;
   /** Expected one-way gossip delay, ms (feeds staleness). Default 10. */

@@ -538,13 +538,32 @@ describe('GET /metrics', () => {
     expect(text).toMatch(/^# TYPE ratemesh_decision_duration_seconds histogram$/m);
     expect(text).toMatch(/^process_cpu_user_seconds_total /m);
     // the engine's own figures win when it reports them
-    fake.statsValue.engine = { fallback: false, capped: 4, keys: 7, evictions: 2 };
+    fake.statsValue.engine = {
+      fallback: false,
+      capped: 4,
+      keys: 7,
+      evictions: 2,
+      peersIgnored: 1,
+      clockSkewed: 9,
+      skewedPeers: 1,
+      peerTable: 5,
+      peersForgotten: 300,
+      evictedLive: 6,
+      sketchBytes: 1310720,
+    };
     const text2 = await (await fetch(`${daemon.http.url}/metrics`)).text();
     for (const line of [
       'ratemesh_fallback_active 0',
       'ratemesh_gossip_capped_total 4',
       'ratemesh_tracked_keys 7',
       'ratemesh_key_evictions_total 2',
+      'ratemesh_peers_ignored_total 1',
+      'ratemesh_clock_skewed_messages_total 9',
+      'ratemesh_peers_clock_skewed 1',
+      'ratemesh_peer_table_size 5',
+      'ratemesh_peers_forgotten_total 300',
+      'ratemesh_key_evictions_live_total 6',
+      'ratemesh_eviction_sketch_bytes 1310720',
     ]) {
       expect(text2).toContain(line);
     }

@@ -483,8 +483,9 @@ describe('sync', () => {
       clock: new ManualClock(T0),
       nodeId: 'o',
     });
-    // another version of p: the answer is taken (a member), p's counts are not merged
-    expect(other.receiveSyncResponse('a', res)).toEqual({ ok: true });
+    // another version of p: the answer (to its own request) is taken (a member), p's counts are not merged
+    const asked = a.answerSync('o', other.buildSyncRequest()) as Uint8Array;
+    expect(other.receiveSyncResponse('a', asked)).toEqual({ ok: true });
     expect(other.estimate('p', 'k')).toBe(0);
     expect(other.stats().foreignEntries).toBe(1);
     expect(other.stats().foreignVersion).toEqual({ p: 1 });

@@ -4,6 +4,7 @@ import { type Clock, ManualClock } from '../../src/clock.js';
 import { decodeMessage, TYPE_GOSSIP } from '../../src/crdt/codec.js';
 import { Engine } from '../../src/decision/engine.js';
 import { ErrorCodes } from '../../src/errors.js';
+import { worstRolling } from '../../src/sim/metrics.js';
 import type { PolicySpec } from '../../src/types.js';
 import { engine, expectCode, spend, T0 } from './helpers.js';
 
@@ -45,22 +46,70 @@ describe('Engine as a single-node limiter', () => {
     expect(s.byMode.global).toBe(15);
   });
 
-  it('a new window admits again; the oldest bucket drains linearly (sliding-window-counter)', () => {
+  it('a new window admits again: own admissions leave it when they are W old, a burst at once', () => {
     const { e, clock } = engine(
       [{ name: 'p', limit: 10, windowMs: 1000, buckets: 10 }],
       {},
       new ManualClock(0),
     );
-    expect(spend(e, 'p', 'k', 20)).toBe(10); // all in bucket 0 = [0, 100)
+    expect(spend(e, 'p', 'k', 20)).toBe(10); // all at t = 0, in bucket 0 = [0, 100)
     clock.set(999);
     expect(e.check('p', 'k').allowed).toBe(false);
-    clock.set(1000); // bucket 0 is now the oldest, fully weighted
+    clock.set(1000); // bucket 0 is the oldest; its burst is exactly W old: out (window (now - W, now])
+    expect(e.estimate('p', 'k')).toBe(0);
+    // The sliding-window-counter weight would still count half of it at 1050 (5) and admit only 5:
+    // a burst decided at one instant is wholly in or wholly out, never pro rata.
+    clock.set(1050);
+    expect(spend(e, 'p', 'k', 20)).toBe(10);
     expect(e.estimate('p', 'k')).toBe(10);
-    clock.set(1050); // half of it is still inside
-    expect(e.estimate('p', 'k')).toBe(5);
-    expect(spend(e, 'p', 'k', 10)).toBe(5);
-    clock.set(1100);
-    expect(e.estimate('p', 'k')).toBe(5);
+  });
+
+  it('bursts decided at one instant (a batch, a backlog) do not open the limit (issue 11 flood drill)', () => {
+    // 2,000/s offered in bursts against L = 1,000/s, k = 50: the uniform weight of the oldest
+    // bucket counted a burst pro rata as it slid out and admitted 1,183 (bursts of 200) to
+    // 1,225 (bursts of 990) in a rolling second
+    for (const burst of [1, 200, 990]) {
+      const { e, clock } = engine(
+        [{ name: 'hot', limit: 1000, windowMs: 1000, buckets: 50 }],
+        {},
+        new ManualClock(T0),
+      );
+      const admitted: number[] = [];
+      let seed = 7;
+      const rnd = () => {
+        seed = (seed * 1103515245 + 12345) % 2147483648;
+        return seed / 2147483648;
+      };
+      for (let i = 0; i < 40_000 / burst; i++) {
+        clock.advance(Math.round(rnd() * burst));
+        for (let j = 0; j < burst; j++) if (e.check('hot', 'ip:hot').allowed) admitted.push(clock.now());
+      }
+      expect(worstRolling(admitted, 1000), `bursts of ${burst}`).toBeLessThanOrEqual(
+        burst === 1 ? 1010 : 1000,
+      );
+    }
+  });
+
+  it('own admissions spread over a bucket leave the window over the same span', () => {
+    const { e, clock } = engine(
+      [{ name: 'p', limit: 100, windowMs: 1000, buckets: 10 }],
+      {},
+      new ManualClock(0),
+    );
+    // 10 admissions at t = 20, 30, ..., 80 and 2 more at 80: span 20..80 of bucket 0
+    for (let t = 20; t <= 80; t += 10) {
+      clock.set(t);
+      e.check('p', 'k');
+    }
+    e.check('p', 'k');
+    e.check('p', 'k');
+    expect(e.estimate('p', 'k')).toBe(9);
+    clock.set(1010); // cut at 10 of [0, 100): all inside
+    expect(e.estimate('p', 'k')).toBe(9);
+    clock.set(1050); // half of the 20..80 span is out
+    expect(e.estimate('p', 'k')).toBeCloseTo(4.5, 6);
+    clock.set(1080); // the last ones are exactly W old
+    expect(e.estimate('p', 'k')).toBe(0);
   });
 
   it('retryAfterMs: 1 ms before it (at t + r - 2) still denies, 1 ms after it (t + r + 1) admits (property)', () => {
@@ -112,7 +161,7 @@ describe('Engine as a single-node limiter', () => {
 
   it('advancing by exactly retryAfterMs admits (epoch 0: float rounding at a whole-ms boundary)', () => {
     // L = 10, W = 1000, 4 buckets of 250 ms. 10 admitted at t = 0 (bucket 0); at t = 1 one more is denied.
-    // Bucket 0 drains over [1000, 1250): one cell has left at exactly t = 1025, so retryAfterMs = 1024.
+    // They were admitted at one instant, so they leave the window together at exactly t = 1000.
     const { e, clock } = engine(
       [{ name: 'p', limit: 10, windowMs: 1000, buckets: 4 }],
       {},
@@ -121,17 +170,15 @@ describe('Engine as a single-node limiter', () => {
     expect(spend(e, 'p', 'k', 10)).toBe(10);
     clock.set(1);
     const d = e.check('p', 'k');
-    expect(d.retryAfterMs).toBe(1024);
+    expect(d.retryAfterMs).toBe(999);
     clock.advance(d.retryAfterMs);
-    // 1 - frac(1025 / 250) is 0.9000000000000004: the estimate is 9.000000000000004
     expect(e.check('p', 'k')).toMatchObject({ allowed: true });
   });
 
   it('BUG: advancing by exactly retryAfterMs admits at a real epoch time (T0 = 1.7e12 ms)', () => {
     // L = 10, W = 1000, 1 bucket. 10 admitted at T0 + 7 (bucket [T0, T0 + 1000)); at T0 + 107 one more
-    // is denied. The bucket drains over [T0 + 1000, T0 + 2000): one cell has left at T0 + 1100, so
-    // retryAfterMs = 993. But now / bw = 1700000001.1 keeps only ~7 decimal digits of its fraction:
-    // the weight is 0.9000000954, the estimate 9.00000095, far above the 1e-9 tolerance, so it denies.
+    // is denied. They leave together at T0 + 1007, so retryAfterMs = 900. now / bw = 1700000001.007
+    // keeps only ~7 decimal digits of its fraction: the comparison must hold at that boundary.
     const { e, clock } = engine(
       [{ name: 'p', limit: 10, windowMs: 1000, buckets: 1 }],
       {},
@@ -140,10 +187,10 @@ describe('Engine as a single-node limiter', () => {
     expect(spend(e, 'p', 'k', 10)).toBe(10);
     clock.set(T0 + 107);
     const d = e.check('p', 'k');
-    expect(d.retryAfterMs).toBe(993);
+    expect(d.retryAfterMs).toBe(900);
     clock.advance(d.retryAfterMs);
     expect(e.check('p', 'k')).toMatchObject({ allowed: true });
-    expect(e.estimate('p', 'k')).toBeCloseTo(10, 9);
+    expect(e.estimate('p', 'k')).toBeCloseTo(1, 9);
   });
 
   it('resetMs: the window is empty again after resetMs', () => {

@@ -133,3 +133,23 @@ describe('KeyStore under one KeyBudget', () => {
     expect(budget.size).toBe(a.size + b.size);
   });
 });
+
+describe('departed peers are forgotten once their counts left every window', () => {
+  it('PeerTable.forgetDeparted frees non-members older than the retention, keeps members and ignored peers', () => {
+    const t = new PeerTable('self', 50, 500, 4);
+    for (const id of ['a', 'b', 'c']) {
+      const p = t.ensure(id)!;
+      p.member = true;
+      p.lastHeard = 0;
+    }
+    t.get('b')!.member = false;
+    t.get('c')!.member = false;
+    t.get('c')!.ignoredUntil = 10_000;
+    expect(t.forgetDeparted(1000, 1000)).toEqual([]); // not older than the retention yet
+    expect(t.forgetDeparted(1001, 1000)).toEqual([2]);
+    expect(t.get('b')).toBeUndefined();
+    expect(t.get('c')).toBeDefined(); // ignored: kept so the ignore holds
+    expect(t.ensure('d')!.idx).toBe(2); // the slot is reused
+    expect(t.size).toBe(3);
+  });
+});

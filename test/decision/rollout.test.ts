@@ -227,6 +227,17 @@ describe('Engine.replacePolicies', () => {
     expect(e.stats().policyReplacements).toBe(0);
   });
 
+  it('a snapshot restores only the policies at the version they were saved under', () => {
+    const clock = new ManualClock(T0);
+    const a = new Engine({ policies: [A, B_OLD], clock, nodeId: 'a' });
+    spend(a, 'a', 'k', 5);
+    spend(a, 'b', 'k', 6);
+    const b = new Engine({ policies: [A, B_NEW], clock, nodeId: 'b' });
+    expect(b.restoreSnapshot(a.snapshot())).toEqual({ ok: true, restored: 1 });
+    expect(b.estimate('a', 'k')).toBe(5);
+    expect(b.estimate('b', 'k')).toBe(0);
+  });
+
   it('members last heard on the old version of a changed policy count as on another version at once', () => {
     const clock = new ManualClock(T0);
     const x = new Engine({ policies: [A, B_OLD], clock, nodeId: 'x' });

@@ -310,3 +310,34 @@ describe('a peer claiming old send times', () => {
     expect(admitted).toBeLessThan(60);
   });
 });
+
+describe('a departed peer leaves the table and its slot is reused clean', () => {
+  it('after its counts left every window, a new peer takes its slot without inheriting its counts or demand', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+    const self = new Engine({ policies, clock, nodeId: 'self', departAfterMs: 200 });
+    const keep = new Engine({ policies, clock, nodeId: 'keep' });
+    const old = new Engine({ policies, clock, nodeId: 'old' });
+    for (let i = 0; i < 30; i++) old.check('p', 'k');
+    self.receiveGossip('old', old.buildGossip());
+    expect(self.estimate('p', 'k')).toBe(30);
+    // keep talks, old is silent: it departs after 200 ms, is forgotten once W + 2 buckets have passed
+    for (let t = 0; t < 1400; t += 10) {
+      clock.advance(10);
+      self.receiveGossip('keep', keep.buildGossip());
+    }
+    const s = self.stats();
+    expect(s.peerTable).toBe(1);
+    expect(s.peersForgotten).toBe(1);
+    const fresh = new Engine({ policies, clock, nodeId: 'fresh' });
+    fresh.check('p', 'k');
+    self.receiveGossip('fresh', fresh.buildGossip());
+    expect(self.estimate('p', 'k')).toBe(1);
+    expect(
+      self
+        .peerViews()
+        .map((v) => v.id)
+        .sort(),
+    ).toEqual(['fresh', 'keep']);
+  });
+});

@@ -23,7 +23,7 @@ describe('sync is tied to identity', () => {
   it('a sync response claiming to be the receiving node is dropped and counted, never throws', () => {
     const b = new Engine({ policies: P, clock: new ManualClock(T0), nodeId: 'b' });
     const forged = response(b, ['b'], [{ counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 50] }]);
-    // main: TypeError (Cannot set properties of undefined)
+    // at 459ce28 (before this work): TypeError (Cannot set properties of undefined)
     expect(b.receiveSyncResponse('b', forged)).toEqual({ ok: false, reason: 'sync-self' });
     expect(b.stats().dropped).toEqual({ 'sync-self': 1 });
     expect(b.estimate('p', 'k')).toBe(0);
@@ -31,6 +31,7 @@ describe('sync is tied to identity', () => {
 
   it('counts are credited to the responder only: third-party origins are skipped, never enter the peer table', () => {
     const b = new Engine({ policies: P, clock: new ManualClock(T0), nodeId: 'b' });
+    b.buildSyncRequest();
     const full = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 40];
     const res = response(
       b,
@@ -42,7 +43,7 @@ describe('sync is tied to identity', () => {
       ],
     );
     expect(b.receiveSyncResponse('a', res)).toEqual({ ok: true });
-    // main: 280 (a 40, c capped at 2L = 200, d 40, c and d each given a peer slot)
+    // at 459ce28 (before this work): 280 (a 40, c capped at 2L = 200, d 40, c and d each given a peer slot)
     expect(b.estimate('p', 'k')).toBe(40);
     expect(b.stats().dropped).toEqual({ 'sync-foreign-entry': 2 });
     expect(b.stats().peerTable).toBe(1);
@@ -52,9 +53,10 @@ describe('sync is tied to identity', () => {
   it('what a responder says this node admitted counts here (bounded, as an unattributed floor) but is never gossiped as its own', () => {
     const clock = new ManualClock(T0);
     const b = new Engine({ policies: P, clock, nodeId: 'b' });
+    b.buildSyncRequest();
     const res = response(b, ['a', 'b'], [{ origin: 1, counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2000] }]);
     expect(b.receiveSyncResponse('a', res)).toEqual({ ok: true });
-    // capped at L in a bucket (main gossiped these 100 as its own counts: laundered under its signature)
+    // capped at L in a bucket (at 459ce28 it gossiped these 100 as its own counts: laundered under its signature)
     expect(b.estimate('p', 'k')).toBe(L);
     spend(b, 'p', 'k', 1);
     const dec = decodeMessage(b.buildGossip());
@@ -65,6 +67,7 @@ describe('sync is tied to identity', () => {
   it('254 fake origins in one response fill no slot: a new honest member is still heard', () => {
     const clock = new ManualClock(T0);
     const b = new Engine({ policies: P, clock, nodeId: 'b' });
+    b.buildSyncRequest();
     const origins = ['a', ...Array.from({ length: 254 }, (_, i) => `fake-${i}`)];
     const entries = origins.map((_, i) => ({ origin: i, counts: [1] }));
     expect(b.receiveSyncResponse('a', response(b, origins, entries))).toEqual({ ok: true });
@@ -73,6 +76,24 @@ describe('sync is tied to identity', () => {
     spend(honest, 'p', 'k', 3);
     expect(b.receiveGossip('honest', honest.buildGossip())).toEqual({ ok: true });
     expect(b.stats().peerTable).toBe(2);
+  });
+
+  it('only an answer to a request of ours is merged, once: unsolicited and replayed answers are dropped', () => {
+    const clock = new ManualClock(T0);
+    const a = new Engine({ policies: P, clock, nodeId: 'a' });
+    const b = new Engine({ policies: P, clock, nodeId: 'b' });
+    spend(a, 'p', 'k', 7);
+    const unsolicited = a.answerSync('b', new Engine({ policies: P, clock, nodeId: 'z' }).buildSyncRequest());
+    expect(b.receiveSyncResponse('a', unsolicited as Uint8Array)).toEqual({
+      ok: false,
+      reason: 'sync-unsolicited',
+    });
+    expect(b.estimate('p', 'k')).toBe(0);
+    const res = a.answerSync('b', b.buildSyncRequest()) as Uint8Array;
+    expect(b.receiveSyncResponse('a', res)).toEqual({ ok: true });
+    expect(b.receiveSyncResponse('a', res)).toEqual({ ok: false, reason: 'sync-unsolicited' });
+    expect(b.estimate('p', 'k')).toBe(7);
+    expect(b.stats().dropped).toEqual({ 'sync-unsolicited': 2 });
   });
 
   it('an honest answer carries only the responder and the asker, nothing of third parties', () => {

@@ -276,7 +276,7 @@ export function fuzz(count: number, seed = 1): FuzzReport {
     };
   };
   /** A well-formed frame of `type` (1 gossip, 2 sync request, 3 sync response; 0: any) with hostile values. */
-  const hostile = (type: number): Uint8Array => {
+  const hostile = (type: number, from: string): Uint8Array => {
     const now = clock.now();
     // a message over the per-message key cap: well-formed otherwise (the target's table, rows it
     // holds), so it reaches the cap check rather than failing to decode
@@ -301,13 +301,21 @@ export function fuzz(count: number, seed = 1): FuzzReport {
       case 2:
         return encodeSyncRequest({ t0: t });
       default: {
+        // mostly an answer to a request the target did send (the rest are unsolicited)
+        let t0 = g.pick([now - g.int(50), t, now + 5]);
+        if (g.chance(0.7)) {
+          const req = decodeMessage(target.buildSyncRequest());
+          if (req.ok && req.message.type === 2) t0 = req.message.t0;
+        }
         const no = 1 + g.int(6);
         const origins = Array.from({ length: no }, () =>
           g.pick(ids.filter((x) => x.length > 0 && x.length <= 128)),
         );
+        // mostly signed by the sender (the rest are refused as sync-wrong-origin)
+        if (g.chance(0.7) && from.length > 0 && from.length <= 128) origins[0] = from;
         return encodeSyncResponse({
           policies: tableOf(),
-          t0: g.pick([now - g.int(50), t, now + 5]),
+          t0,
           t1: t,
           origins,
           entries: Array.from({ length: g.int(8) }, () => entry(no)),
@@ -357,6 +365,7 @@ export function fuzz(count: number, seed = 1): FuzzReport {
     else if (step === 1 && g.chance(0.1)) clock.advance(g.int(120_000));
     else clock.advance(g.int(5));
 
+    const from = g.chance(0.5) ? g.pick(ids) : g.pick(['p1', 'p2', 'h1']);
     const t = g.int(7);
     // the frame type the target takes (a mismatch is tried too, by the 15 % in hostile())
     const type = t === 0 ? 0 : t <= 2 ? 1 : t === 3 ? 2 : t === 4 ? 3 : 0;
@@ -372,13 +381,12 @@ export function fuzz(count: number, seed = 1): FuzzReport {
       bytes = mutate(g.pick(corpus));
     } else if (kind < 9) {
       bump(report.kinds, 'hostile');
-      bytes = hostile(type);
+      bytes = hostile(type, from);
     } else {
       bump(report.kinds, 'valid');
       bytes = g.pick(corpus);
     }
 
-    const from = g.chance(0.5) ? g.pick(ids) : g.pick(['p1', 'p2', 'h1']);
     if (t === 0) {
       bump(report.targets, 'decodeMessage');
       guard('decodeMessage', () => {

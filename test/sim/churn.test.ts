@@ -43,7 +43,7 @@ describe('peer churn (fresh peer ids, as every rolling deploy brings)', () => {
     const r = churnThenTrace(300);
     expect(r.sim.replaced).toBe(300);
     const node0 = r.stats[0]!;
-    // measured before departed peers were forgotten (same test, engine of main): node 0's table
+    // measured before departed peers were forgotten (same test, the engine at 459ce28, where this work branched): node 0's table
     // filled at 256 ids, 12,897 messages were dropped as too-many-peers and node 0 saw 0 live
     // peers (it decided alone, on its own counts). The limit still held in this run (admitted
     // 9,386, worst 1 s 989) only because nodes 1..3 still heard node 0 and made up for it.
