@@ -404,6 +404,10 @@ async function main(): Promise<number> {
     console.log(`        times ${JSON.stringify(timing)}`);
     console.log(`        requests ${JSON.stringify(requests)} send lag ${JSON.stringify(send_lag_ms)}`);
     if (d.row.no_decision) console.log(`        no decision: ${d.row.no_decision}`);
+    if (Array.isArray(d.row.admitted_per_250ms))
+      console.log(
+        `        admitted per 250 ms (all | drilled replica): ${(d.row.admitted_per_250ms as number[]).join(' ')} | ${(d.row.drilled_admitted_per_250ms as number[]).join(' ')}`,
+      );
     const dl = d.row as unknown as ReturnType<typeof lagStats>;
     const ov = overloaded(dl);
     console.log(

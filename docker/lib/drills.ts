@@ -7,10 +7,12 @@ import { docker } from './exec.js';
 import { ctlAgent, getJson, httpCall, type PeersBody, type StatsBody, type Target } from './http.js';
 import {
   admittedTimes,
+  CODE_ADMITTED,
   counts,
   decisionTime,
   describeErrors,
   lagStats,
+  type Replay,
   type ReplayHooks,
   replay,
 } from './replay.js';
@@ -198,6 +200,7 @@ export async function killDrill(trace: Trace, k: number): Promise<DrillOutcome> 
       serving_again_ms: round((marks.serving ?? Number.NaN) - (marks.start_cmd ?? Number.NaN), 0),
       recover_all_live_ms: round((marks.all_live ?? Number.NaN) - (marks.start_cmd ?? Number.NaN), 0),
       first_second_admitted: firstSecond,
+      ...timeline(r, trace, k),
       restarted_sync: sync,
       requests: c,
       no_decision: describeErrors(r),
@@ -333,6 +336,7 @@ export async function partitionDrill(trace: Trace, k: number): Promise<DrillOutc
       recover_global_ms: round(recoverMs, 0),
       recover_all_live_ms: round((marks.view_all_live ?? Number.NaN) - marks.healed!, 0),
       cut_replica: cutCounts,
+      ...timeline(r, trace, k),
       predicted_worst_1s: pred.worst_1s,
       predicted_admitted: pred.admitted,
       requests: c,
@@ -341,4 +345,32 @@ export async function partitionDrill(trace: Trace, k: number): Promise<DrillOutc
     },
     checks,
   };
+}
+
+/**
+ * Where a drill's worst second was: its start (ms since the replay start, by decision time),
+ * and admissions per 250 ms over the drill, all replicas and the drilled one.
+ */
+function timeline(r: Replay, trace: Trace, k: number) {
+  const all = admittedTimes(r);
+  let worst = 0;
+  let worstAt = 0;
+  for (let i = 0, j = 0; i < all.length; i++) {
+    while (all[i]! - all[j]! >= 1000) j++;
+    if (i - j + 1 > worst) {
+      worst = i - j + 1;
+      worstAt = all[j]!;
+    }
+  }
+  const slots = Math.ceil((trace.t[trace.t.length - 1] ?? 0) / 250) + 8;
+  const per = new Array<number>(slots).fill(0);
+  const perK = new Array<number>(slots).fill(0);
+  for (let i = 0; i < r.code.length; i++) {
+    if (r.code[i] !== CODE_ADMITTED) continue;
+    const s = Math.floor(decisionTime(r, i) / 250);
+    if (s < 0 || s >= slots) continue;
+    per[s]!++;
+    if (trace.node[i] === k) perK[s]!++;
+  }
+  return { worst_1s_from_ms: Math.round(worstAt), admitted_per_250ms: per, drilled_admitted_per_250ms: perK };
 }
