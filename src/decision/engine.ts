@@ -1614,9 +1614,17 @@ export class Engine implements RateLimiter {
    * they move to, since merge is max per bucket.)
    */
   private appliedOffset(p: PeerState): number {
-    const est = p.clockOffsetMs;
+    // Moved by a lower bound of the offset, never the estimate: every sample of (its send time -
+    // our receive time) is one, since a message takes at least no time to arrive, and so is a
+    // sync answer's (t1 - t2). Counts are then never moved earlier than they were admitted,
+    // whatever the delays: a starved process, whose messages and sync answers arrive hundreds of
+    // ms late and lopsided, made the round-trip midpoint move them early (an under-count: worst
+    // 1 s 583 against L = 500 in the Docker partition drill under two CPU burners). The bound is
+    // at most the shortest delay below the truth: the counts stay that much longer (an over-count).
+    const gossipLower = Math.max(p.offCur, p.offPrev) - this.expectedDelayMs;
+    const est = Math.max(gossipLower, p.syncLowerMs);
     const trusted = p.offsetMeasured || p.offSamples + p.offSamplesPrev >= 3;
-    const target = trusted && Math.abs(est) > 2 * this.expectedDelayMs + 5 ? est : 0;
+    const target = trusted && Number.isFinite(est) && Math.abs(est) > 2 * this.expectedDelayMs + 5 ? est : 0;
     if (Math.abs(target - p.appliedOffsetMs) > this.expectedDelayMs / 2 + 1) p.appliedOffsetMs = target;
     return p.appliedOffsetMs;
   }
@@ -1693,12 +1701,31 @@ export class Engine implements RateLimiter {
       }
     }
     let capped = false;
+    // Buckets past our newest (an origin whose clock runs ahead, or counts moved later by an
+    // offset bound) are folded into the newest instead of dropped: kept longer, never lost.
+    const last = e.base + e.counts.length - 1 + shift;
+    let ahead = 0;
+    if (last > hi)
+      for (let i = Math.max(0, hi - e.base - shift + 1); i < e.counts.length; i++)
+        ahead += Math.min(e.counts[i]!, L);
     for (let i = 0; i < e.counts.length; i++) {
       const b = e.base + i + shift;
       let v = e.counts[i]!;
       if (v > L) {
         v = L;
         capped = true;
+      }
+      if (b === hi) v = Math.min(L, v + ahead);
+      else if (b > hi && ahead > 0 && hi - e.base - shift < 0 && i === 0) {
+        // every bucket is ahead of ours: all of it goes to the newest
+        const had0 = held === undefined ? 0 : held[kw.slotOf(hi)]!;
+        const d0 = Math.min(L, ahead) - had0;
+        if (d0 > 0 && ring + d0 <= ringCap) {
+          if (origin === FLOOR) kw.mergeFloor(hi, had0 + d0);
+          else kw.mergeEntry(origin, hi, had0 + d0);
+          ring += d0;
+        }
+        break;
       }
       if (b < lo || b > hi) continue;
       const had = held === undefined ? 0 : held[kw.slotOf(b)]!;
@@ -1825,6 +1852,7 @@ export class Engine implements RateLimiter {
     if (m.t0 <= now && now - m.t0 < 60_000) {
       peer.clockOffsetMs = m.t1 - (m.t0 + now) / 2;
       peer.offsetMeasured = true;
+      peer.syncLowerMs = Math.max(peer.syncLowerMs, m.t1 - now);
     }
     let capped = false;
     let foreign = 0;

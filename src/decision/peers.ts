@@ -32,6 +32,11 @@ export interface PeerState {
   offSamplesPrev: number;
   /** The offset its counts are moved by (changes only past a hysteresis, so counts do not flip between buckets). */
   appliedOffsetMs: number;
+  /**
+   * A lower bound of its clock offset from a sync round trip: its answer time minus our
+   * receive time (the answer took at least no time to arrive). -Infinity before one.
+   */
+  syncLowerMs: number;
   /** Its clock is further off than the engine accepts: its counts are not merged and it counts as stale. */
   skewed: boolean;
   stale: boolean;
@@ -139,6 +144,7 @@ export class PeerTable {
       offSamples: 0,
       offSamplesPrev: 0,
       appliedOffsetMs: 0,
+      syncLowerMs: Number.NEGATIVE_INFINITY,
       skewed: false,
       stale: true,
       members: 1,
