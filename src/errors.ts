@@ -50,3 +50,13 @@ export class RateMeshError extends Error {
 export function isRateMeshError(err: unknown, code?: ErrorCode): err is RateMeshError {
   return err instanceof RateMeshError && (code === undefined || err.code === code);
 }
+
+/**
+ * An error as a log field: its code (a {@link RateMeshError}) or name, its message, and its stack
+ * when asked (unexpected failures); anything thrown that is not an Error as its string.
+ */
+export function errorInfo(err: unknown, withStack = false): Record<string, unknown> {
+  if (!(err instanceof Error)) return { value: String(err) };
+  const head = isRateMeshError(err) ? { code: err.code } : { name: err.name };
+  return withStack ? { ...head, message: err.message, stack: err.stack } : { ...head, message: err.message };
+}

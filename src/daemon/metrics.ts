@@ -226,8 +226,7 @@ export class DaemonMetrics {
       help: '1 when every known peer is stale, so global policies enforce the static L/N share.',
       registers,
       collect() {
-        const f = engineField(stats(), 'fallback');
-        this.set((typeof f === 'boolean' ? f : fallbackActive(peers())) ? 1 : 0);
+        this.set(fallbackActive(limiter) ? 1 : 0);
       },
     });
     new Counter({
@@ -390,8 +389,21 @@ function num(v: unknown): number {
   return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0;
 }
 
-/** Every known peer is stale: the node enforces L/N on its own counts. */
-export function fallbackActive(peers: readonly { stale: boolean }[]): boolean {
+/**
+ * Whether the node decides in the L/N fallback now: the engine's own answer (every member
+ * stale, or peers expected and not all heard yet: a starting node), the one definition that
+ * /healthz, /v1/peers and `ratemesh_fallback_active` all use. A limiter whose stats carry no
+ * engine figure falls back to "every known peer is stale".
+ */
+export function fallbackActive(limiter: MeshLimiter): boolean {
+  let f: unknown;
+  try {
+    f = engineField(limiter.stats(), 'fallback');
+  } catch {
+    f = undefined;
+  }
+  if (typeof f === 'boolean') return f;
+  const peers = limiter.peers();
   return peers.length > 0 && peers.every((p) => p.stale);
 }
 

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { systemClock } from '../clock.js';
-import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
+import { ErrorCodes, errorInfo, isRateMeshError, RateMeshError } from '../errors.js';
+import { retryAfterSeconds } from '../http/headers.js';
 import { validateKey } from '../keys/key.js';
 import type { Logger, MeshLimiter } from '../mesh/types.js';
 import type { Decision, KeyOutcome, PolicyKey } from '../types.js';
@@ -113,7 +114,7 @@ export function createCheckServer(deps: CheckServerDeps): { server: Server; stat
   const state: ServerState = { draining: false };
   const server = createServer({ connectionsCheckingInterval: TIMEOUT_CHECK_MS }, (req, res) => {
     handle(deps, state, req, res).catch((err: unknown) => {
-      deps.logger.error({ err: errorInfo(err) }, 'request handler failed');
+      deps.logger.error({ err: errorInfo(err, true) }, 'request handler failed');
       if (!res.headersSent) {
         send(res, 500, { error: { code: HttpErrorCodes.INTERNAL, message: 'internal error' } }, state);
       } else {
@@ -329,7 +330,7 @@ function decide(
   }
 
   const retryAfter =
-    !decision.allowed && decision.retryAfterMs >= 0 ? Math.ceil(decision.retryAfterMs / 1000) : undefined;
+    !decision.allowed && decision.retryAfterMs >= 0 ? retryAfterSeconds(decision.retryAfterMs) : undefined;
   // decidedAt: this node's time of the decision (epoch ms, to the µs, on the clock the engine
   // decides by: Date.now() could be a few ms apart, enough to put a burst of decisions on the
   // wrong side of a window edge), so load drivers can place admissions in time when replies lag.
@@ -501,7 +502,7 @@ function peersBody(limiter: MeshLimiter) {
     multiaddrs: limiter.multiaddrs(),
     live: peers.filter((p) => !p.stale).length,
     stale: peers.filter((p) => p.stale).length,
-    fallback: fallbackActive(peers),
+    fallback: fallbackActive(limiter),
     peers,
   };
 }
@@ -536,7 +537,7 @@ function health(deps: CheckServerDeps, state: ServerState): { ok: boolean; body:
     draining: state.draining,
     standalone: deps.standalone,
     peers: { live, stale: peers.length - live },
-    fallback: fallbackActive(peers),
+    fallback: fallbackActive(deps.limiter),
     viewAgeMs: viewAgeMs(peers),
   };
   let reason: string | undefined;
@@ -571,7 +572,7 @@ function sendError(deps: CheckServerDeps, state: ServerState, res: ServerRespons
     status = 500;
     body = errorBody(HttpErrorCodes.INTERNAL, 'internal error');
   }
-  if (status >= 500) deps.logger.error({ err: errorInfo(err), status }, 'request failed');
+  if (status >= 500) deps.logger.error({ err: errorInfo(err, true), status }, 'request failed');
   else deps.logger.debug({ code: body.error.code, field: body.error.field, status }, 'request refused');
   if (res.headersSent) {
     res.destroy();
@@ -637,10 +638,4 @@ function splitUrl(url: string): { path: string; query: URLSearchParams } {
   } catch {
     return { path: url.slice(0, 100), query: new URLSearchParams() };
   }
-}
-
-function errorInfo(err: unknown): object {
-  return err instanceof Error
-    ? { name: err.name, message: err.message, stack: err.stack }
-    : { value: String(err) };
 }

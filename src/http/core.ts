@@ -10,7 +10,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { isRateMeshError } from '../errors.js';
+import { errorInfo } from '../errors.js';
 import { accountKey, endpointKey, ipKey, validateKey } from '../keys/index.js';
 import type { Decision, FailureMode, KeyOutcome, PolicyKey } from '../types.js';
 import { clientIp } from './client-ip.js';
@@ -137,15 +137,6 @@ class Failure {
     readonly reason: FailureReason,
     readonly error?: unknown,
   ) {}
-}
-
-function errorInfo(err: unknown): unknown {
-  if (err instanceof Error) {
-    return isRateMeshError(err)
-      ? { code: err.code, message: err.message }
-      : { name: err.name, message: err.message };
-  }
-  return err;
 }
 
 /**

@@ -503,6 +503,23 @@ describe('GET /v1/peers and /v1/stats', () => {
   });
 });
 
+describe('one definition of "fallback active" (issue 10)', () => {
+  it('/healthz, /v1/peers and the gauge agree, also while a node still waits for its expected peers', async () => {
+    // a live peer is heard, but the engine still waits for the others it expects: it decides in fallback
+    fake.peerList = [{ id: 'peerA', ageMs: 10, stale: false, clockOffsetMs: 0, addrs: [] }];
+    fake.statsValue.engine = { fallback: true };
+    const health = (await (await fetch(`${daemon.http.url}/healthz`)).json()) as Loose;
+    const peers = (await (await fetch(`${daemon.http.url}/v1/peers`)).json()) as Loose;
+    const metrics = await (await fetch(`${daemon.http.url}/metrics`)).text();
+    expect(health.fallback).toBe(true);
+    expect(peers.fallback).toBe(true);
+    expect(metrics).toContain('ratemesh_fallback_active 1');
+    fake.statsValue.engine = { fallback: false };
+    expect(((await (await fetch(`${daemon.http.url}/v1/peers`)).json()) as Loose).fallback).toBe(false);
+    expect(await (await fetch(`${daemon.http.url}/metrics`)).text()).toContain('ratemesh_fallback_active 0');
+  });
+});
+
 describe('GET /metrics', () => {
   it('exposes the named series', async () => {
     fake.peerList = [{ id: 'peerA', ageMs: 1500, stale: true, clockOffsetMs: -2, addrs: [] }];
