@@ -1,23 +1,14 @@
 /** Hostile or broken input: a clear, logged outcome under the route's failure policy; never a crash. */
 import http from 'node:http';
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { rateMeshGuard } from '../../src/http/index.js';
 import type { PolicySpec } from '../../src/types.js';
-import { FRAMEWORKS, makeLimiter, memoryLogger, type Running, start } from './harness.js';
+import { FRAMEWORKS, makeLimiter, memoryLogger, upEach } from './harness.js';
 
 const PER_IP: PolicySpec = { name: 'per-ip', limit: 5, windowMs: 10_000 };
 
-let running: Running[] = [];
-afterEach(async () => {
-  await Promise.all(running.map((r) => r.close()));
-  running = [];
-});
-async function up(...args: Parameters<typeof start>): Promise<Running> {
-  const r = await start(...args);
-  running.push(r);
-  return r;
-}
+const up = upEach();
 
 /** Sends raw bytes (headers fetch would refuse to send) and returns the status line's code. */
 function rawRequest(port: number, head: Buffer): Promise<number> {

@@ -3,24 +3,14 @@
  * on 127.0.0.1, driven by fetch, deciding with the real Engine on a ManualClock.
  */
 import { parseList } from 'structured-headers';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import type { PolicySpec } from '../../src/types.js';
-import { FRAMEWORKS, makeLimiter, memoryLogger, type Running, rawOf, start } from './harness.js';
+import { FRAMEWORKS, makeLimiter, memoryLogger, rawOf, upEach } from './harness.js';
 
 const PER_IP: PolicySpec = { name: 'per-ip', limit: 5, windowMs: 10_000 };
 
-let running: Running[] = [];
-afterEach(async () => {
-  await Promise.all(running.map((r) => r.close()));
-  running = [];
-});
-
-async function up(...args: Parameters<typeof start>): Promise<Running> {
-  const r = await start(...args);
-  running.push(r);
-  return r;
-}
+const up = upEach();
 
 function params(value: string | null): Record<string, unknown>[] {
   expect(value).not.toBeNull();

@@ -1,8 +1,10 @@
 /** Test harness: real servers on 127.0.0.1:0 for node:http, Express 5 and Fastify 5 over one set of options. */
+
 import http, { type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import Fastify from 'fastify';
+import { afterEach } from 'vitest';
 import { type Clock, ManualClock } from '../../src/clock.js';
 import { Engine } from '../../src/decision/engine.js';
 import type { HttpCounters, HttpLogger, RateMeshHttpOptions } from '../../src/http/index.js';
@@ -155,4 +157,21 @@ export function rawOf(req: unknown): IncomingMessage {
   return r.raw !== undefined && typeof r.raw === 'object' && 'socket' in r.raw
     ? r.raw
     : (req as IncomingMessage);
+}
+
+/**
+ * `up(...)` starts a server (as {@link start}) that is closed after each test: the scaffold the
+ * HTTP test files share. Call it once at a file's top level.
+ */
+export function upEach(): (...args: Parameters<typeof start>) => Promise<Running> {
+  let running: Running[] = [];
+  afterEach(async () => {
+    await Promise.all(running.map((r) => r.close()));
+    running = [];
+  });
+  return async (...args) => {
+    const r = await start(...args);
+    running.push(r);
+    return r;
+  };
 }

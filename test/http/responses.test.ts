@@ -1,22 +1,13 @@
 /** Denial bodies, header drafts, routes, skip and shaping, on node:http (the core is shared). */
 import { parseList } from 'structured-headers';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import type { PolicySpec } from '../../src/types.js';
-import { makeLimiter, type Running, rawOf, start } from './harness.js';
+import { makeLimiter, rawOf, upEach } from './harness.js';
 
 const PER_IP: PolicySpec = { name: 'per-ip', limit: 2, windowMs: 10_000 };
 
-let running: Running[] = [];
-afterEach(async () => {
-  await Promise.all(running.map((r) => r.close()));
-  running = [];
-});
-async function up(...args: Parameters<typeof start>): Promise<Running> {
-  const r = await start(...args);
-  running.push(r);
-  return r;
-}
+const up = upEach();
 async function exhaust(url: string, n = 2): Promise<Response> {
   for (let i = 0; i < n; i++) await fetch(url);
   return fetch(url);
