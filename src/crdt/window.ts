@@ -182,11 +182,7 @@ export class KeyWindow {
     const first = this.span[o]!;
     if (first < 0) return w;
     const last = this.span[o + 1]!;
-    const cut = 1 - w;
-    // the tolerance absorbs float error of the fractions at whole-ms boundaries
-    if (last <= cut + 1e-9) return 0;
-    if (first > cut) return 1;
-    return (last - cut) / (last - first);
+    return ownLeftAt(1 - w, first, last);
   }
 
   /** This node's own offered cost in the window (its demand), weighted the same way. */
@@ -323,4 +319,13 @@ export class KeyWindow {
     }
     this.peers[o] = undefined;
   }
+}
+
+/**
+ * The part of own admissions spread over `first..last` of a bucket (fractions of it) still inside
+ * the window when the part `cut` of the bucket is out: 1 before the first, 0 from the last on
+ * (the tolerance absorbs float error at whole-ms boundaries), in between what is left of the span.
+ */
+export function ownLeftAt(cut: number, first: number, last: number): number {
+  return cut + 1e-9 >= last ? 0 : cut < first ? 1 : (last - cut) / (last - first);
 }

@@ -15,7 +15,7 @@ import {
   type WireEntry,
   type WirePolicy,
 } from '../crdt/codec.js';
-import { KeyWindow } from '../crdt/window.js';
+import { KeyWindow, ownLeftAt } from '../crdt/window.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import { validateKey } from '../keys/key.js';
 import { checkCost, compilePolicies, type PolicySet, policyVersion } from '../policy/index.js';
@@ -1310,23 +1310,21 @@ export class Engine implements RateLimiter {
       }
       // drained(c) for the cut at c in [start, 1]: others' evenly, ours over first..last (a
       // point mass, first = last, all at once): monotone, so the first c that drains `need`
-      // is found by bisection (this runs on denials only)
-      const ownLeft = (c: number) => (c + 1e-9 >= last ? 0 : c < first ? 1 : (last - c) / (last - first));
-      // the oldest bucket's own counts weigh ownLeft(cut) now; a later bucket's weigh 1 until it is the oldest
-      const w0 = b === kw.cur - kw.k ? ownLeft(start) : 1;
-      const drained = (c: number) => others * (c - start) + own * (w0 - ownLeft(c));
-      if (drained(1) >= need - 1e-9) {
-        if (drained(start) >= need - 1e-9) return t;
+      // is found by bisection (this runs on denials only; no closures, nothing allocated)
+      const w0 = b === kw.cur - kw.k ? ownLeftAt(start, first, last) : 1;
+      const all = others * (1 - start) + own * w0;
+      if (all >= need - 1e-9) {
+        if (own * (w0 - ownLeftAt(start, first, last)) >= need - 1e-9) return t;
         let lo = start;
         let hi = 1;
         for (let i = 0; i < 48 && hi - lo > 1e-12; i++) {
           const mid = (lo + hi) / 2;
-          if (drained(mid) >= need - 1e-9) hi = mid;
+          if (others * (mid - start) + own * (w0 - ownLeftAt(mid, first, last)) >= need - 1e-9) hi = mid;
           else lo = mid;
         }
         return t + (hi - start) * bw;
       }
-      need -= drained(1);
+      need -= all;
       t += (1 - start) * bw;
       start = 0;
     }
