@@ -11,7 +11,7 @@
 # The shape is one this 2-core machine sustains with CPU to spare: 4 replicas, the seed trace
 # scaled to their share (1,000 req/s against L = 500, --scale 0.5), the default gossip
 # interval, both drills (kill + restart + sync, disconnect + L/N fallback + return), and the
-# behaviour profile (--ci): every request decided, the mesh formed, worst 1 s within L + 10 %
+# behaviour profile (--ci): every request decided, the mesh formed, worst 1 s within L + 20 %
 # (the shape meets L + 1 %). Timing figures are printed, not gated; the run says plainly
 # whether it was overloaded. No retry: a check that fails, fails CI.
 # The 8-replica seed-trace run is a benchmark (npm run docker:mesh -- --nodes 8), not CI.

@@ -42,7 +42,7 @@ if (argv.help) {
       '              POST /v1/check each); each is still decided, and timed, on its own\n' +
       '--warmup-s S: first S s of the same traffic on another key, not measured (0: none)\n' +
       '--scale S:    the trace at S x 2,000 req/s against L = S x 1,000 (0 < S <= 1; default 1)\n' +
-      '--ci:         behaviour profile for CI: bounds with a wide margin (worst 1 s <= L + 10 %),\n' +
+      '--ci:         behaviour profile for CI: bounds with a wide margin (worst 1 s <= L + 20 %),\n' +
       '              15 s reply timeout, every request decided, mesh formed within 120 s',
   );
   process.exit(0);
@@ -80,8 +80,12 @@ export const W = 1000;
 /** The limit scales with the trace's rate, so the trace is always twice the limit. */
 export const L = Math.round(1000 * SCALE);
 export const SEED: PolicySpec = { name: 'seed', limit: L, windowMs: W, buckets: 50 };
-/** Worst-1 s bound: L + 2 % for the benchmark; L + 10 % in CI (its shape meets L + 1 %). */
-export const BOUND = Math.round(L * (CI ? 1.1 : 1.02));
+/**
+ * Worst-1 s bound: L + 2 % for the benchmark. In CI L + 20 %: the shape meets L + 1 % on a quiet
+ * host and reached L + 8 % under two CPU burners; a mesh whose gossip does not flow admits about
+ * 2L on this trace, so the bound still fails it.
+ */
+export const BOUND = Math.round(L * (CI ? 1.2 : 1.02));
 /** A check's reply timeout: 2 s in the benchmark; in CI a slow machine still gets its decision. */
 export const CHECK_TIMEOUT_MS = CI ? 15_000 : 2000;
 /** Batches in flight per replica: more requests due wait for the next batch (backpressure). */
