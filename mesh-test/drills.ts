@@ -63,7 +63,7 @@ export interface DrillResult {
   details: Record<string, unknown>;
 }
 
-function check(what: string, value: number | string, bound: string, ok: boolean): Check {
+export function check(what: string, value: number | string, bound: string, ok: boolean): Check {
   return { what, value, bound, ok };
 }
 

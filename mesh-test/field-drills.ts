@@ -23,18 +23,12 @@ import { createMeshLimiter } from '../src/mesh/index.js';
 import type { Logger, MeshLimiter } from '../src/mesh/types.js';
 import { worstRolling } from '../src/sim/metrics.js';
 import type { Trace } from '../src/sim/trace.js';
-import type { Check, DrillResult } from './drills.js';
+import { check, type DrillResult } from './drills.js';
 import { freePorts, Mesh, ROOT, SEED_POLICY, sleep, within } from './harness.js';
 import { figures, replayLive, sum } from './replay.js';
 
 const L = SEED_POLICY.limit;
 const BOUND = Math.round(L * 1.02);
-const check = (what: string, value: number | string, bound: string, ok: boolean): Check => ({
-  what,
-  value,
-  bound,
-  ok,
-});
 
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 

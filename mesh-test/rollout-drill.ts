@@ -16,7 +16,7 @@
  */
 import type { PolicySpec } from '../src/types.js';
 import { liveTrace } from './accuracy.js';
-import type { Check, DrillResult } from './drills.js';
+import { check, type DrillResult } from './drills.js';
 import { type DecisionRecord, Mesh, NodeProc, readDecisions, sleep } from './harness.js';
 import type { RunReport, RunSpec } from './protocol.js';
 import { round, worstRollingIn } from './replay.js';
@@ -32,10 +32,6 @@ const STEADY: PolicySpec = {
 const CHANGING_A: PolicySpec = { ...STEADY, name: 'changing', limit: 600 };
 const CHANGING_B: PolicySpec = { ...CHANGING_A, limit: 900 };
 const NODES = 4;
-
-function check(what: string, value: number | string, bound: string, ok: boolean): Check {
-  return { what, value, bound, ok };
-}
 
 /** Largest count in an aligned bin of `w` ms. */
 function worstBin(admitted: number[], w: number): number {

@@ -1699,33 +1699,26 @@ export class Engine implements RateLimiter {
       }
     }
     let capped = false;
-    // Buckets past our newest (an origin whose clock runs ahead, or counts moved later by an
-    // offset bound) are folded into the newest instead of dropped: kept longer, never lost.
-    const last = e.base + e.counts.length - 1 + shift;
-    let ahead = 0;
-    if (last > hi)
-      for (let i = Math.max(0, hi - e.base - shift + 1); i < e.counts.length; i++)
-        ahead += Math.min(e.counts[i]!, L);
     for (let i = 0; i < e.counts.length; i++) {
-      const b = e.base + i + shift;
+      let b = e.base + i + shift;
       let v = e.counts[i]!;
       if (v > L) {
         v = L;
         capped = true;
       }
-      if (b === hi) v = Math.min(L, v + ahead);
-      else if (b > hi && ahead > 0 && hi - e.base - shift < 0 && i === 0) {
-        // every bucket is ahead of ours: all of it goes to the newest
-        const had0 = held === undefined ? 0 : held[kw.slotOf(hi)]!;
-        const d0 = Math.min(L, ahead) - had0;
-        if (d0 > 0 && ring + d0 <= ringCap) {
-          if (origin === FLOOR) kw.mergeFloor(hi, had0 + d0);
-          else kw.mergeEntry(origin, hi, had0 + d0);
-          ring += d0;
+      if (b >= hi) {
+        // Buckets at or past our newest (an origin whose clock runs ahead, or counts moved later
+        // by an offset bound) are folded into the newest instead of dropped: kept longer, never lost.
+        for (let j = i + 1; j < e.counts.length; j++) {
+          const x = e.counts[j]!;
+          if (x > L) capped = true;
+          v += Math.min(x, L);
         }
-        break;
+        if (v > L) v = L;
+        b = hi;
+        i = e.counts.length; // the last bucket merged
       }
-      if (b < lo || b > hi) continue;
+      if (b < lo) continue;
       const had = held === undefined ? 0 : held[kw.slotOf(b)]!;
       let delta = v - had;
       if (delta <= 0) continue;
@@ -1763,6 +1756,35 @@ export class Engine implements RateLimiter {
     return encodeSyncRequest({ t0 });
   }
 
+  /**
+   * Every global key's window of our own counts (origin 0), and when `asker` is given what we
+   * hold of its own counts (origin 1): the entries of a sync answer, and of a snapshot.
+   */
+  private windowEntries(now: number, asker: PeerState | undefined): WireEntry[] {
+    const entries: WireEntry[] = [];
+    for (const rt of this.rts) {
+      if (rt.local) continue;
+      for (const [key, kw] of rt.windows.map) {
+        const c = Math.floor(now / rt.bw);
+        if (c > kw.cur) kw.roll(c);
+        if (kw.isEmpty()) continue;
+        if (kw.ownEstimate(1) > 0) entries.push(this.ownEntry(kw, rt.wire, key, 0, now, rt));
+        const arr = asker === undefined ? undefined : kw.peers[asker.idx];
+        if (arr === undefined) continue;
+        const counts: number[] = [];
+        let any = false;
+        for (let b = kw.cur - kw.k; b <= kw.cur + 1; b++) {
+          const v = arr[kw.slotOf(b)]!;
+          if (v > 0) any = true;
+          counts.push(v);
+        }
+        if (any)
+          entries.push({ origin: 1, policy: rt.wire, key, base: kw.cur - kw.k, counts, demand: arr[kw.r]! });
+      }
+    }
+    return entries;
+  }
+
   /** Answer a sync request with every key's window of every origin we hold. */
   answerSync(from: string, request: Uint8Array): Uint8Array | ReceiveResult {
     const now = this.now();
@@ -1775,36 +1797,7 @@ export class Engine implements RateLimiter {
     const origins = [this.nodeId];
     const asker = typeof from === 'string' && from !== this.nodeId ? this.peers.get(from) : undefined;
     if (asker !== undefined) origins.push(asker.id);
-    const entries: WireEntry[] = [];
-    for (const rt of this.rts) {
-      if (rt.local) continue;
-      for (const [key, kw] of rt.windows.map) {
-        const c = Math.floor(now / rt.bw);
-        if (c > kw.cur) kw.roll(c);
-        if (kw.isEmpty()) continue;
-        if (kw.ownEstimate(1) > 0) entries.push(this.ownEntry(kw, rt.wire, key, 0, now, rt));
-        if (asker !== undefined) {
-          const arr = kw.peers[asker.idx];
-          if (arr === undefined) continue;
-          const counts: number[] = [];
-          let any = false;
-          for (let b = kw.cur - kw.k; b <= kw.cur + 1; b++) {
-            const v = arr[kw.slotOf(b)]!;
-            if (v > 0) any = true;
-            counts.push(v);
-          }
-          if (any)
-            entries.push({
-              origin: 1,
-              policy: rt.wire,
-              key,
-              base: kw.cur - kw.k,
-              counts,
-              demand: arr[kw.r]!,
-            });
-        }
-      }
-    }
+    const entries = this.windowEntries(now, asker);
     return encodeSyncResponse({
       policies: this.wireTable,
       t0: dec.message.t0,
@@ -1893,15 +1886,7 @@ export class Engine implements RateLimiter {
    */
   snapshot(): Uint8Array {
     const now = this.now();
-    const entries: WireEntry[] = [];
-    for (const rt of this.rts) {
-      if (rt.local) continue;
-      for (const [key, kw] of rt.windows.map) {
-        const c = Math.floor(now / rt.bw);
-        if (c > kw.cur) kw.roll(c);
-        if (kw.ownEstimate(1) > 0) entries.push(this.ownEntry(kw, rt.wire, key, 0, now, rt));
-      }
-    }
+    const entries = this.windowEntries(now, undefined);
     return encodeSyncResponse({
       policies: this.wireTable,
       t0: now,
