@@ -748,3 +748,20 @@ describe('multi-policy retry-after', () => {
     ).toBe(true);
   });
 });
+
+describe('early publish (unsent own cost, kept by the engine beside the window)', () => {
+  it('asks once a key’s unsent own cost reaches earlyPublishFraction of L; a gossip resets it', () => {
+    const { e } = engine([{ name: 'p', limit: 100, windowMs: 1000 }], { earlyPublishFraction: 0.05 });
+    expect(spend(e, 'p', 'k', 4)).toBe(4);
+    expect(e.wantsEarlyPublish()).toBe(false);
+    expect(spend(e, 'p', 'k', 1)).toBe(1);
+    expect(e.wantsEarlyPublish()).toBe(true);
+    e.buildGossip();
+    expect(e.wantsEarlyPublish()).toBe(false);
+    // counted again from the gossip on: 4 more are not enough
+    expect(spend(e, 'p', 'k', 4)).toBe(4);
+    expect(e.wantsEarlyPublish()).toBe(false);
+    expect(spend(e, 'p', 'k', 1)).toBe(1);
+    expect(e.wantsEarlyPublish()).toBe(true);
+  });
+});

@@ -1,0 +1,206 @@
+import { type Clock, systemClock } from '../clock.js';
+import { ErrorCodes, RateMeshError } from '../errors.js';
+import { compilePolicies, type PolicySet } from '../policy/index.js';
+import type { PolicySpec } from '../types.js';
+import {
+  DEFAULT_ANTI_ENTROPY_TICKS,
+  DEFAULT_EARLY_PUBLISH_FRACTION,
+  DEFAULT_EXPECTED_DELAY_MS,
+  DEFAULT_GOSSIP_INTERVAL_MS,
+  DEFAULT_MAX_CLOCK_OFFSET_MS,
+  DEFAULT_MAX_KEYS,
+  DEFAULT_MAX_KEYS_PER_MESSAGE,
+  DEFAULT_MAX_PEERS,
+  DEFAULT_REPEAT_TICKS,
+  DEFAULT_SKETCH_WIDTH,
+  DEFAULT_STRIKES_TO_IGNORE,
+  defaultDepartAfterMs,
+  defaultStaleAfterMs,
+} from './constants.js';
+
+/** Options of {@link Engine}; validated at construction. */
+export interface EngineOptions {
+  /** Policy specs (validated here) or an already compiled set. */
+  policies: readonly PolicySpec[] | PolicySet;
+  /** This node's id (its libp2p peer id in a mesh). Default 'local'. */
+  nodeId?: string;
+  clock?: Clock;
+  /** Gossip tick interval g, ms. Default 10. */
+  gossipIntervalMs?: number;
+  /** Expected one-way gossip delay d, ms. Default 10. */
+  expectedDelayMs?: number;
+  /** A peer is stale when its newest data is older than this. Default 3g + 2d. */
+  staleAfterMs?: number;
+  /** A silent peer stops being a member after this (while others are live). Default max(5 s, 10 × staleAfter). */
+  departAfterMs?: number;
+  /**
+   * Members this node expects, itself included (a mesh node: 1 + its bootstrap
+   * peers). Until it hears any peer it enforces L/N with this N, so a node that
+   * starts or restarts does not spend the whole limit alone. Default 1 (standalone).
+   */
+  expectedMembers?: number;
+  /** Cap on tracked keys over all policies. Default 100,000. */
+  maxKeys?: number;
+  /** Cap on known origins (peers). Default 256. */
+  maxPeers?: number;
+  /** A touched key is carried in this many more ticks, so a lost message is repaired. Default 3. */
+  repeatTicks?: number;
+  /** Every this many ticks, every key with own counts in its window is carried (anti-entropy). Default 50. */
+  antiEntropyTicks?: number;
+  /** Ask for an early publish when a key's unsynced own count reaches this fraction of its limit. Default 0.05. */
+  earlyPublishFraction?: number;
+  /**
+   * Most keys one gossip message may carry: a received message with more is
+   * dropped whole before anything is merged (`too-many-keys`), and this node
+   * never sends more (the rest go in the next ticks). Default 2,048.
+   */
+  maxKeysPerMessage?: number;
+  /** A peer with this many capped messages within a window is ignored for {@link ignoreMs}. Default 3. */
+  strikesToIgnore?: number;
+  /** How long a peer that sent counts it could not have admitted is ignored, ms. Default max(60 s, 2 × the longest window). */
+  ignoreMs?: number;
+  /** Seed of the eviction sketch's hashing. Default: random per engine (an outsider cannot aim collisions). */
+  sketchSeed?: number;
+  /** Width of each policy's eviction sketch (a power of two; 4 rows of it, 5 time slots). Default 8,192. */
+  sketchWidth?: number;
+  /** Where the engine reports what an operator should see (a peer ignored): pino-compatible. Default none. */
+  logger?: EngineLogger;
+  /**
+   * A peer whose clock is estimated further off than this (ms, either way) is
+   * treated as stale: its counts are not merged, it counts as spending at
+   * least L/N, and it is logged. Within it, its counts are moved into our
+   * buckets by the estimated offset. Default 1,000.
+   */
+  maxClockOffsetMs?: number;
+}
+
+/** The logging the engine does (pino's signature). */
+export interface EngineLogger {
+  warn(obj: object, msg: string): void;
+}
+
+/** {@link EngineOptions} validated, every default filled in. */
+export interface EngineConfig {
+  readonly policySet: PolicySet;
+  readonly nodeId: string;
+  readonly clock: Clock;
+  readonly gossipIntervalMs: number;
+  readonly expectedDelayMs: number;
+  readonly staleAfterMs: number;
+  readonly departAfterMs: number;
+  readonly expectedMembers: number;
+  readonly maxKeys: number;
+  readonly maxPeers: number;
+  readonly repeatTicks: number;
+  readonly antiEntropyTicks: number;
+  readonly earlyPublishFraction: number;
+  readonly maxKeysPerMessage: number;
+  readonly strikesToIgnore: number;
+  /** Undefined: derived from the longest window (see defaultIgnoreMs). */
+  readonly ignoreMs: number | undefined;
+  readonly sketchSeed: number;
+  readonly sketchWidth: number;
+  readonly logger: EngineLogger | undefined;
+  readonly maxClockOffsetMs: number;
+}
+
+function positiveInt(v: unknown, field: string, def: number, min = 1): number {
+  if (v === undefined) return def;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
+    throw new RateMeshError(
+      ErrorCodes.CONFIG_INVALID,
+      `must be an integer >= ${min} (got ${String(v)})`,
+      field,
+    );
+  }
+  return v;
+}
+
+/** A compiled policy set (kept as is) or specs to compile. */
+export function policySetOf(policies: unknown, needVersionOf = false): PolicySet {
+  const ps = policies;
+  return ps !== null &&
+    typeof ps === 'object' &&
+    'version' in ps &&
+    'byName' in ps &&
+    (!needVersionOf || 'versionOf' in ps)
+    ? (ps as PolicySet)
+    : compilePolicies(ps);
+}
+
+/** Validates every option (a RateMeshError CONFIG_INVALID naming the field) and fills the defaults. */
+export function parseEngineOptions(opts: EngineOptions): EngineConfig {
+  if (opts === null || typeof opts !== 'object') {
+    throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'options must be an object', 'options');
+  }
+  const policySet = policySetOf(opts.policies);
+  const nodeId = opts.nodeId ?? 'local';
+  if (typeof nodeId !== 'string' || nodeId.length === 0 || nodeId.length > 128) {
+    throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'must be a string of 1..128 characters', 'nodeId');
+  }
+  const clock = opts.clock ?? systemClock;
+  const gossipIntervalMs = positiveInt(opts.gossipIntervalMs, 'gossipIntervalMs', DEFAULT_GOSSIP_INTERVAL_MS);
+  const expectedDelayMs = positiveInt(opts.expectedDelayMs, 'expectedDelayMs', DEFAULT_EXPECTED_DELAY_MS, 0);
+  const staleAfterMs = positiveInt(
+    opts.staleAfterMs,
+    'staleAfterMs',
+    defaultStaleAfterMs(gossipIntervalMs, expectedDelayMs),
+  );
+  const departAfterMs = positiveInt(opts.departAfterMs, 'departAfterMs', defaultDepartAfterMs(staleAfterMs));
+  const maxKeys = positiveInt(opts.maxKeys, 'maxKeys', DEFAULT_MAX_KEYS);
+  const maxPeers = positiveInt(opts.maxPeers, 'maxPeers', DEFAULT_MAX_PEERS);
+  const repeatTicks = positiveInt(opts.repeatTicks, 'repeatTicks', DEFAULT_REPEAT_TICKS, 0);
+  const antiEntropyTicks = positiveInt(opts.antiEntropyTicks, 'antiEntropyTicks', DEFAULT_ANTI_ENTROPY_TICKS);
+  const earlyPublishFraction = opts.earlyPublishFraction ?? DEFAULT_EARLY_PUBLISH_FRACTION;
+  if (typeof earlyPublishFraction !== 'number' || !(earlyPublishFraction > 0 && earlyPublishFraction <= 1)) {
+    throw new RateMeshError(
+      ErrorCodes.CONFIG_INVALID,
+      `must be in (0, 1] (got ${String(earlyPublishFraction)})`,
+      'earlyPublishFraction',
+    );
+  }
+  const expectedMembers = positiveInt(opts.expectedMembers, 'expectedMembers', 1);
+  const maxKeysPerMessage = positiveInt(
+    opts.maxKeysPerMessage,
+    'maxKeysPerMessage',
+    DEFAULT_MAX_KEYS_PER_MESSAGE,
+  );
+  const strikesToIgnore = positiveInt(opts.strikesToIgnore, 'strikesToIgnore', DEFAULT_STRIKES_TO_IGNORE);
+  const ignoreMs = opts.ignoreMs === undefined ? undefined : positiveInt(opts.ignoreMs, 'ignoreMs', 1);
+  const sketchWidth = positiveInt(opts.sketchWidth, 'sketchWidth', DEFAULT_SKETCH_WIDTH, 16);
+  if (!Number.isInteger(Math.log2(sketchWidth))) {
+    throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'must be a power of two', 'sketchWidth');
+  }
+  const sketchSeed =
+    opts.sketchSeed === undefined
+      ? crypto.getRandomValues(new Uint32Array(1))[0]!
+      : positiveInt(opts.sketchSeed, 'sketchSeed', 0, 0) >>> 0;
+  const maxClockOffsetMs = positiveInt(
+    opts.maxClockOffsetMs,
+    'maxClockOffsetMs',
+    DEFAULT_MAX_CLOCK_OFFSET_MS,
+    0,
+  );
+  return {
+    policySet,
+    nodeId,
+    clock,
+    gossipIntervalMs,
+    expectedDelayMs,
+    staleAfterMs,
+    departAfterMs,
+    expectedMembers,
+    maxKeys,
+    maxPeers,
+    repeatTicks,
+    antiEntropyTicks,
+    earlyPublishFraction,
+    maxKeysPerMessage,
+    strikesToIgnore,
+    ignoreMs,
+    sketchSeed,
+    sketchWidth,
+    logger: opts.logger,
+    maxClockOffsetMs,
+  };
+}
