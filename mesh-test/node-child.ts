@@ -324,7 +324,7 @@ async function replay(run: RunSpec): Promise<RunReport> {
       relayed: d('relayed'),
       notRelayed: d('notRelayed'),
     },
-    drops: gs1.drops,
+    drops: gs1.dropped,
     injected: { delayed: gs1.injected.delayed, dropped: gs1.injected.dropped },
     sync: { pulls: gs1.sync.pulls, pullsOk: gs1.sync.pullsOk, served: gs1.sync.served },
     engine: {

@@ -31,8 +31,6 @@ export {
   type MeshLimiter,
   type MeshLimiterOptions,
   type MeshStats,
-  type PeerInfo,
-  type PolicyChange,
   SYNC_PROTOCOL,
   TOPIC,
   TOPIC_PREFIX,

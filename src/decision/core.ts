@@ -203,11 +203,20 @@ export class EngineCore {
   refresh(now: number): void {
     this.expireForeign(now);
     const departed = this.peers.refresh(now);
-    if (departed.length > 0) this.stamp++;
+    if (departed.length > 0) {
+      this.stamp++;
+      for (const id of departed) this.departed(id);
+    }
     const freed = this.peers.forgetDeparted(now, this.retainMs);
     if (freed.length > 0) this.clearOrigins(freed);
     this.nextRefresh = now + Math.max(1, Math.min(this.cfg.gossipIntervalMs, this.cfg.staleAfterMs / 4));
     this.updateOldestSent();
+  }
+
+  /** Count and log a member's departure. */
+  departed(id: string): void {
+    this.counters.peersDeparted++;
+    this.cfg.logger?.info?.({ peer: id }, 'ratemesh peer departed');
   }
 
   /** Departed peers were forgotten: clear their origin slots in every window, so a slot is reused clean. */

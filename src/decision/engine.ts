@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.js';
-import type { WirePolicy } from '../crdt/codec.js';
+import { peekGossipReach, type WirePolicy } from '../crdt/codec.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import { checkCost, type PolicySet } from '../policy/index.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec, RateLimiter } from '../types.js';
@@ -12,7 +12,7 @@ import { type Eval, newEval, Rule } from './rule.js';
 import { Sync } from './sync.js';
 import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from './types.js';
 
-export type { EngineLogger, EngineOptions } from './options.js';
+export type { EngineOptions } from './options.js';
 export type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from './types.js';
 
 /**
@@ -91,16 +91,23 @@ export class Engine implements RateLimiter {
    * otherwise. A removed one is dropped. Peers keep merging every unchanged
    * policy with us throughout.
    */
-  replacePolicies(policies: readonly PolicySpec[] | PolicySet, time?: number): PolicyReplacement {
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet, now?: number): PolicyReplacement {
     const next = policySetOf(policies, true);
-    const now = time === undefined ? this.core.now() : this.core.at(time);
-    return replacePolicies(this.core, next, now);
+    return replacePolicies(this.core, next, this.time(now));
   }
 
   /** Policies some members run at another version than ours, and which versions. */
-  versionMismatches(): VersionMismatch[] {
-    this.core.now();
+  versionMismatches(now?: number): VersionMismatch[] {
+    this.time(now);
     return versionMismatches(this.core);
+  }
+
+  /**
+   * `now` validated (the clock's reading when not given) and never earlier than a time
+   * already used: every method that takes an optional `now` decides at that time.
+   */
+  private time(now: number | undefined): number {
+    return now === undefined ? this.core.now() : this.core.at(now);
   }
 
   policy(name: string): Policy | undefined {
@@ -321,8 +328,17 @@ export class Engine implements RateLimiter {
    * header so receivers can tell whether anyone they know still needs a relay.
    * Default: every live member (a network that delivers to all).
    */
-  buildGossip(_now?: number, reach?: number): Uint8Array {
-    return this.gossip.build(this.core.now(), reach);
+  buildGossip(now?: number, reach?: number): Uint8Array {
+    return this.gossip.build(this.time(now), reach);
+  }
+
+  /**
+   * How many members a gossip message's origin handed it to directly, itself included (the
+   * header's `reach`, docs/wire-format.md); 0 when the bytes are not a gossip message of this
+   * format. Read from the header alone, nothing merged: a transport's relay decision.
+   */
+  gossipReach(bytes: Uint8Array): number {
+    return peekGossipReach(bytes);
   }
 
   /**
@@ -330,18 +346,18 @@ export class Engine implements RateLimiter {
    * before anything is merged: a bad message is dropped whole and counted by
    * reason. Counts above what the origin could have admitted are capped.
    */
-  receiveGossip(from: string, bytes: Uint8Array): ReceiveResult {
-    return this.gossip.receive(from, bytes, this.core.now());
+  receiveGossip(from: string, bytes: Uint8Array, now?: number): ReceiveResult {
+    return this.gossip.receive(from, bytes, this.time(now));
   }
 
   /** A request for a peer's full state; carries our time for the clock-offset estimate. */
-  buildSyncRequest(): Uint8Array {
-    return this.sync.request(this.core.now());
+  buildSyncRequest(now?: number): Uint8Array {
+    return this.sync.request(this.time(now));
   }
 
   /** Answer a sync request with every key's window of every origin we hold. */
-  answerSync(from: string, request: Uint8Array): Uint8Array | ReceiveResult {
-    return this.sync.answer(from, request, this.core.now());
+  answerSync(from: string, request: Uint8Array, now?: number): Uint8Array | ReceiveResult {
+    return this.sync.answer(from, request, this.time(now));
   }
 
   /**
@@ -353,8 +369,8 @@ export class Engine implements RateLimiter {
    * never gossiped as this node's own. Entries of any other origin are
    * skipped and counted (`sync-foreign-entry`): no name fills a peer slot here.
    */
-  receiveSyncResponse(from: string, response: Uint8Array): ReceiveResult {
-    return this.sync.receive(from, response, this.core.now());
+  receiveSyncResponse(from: string, response: Uint8Array, now?: number): ReceiveResult {
+    return this.sync.receive(from, response, this.time(now));
   }
 
   /**
@@ -362,8 +378,8 @@ export class Engine implements RateLimiter {
    * {@link restoreSnapshot}: a lone node that restarts keeps what it admitted.
    * The format is a sync response from this node (docs/wire-format.md).
    */
-  snapshot(): Uint8Array {
-    return this.sync.snapshot(this.core.now());
+  snapshot(now?: number): Uint8Array {
+    return this.sync.snapshot(this.time(now));
   }
 
   /**
@@ -373,8 +389,8 @@ export class Engine implements RateLimiter {
    * policies, a malformed one, or one whose windows have passed restores nothing. Returns
    * the entries merged.
    */
-  restoreSnapshot(bytes: Uint8Array): ReceiveResult & { restored?: number } {
-    return this.sync.restore(bytes, this.core.now());
+  restoreSnapshot(bytes: Uint8Array, now?: number): ReceiveResult & { restored?: number } {
+    return this.sync.restore(bytes, this.time(now));
   }
 
   // ---- membership and introspection
@@ -384,18 +400,34 @@ export class Engine implements RateLimiter {
     return this.core.peers.knownN;
   }
 
-  /** The transport saw a peer leave: it stops being a member (its counts age out). */
-  peerDeparted(id: string): void {
+  /**
+   * The transport's view of its connection to a peer (the mesh reports every member on each
+   * sweep). Membership stays the engine's call (peers.ts): a member departs once it has been
+   * silent for departAfterMs; while no other member is live, only when its connection has
+   * also been gone that long (a lone survivor stops reserving L/N for a peer that left, not
+   * for one that is only quiet).
+   */
+  peerConnection(id: string, connected: boolean, now?: number): void {
+    const t = this.time(now);
+    const p = this.core.peers.get(id);
+    if (p === undefined) return;
+    if (connected) p.linkLostAt = Number.POSITIVE_INFINITY;
+    else if (p.linkLostAt === Number.POSITIVE_INFINITY) p.linkLostAt = t;
+  }
+
+  /** Make a peer leave now, whatever the depart rule says (an operator's or a test's command). */
+  peerDeparted(id: string, now?: number): void {
     const core = this.core;
     const p = core.peers.get(id);
     if (p === undefined) return;
+    if (p.member) core.departed(p.id);
     p.member = false;
     core.stamp++;
-    core.refresh(core.now());
+    core.refresh(this.time(now));
   }
 
-  peerViews(): PeerView[] {
-    return this.core.peers.views(this.core.now());
+  peerViews(now?: number): PeerView[] {
+    return this.core.peers.views(this.time(now));
   }
 
   /** Whether the stale-view fallback is in force now. */
@@ -404,9 +436,9 @@ export class Engine implements RateLimiter {
     return this.core.peers.allStale;
   }
 
-  stats(): EngineStats {
+  stats(now?: number): EngineStats {
     const core = this.core;
-    core.now();
+    this.time(now);
     const c = core.counters;
     const peers = core.peers;
     c.keys = core.budget.size;

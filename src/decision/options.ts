@@ -1,5 +1,6 @@
 import { type Clock, systemClock } from '../clock.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
+import type { WarnLogger } from '../logger.js';
 import { compilePolicies, type PolicySet } from '../policy/index.js';
 import type { PolicySpec } from '../types.js';
 import {
@@ -63,8 +64,8 @@ export interface EngineOptions {
   sketchSeed?: number;
   /** Width of each policy's eviction sketch (a power of two; 4 rows of it, 5 time slots). Default 8,192. */
   sketchWidth?: number;
-  /** Where the engine reports what an operator should see (a peer ignored): pino-compatible. Default none. */
-  logger?: EngineLogger;
+  /** Where the engine reports what an operator should see (a peer ignored, a peer departed): pino-compatible. Default none. */
+  logger?: WarnLogger;
   /**
    * A peer whose clock is estimated further off than this (ms, either way) is
    * treated as stale: its counts are not merged, it counts as spending at
@@ -72,11 +73,6 @@ export interface EngineOptions {
    * buckets by the estimated offset. Default 1,000.
    */
   maxClockOffsetMs?: number;
-}
-
-/** The logging the engine does (pino's signature). */
-export interface EngineLogger {
-  warn(obj: object, msg: string): void;
 }
 
 /** {@link EngineOptions} validated, every default filled in. */
@@ -100,7 +96,7 @@ export interface EngineConfig {
   readonly ignoreMs: number | undefined;
   readonly sketchSeed: number;
   readonly sketchWidth: number;
-  readonly logger: EngineLogger | undefined;
+  readonly logger: WarnLogger | undefined;
   readonly maxClockOffsetMs: number;
 }
 

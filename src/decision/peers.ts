@@ -51,9 +51,11 @@ export interface PeerState {
   ignoredUntil: number;
   /** The policy table (name, version) of its newest message: which version of each policy it runs. */
   policies: readonly { name: string; version: string }[];
+  /** Since when (ours) the transport has reported no connection to it; +Infinity while connected or never reported. */
+  linkLostAt: number;
 }
 
-/** One peer as reported to users. */
+/** One peer as reported to users: the engine's view of it, and on a mesh node its addresses. */
 export interface PeerView {
   id: string;
   ageMs: number;
@@ -66,6 +68,8 @@ export interface PeerView {
   ignoredMs: number;
   /** Its clock is off by more than the engine accepts (it counts as stale). */
   skewed: boolean;
+  /** The addresses the transport is connected to it on (a mesh node's views; absent from the engine's own). */
+  addrs?: string[];
 }
 
 /**
@@ -153,6 +157,7 @@ export class PeerTable {
       strikeSince: Number.NEGATIVE_INFINITY,
       ignoredUntil: Number.NEGATIVE_INFINITY,
       policies: [],
+      linkLostAt: Number.POSITIVE_INFINITY,
     };
     this.byId.set(id, p);
     this.byIdx[idx] = p;
@@ -188,9 +193,12 @@ export class PeerTable {
 
   /**
    * Recompute freshness at `now`. A member is stale when its newest data is
-   * older than staleAfterMs (measured from when it was sent). While any member is live, members silent for longer
-   * than departAfterMs stop being members and N is updated; when every member
-   * is stale nothing departs and N stays as last known.
+   * older than staleAfterMs (measured from when it was sent). The depart rule,
+   * the one there is: a stale member silent for longer than departAfterMs stops
+   * being a member while any member is live; while none is, only once the
+   * transport has also reported its connection gone for longer than
+   * departAfterMs (a quiet view is not an empty one). N is updated while any
+   * member is live; when every member is stale it stays as last known.
    * Returns the ids of members that departed.
    */
   refresh(now: number): string[] {
@@ -213,15 +221,15 @@ export class PeerTable {
       if (this.firstContact === Number.NEGATIVE_INFINITY) this.firstContact = now;
       if (heard + 1 >= this.expected || now - this.firstContact > this.staleAfterMs) this.awaiting = false;
     }
-    if (heard > 0) {
-      for (let i = stale.length - 1; i >= 0; i--) {
-        const p = stale[i]!;
-        if (now - p.lastHeard > this.departAfterMs) {
-          p.member = false;
-          departed.push(p.id);
-          stale.splice(i, 1);
-        }
+    for (let i = stale.length - 1; i >= 0; i--) {
+      const p = stale[i]!;
+      if (now - p.lastHeard > this.departAfterMs && (heard > 0 || now - p.linkLostAt > this.departAfterMs)) {
+        p.member = false;
+        departed.push(p.id);
+        stale.splice(i, 1);
       }
+    }
+    if (heard > 0) {
       this.knownN = live.length + stale.length + 1;
       if (this.awaiting && this.knownN < this.expected) this.knownN = this.expected;
     }

@@ -28,6 +28,8 @@ export interface EngineStats {
   skewedPeers: number;
   /** Peers in the table (members and departed peers whose counts are still in a window). */
   peerTable: number;
+  /** Members that departed (silent past departAfterMs, see peers.ts), since start. */
+  peersDeparted: number;
   /** Departed peers forgotten (their slot reused), since start. */
   peersForgotten: number;
   keys: number;
@@ -87,6 +89,7 @@ export function emptyEngineStats(): EngineStats {
     clockSkewed: 0,
     skewedPeers: 0,
     peerTable: 0,
+    peersDeparted: 0,
     peersForgotten: 0,
     keys: 0,
     evictions: 0,

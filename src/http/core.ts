@@ -48,8 +48,8 @@ export type FailureReason =
   | 'ip-invalid'
   | 'internal-error';
 
-/** Outcome counters of one guard, middleware or plugin instance. */
-export interface HttpCounters {
+/** Outcome stats of one guard, middleware or plugin instance. */
+export interface HttpStats {
   /** Requests seen. */
   requests: number;
   /** Forwarded after the limiter allowed them (shadow would-be denials included). */
@@ -146,7 +146,7 @@ class Failure {
 export class RateMeshCore<Req, Res> {
   readonly config: HttpConfig<Req, Res>;
   private readonly hooks: AdapterHooks<Req, Res>;
-  private readonly c: HttpCounters = {
+  private readonly c: HttpStats = {
     requests: 0,
     allowed: 0,
     limited: 0,
@@ -178,8 +178,8 @@ export class RateMeshCore<Req, Res> {
     this.messageJson = `{"error":"too_many_requests","message":${JSON.stringify(message)},`;
   }
 
-  /** A snapshot of the outcome counters. */
-  counters(): HttpCounters {
+  /** A snapshot of the outcome stats. */
+  stats(): HttpStats {
     return { ...this.c, failures: { ...this.c.failures } };
   }
 

@@ -6,6 +6,7 @@
  */
 import { type Clock, systemClock } from '../clock.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
+import type { WarnLogger } from '../logger.js';
 import type { Decision, FailureMode, KeyOutcome, RateLimiter } from '../types.js';
 import { type ProxyHeader, parseTrustedProxies, type TrustedProxies } from './client-ip.js';
 import {
@@ -64,12 +65,6 @@ export interface LimitInfo {
   readonly decision: Decision & { outcomes: KeyOutcome[] };
 }
 
-/** pino-compatible: `logger.warn(obj, msg)`. */
-export interface HttpLogger {
-  warn(obj: Record<string, unknown>, msg: string): void;
-  info?(obj: Record<string, unknown>, msg: string): void;
-}
-
 /** Options shared by the node:http guard, the Express middleware and the Fastify plugin. */
 export interface RateMeshHttpOptions<Req, Res> {
   /** The limiter deciding: a local `Engine` or a mesh node. */
@@ -121,7 +116,7 @@ export interface RateMeshHttpOptions<Req, Res> {
   /** `Retry-After` seconds of an over-capacity 503. Default 1. */
   readonly overloadRetryAfter?: number;
   /** Where failures and shadow denials are logged (pino works). Default: console, at most one line per event kind per second. false: silent. */
-  readonly logger?: HttpLogger | false;
+  readonly logger?: WarnLogger | false;
   /** Wall clock for `X-RateLimit-Reset`. Default: the system clock. */
   readonly clock?: Clock;
 }
@@ -178,7 +173,7 @@ export interface HttpConfig<Req, Res> {
   readonly failureRetryAfter: number;
   readonly maxInFlight: number;
   readonly overloadRetryAfter: number;
-  readonly logger: HttpLogger | undefined;
+  readonly logger: WarnLogger | undefined;
   readonly clock: Clock;
 }
 
@@ -242,7 +237,7 @@ function failureModeOf(value: unknown, field: string): FailureMode | undefined {
 }
 
 /** Logs through `console.warn`, at most one line per message per second, counting what it drops. */
-function consoleLogger(): HttpLogger {
+function consoleLogger(): WarnLogger {
   const last = new Map<string, { at: number; dropped: number }>();
   const log = (obj: Record<string, unknown>, msg: string): void => {
     const now = Date.now();
@@ -451,7 +446,7 @@ export function parseOptions<Req, Res>(
     maxInFlight = int(options.maxInFlight, 'maxInFlight', 0, 1, 1_000_000_000);
   }
 
-  let logger: HttpLogger | undefined;
+  let logger: WarnLogger | undefined;
   if (options.logger === undefined) logger = consoleLogger();
   else if (options.logger !== false) {
     if (

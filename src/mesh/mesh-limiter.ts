@@ -3,8 +3,8 @@ import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'n
 import type { Message, SubscriptionChangeData, TopicValidatorFn } from '@libp2p/gossipsub';
 import { TopicValidatorResult } from '@libp2p/gossipsub';
 import type { PeerId } from '@libp2p/interface';
-import { peekGossipReach } from '../crdt/codec.js';
-import { warmUp } from '../decision/warm.js';
+import type { PeerView } from '../decision/peers.js';
+import type { PolicyReplacement } from '../decision/types.js';
 import type { PolicySet } from '../policy/index.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../types.js';
 import {
@@ -19,20 +19,24 @@ import {
 } from './constants.js';
 import { defaultEngineFactory } from './default-engine.js';
 import { Discovery, systemResolver } from './discovery.js';
-import type { MeshEngine } from './engine-port.js';
+import type { EngineFactory, MeshEngine } from './engine-port.js';
 import { peerIdOf } from './identity.js';
 import { createMeshNode, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
 import { SyncService } from './sync.js';
-import type { MeshLimiter, MeshLimiterOptions, MeshStats, PeerInfo, PolicyChange } from './types.js';
+import type { MeshLimiter, MeshLimiterOptions, MeshStats } from './types.js';
+import { warmUp } from './warm.js';
 
-/** What we track of one mesh member (a peer on our topic or heard in our gossip). */
-interface Member {
+/**
+ * The sync bookkeeping of one peer on our topic or heard in our gossip. Membership itself is
+ * the engine's (its peer table and depart rule): this is only what the transport needs to pull
+ * a peer's state once per connection.
+ */
+interface SyncState {
   peerId: PeerId | undefined;
-  lastHeard: number;
   synced: boolean;
   syncing: boolean;
-  syncAttempts: number;
+  attempts: number;
 }
 
 type State = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
@@ -58,6 +62,7 @@ class MeshLimiterImpl implements MeshLimiter {
   readonly peerId: string;
   readonly topic: string;
   private readonly engine: MeshEngine;
+  private readonly factory: EngineFactory;
   private readonly rng: () => number;
   private state: State = 'idle';
   private starting: Promise<void> | undefined;
@@ -72,8 +77,7 @@ class MeshLimiterImpl implements MeshLimiter {
   private publishesInFlight = 0;
   /** TESTS/DRILLS ONLY (mesh-test): drop all gossip in and out; see {@link isolateForTests}. */
   private isolated = false;
-  private readonly members = new Map<string, Member>();
-  private departed = 0;
+  private readonly syncStates = new Map<string, SyncState>();
   private readonly warnedVersions = new Set<string>();
   private readonly counters: Omit<
     MeshStats,
@@ -82,13 +86,14 @@ class MeshLimiterImpl implements MeshLimiter {
 
   constructor(private readonly cfg: MeshConfig) {
     this.peerId = peerIdOf(cfg.privateKey);
-    const factory = cfg.engineFactory ?? defaultEngineFactory;
-    this.engine = factory({
+    this.factory = cfg.engineFactory ?? defaultEngineFactory;
+    this.engine = this.factory({
       policies: cfg.policies,
       nodeId: this.peerId,
       clock: cfg.clock,
       gossipIntervalMs: cfg.gossipIntervalMs,
       expectedDelayMs: cfg.expectedDelayMs,
+      departAfterMs: cfg.departAfterMs,
       expectedMembers: 1 + cfg.bootstrap.length,
       logger: cfg.logger,
     });
@@ -103,11 +108,11 @@ class MeshLimiterImpl implements MeshLimiter {
         publishErrors: 0,
         msgsIn: 0,
         bytesIn: 0,
-        rejected: {},
+        dropped: {},
         relayed: 0,
         notRelayed: 0,
       },
-      drops: {},
+      dropped: {},
       injected: { delayMs: cfg.injectDelayMs, loss: cfg.injectLoss, delayed: 0, dropped: 0 },
       otherTopics: { events: 0, peers: {} },
     };
@@ -142,7 +147,7 @@ class MeshLimiterImpl implements MeshLimiter {
     return this.engine.policyVersions();
   }
 
-  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyChange {
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyReplacement {
     const r = this.engine.replacePolicies(policies, this.cfg.clock.now());
     this.cfg.logger.info(
       { kept: r.kept, changed: r.changed, added: r.added, removed: r.removed, version: r.version },
@@ -182,7 +187,7 @@ class MeshLimiterImpl implements MeshLimiter {
     this.state = 'starting';
     try {
       // compile the decision path before the first request (throwaway engines; no state shared)
-      const warm = warmUp(cfg.policies);
+      const warm = warmUp(this.factory, cfg.policies);
       cfg.logger.debug(
         { decisions: warm.decisions, ms: Math.round(warm.ms) },
         'ratemesh decision path warmed up',
@@ -308,7 +313,7 @@ class MeshLimiterImpl implements MeshLimiter {
     this.earlyImmediate = undefined;
     for (const t of this.timers) clearTimeout(t);
     if (this.timers.size > 0)
-      this.counters.drops.stopped = (this.counters.drops.stopped ?? 0) + this.timers.size;
+      this.counters.dropped.stopped = (this.counters.dropped.stopped ?? 0) + this.timers.size;
     this.timers.clear();
     await this.discovery?.stop();
     const node = this.node;
@@ -321,10 +326,10 @@ class MeshLimiterImpl implements MeshLimiter {
     await this.sync?.stop();
     await node?.stop();
     this.node = undefined;
-    for (const m of this.members.values()) {
+    for (const m of this.syncStates.values()) {
       m.synced = false;
       m.syncing = false;
-      m.syncAttempts = 0;
+      m.attempts = 0;
     }
   }
 
@@ -365,12 +370,12 @@ class MeshLimiterImpl implements MeshLimiter {
     const node = this.node;
     if (this.state !== 'running' || node === undefined) return;
     if (this.isolated) {
-      bump(this.counters.drops, 'isolated-out');
+      bump(this.counters.dropped, 'isolated-out');
       return;
     }
     if (this.publishesInFlight >= MAX_PUBLISHES_IN_FLIGHT) {
       // The next message carries the same full window, so skipping one loses nothing for good.
-      bump(this.counters.drops, 'publish-backlog');
+      bump(this.counters.dropped, 'publish-backlog');
       return;
     }
     const pubsub = node.services.pubsub;
@@ -402,11 +407,11 @@ class MeshLimiterImpl implements MeshLimiter {
    */
   private readonly validate: TopicValidatorFn = (_peer, msg) => {
     if (msg.type !== 'signed') {
-      bump(this.counters.drops, 'unsigned');
+      bump(this.counters.dropped, 'unsigned');
       return TopicValidatorResult.Reject;
     }
     if (msg.data.byteLength > this.cfg.maxMessageBytes) {
-      bump(this.counters.drops, 'oversize');
+      bump(this.counters.dropped, 'oversize');
       return TopicValidatorResult.Reject;
     }
     this.receive(msg);
@@ -427,7 +432,7 @@ class MeshLimiterImpl implements MeshLimiter {
     if (this.isolated) return TopicValidatorResult.Ignore;
     const mode = this.cfg.relay;
     if (mode !== 'always') {
-      const reach = peekGossipReach(data);
+      const reach = this.engine.gossipReach(data);
       if (reach === 0) return TopicValidatorResult.Reject; // the engine counted why
       if (mode === 'never' || reach >= this.engine.memberCount()) {
         g.notRelayed++;
@@ -440,20 +445,20 @@ class MeshLimiterImpl implements MeshLimiter {
 
   private receive(msg: Message): void {
     if (msg.topic !== this.topic) {
-      bump(this.counters.drops, 'wrong-topic');
+      bump(this.counters.dropped, 'wrong-topic');
       return;
     }
     if (msg.type !== 'signed') {
-      bump(this.counters.drops, 'unsigned');
+      bump(this.counters.dropped, 'unsigned');
       return;
     }
     const from = msg.from.toString();
     if (from === this.peerId) {
-      bump(this.counters.drops, 'self');
+      bump(this.counters.dropped, 'self');
       return;
     }
     if (this.isolated) {
-      bump(this.counters.drops, 'isolated-in');
+      bump(this.counters.dropped, 'isolated-in');
       return;
     }
     const { injectLoss, injectDelayMs } = this.cfg;
@@ -475,34 +480,31 @@ class MeshLimiterImpl implements MeshLimiter {
 
   private deliver(from: string, peerId: PeerId, data: Uint8Array): void {
     if (this.state !== 'running') {
-      bump(this.counters.drops, 'stopped');
+      bump(this.counters.dropped, 'stopped');
       return;
     }
     if (this.isolated) {
       // held by the injected delay when the cut began: in flight, so lost with the cut
-      bump(this.counters.drops, 'isolated-in');
+      bump(this.counters.dropped, 'isolated-in');
       return;
     }
     const now = this.cfg.clock.now();
     const g = this.counters.gossip;
     g.msgsIn++;
     g.bytesIn += data.byteLength;
-    this.member(from, peerId, now);
+    this.syncState(from, peerId);
     const r = this.engine.receiveGossip(from, data, now);
-    if (!r.ok) bump(g.rejected, r.reason ?? 'rejected');
+    if (!r.ok) bump(g.dropped, r.reason ?? 'refused');
   }
 
-  // ---- membership and sync ----
+  // ---- connections and sync ----
 
-  private member(id: string, peerId: PeerId | undefined, now: number): Member {
-    let m = this.members.get(id);
+  private syncState(id: string, peerId: PeerId | undefined): SyncState {
+    let m = this.syncStates.get(id);
     if (m === undefined) {
-      m = { peerId, lastHeard: now, synced: false, syncing: false, syncAttempts: 0 };
-      this.members.set(id, m);
-    } else {
-      m.lastHeard = now;
-      if (m.peerId === undefined) m.peerId = peerId;
-    }
+      m = { peerId, synced: false, syncing: false, attempts: 0 };
+      this.syncStates.set(id, m);
+    } else if (m.peerId === undefined) m.peerId = peerId;
     return m;
   }
 
@@ -512,8 +514,7 @@ class MeshLimiterImpl implements MeshLimiter {
     for (const s of subscriptions) {
       if (!s.subscribe) continue;
       if (s.topic === this.topic) {
-        const m = this.member(id, peerId, this.cfg.clock.now());
-        this.maybeSync(id, m);
+        this.maybeSync(id, this.syncState(id, peerId));
       } else if (s.topic.startsWith(TOPIC_PREFIX)) {
         const topic = s.topic;
         const vm = this.counters.otherTopics;
@@ -531,12 +532,12 @@ class MeshLimiterImpl implements MeshLimiter {
     }
   };
 
-  private maybeSync(id: string, m: Member): void {
+  private maybeSync(id: string, m: SyncState): void {
     const sync = this.sync;
     if (this.state !== 'running' || sync === undefined || m.peerId === undefined) return;
-    if (m.synced || m.syncing || m.syncAttempts >= SYNC_ATTEMPTS) return;
+    if (m.synced || m.syncing || m.attempts >= SYNC_ATTEMPTS) return;
     m.syncing = true;
-    m.syncAttempts++;
+    m.attempts++;
     void sync.pull(m.peerId).then((ok) => {
       m.syncing = false;
       if (ok) {
@@ -544,39 +545,40 @@ class MeshLimiterImpl implements MeshLimiter {
         this.cfg.logger.debug({ peer: id }, 'ratemesh synced from peer');
         return;
       }
-      if (this.state !== 'running' || m.syncAttempts >= SYNC_ATTEMPTS) return;
+      if (this.state !== 'running' || m.attempts >= SYNC_ATTEMPTS) return;
       const t = setTimeout(() => {
         this.timers.delete(t);
         if (this.node?.getConnections(m.peerId).length) this.maybeSync(id, m);
-      }, SYNC_RETRY_MS * m.syncAttempts);
+      }, SYNC_RETRY_MS * m.attempts);
       this.timers.add(t);
     });
   }
 
   private readonly onPeerDisconnect = (evt: CustomEvent<PeerId>): void => {
-    const m = this.members.get(evt.detail.toString());
+    const m = this.syncStates.get(evt.detail.toString());
     if (m === undefined) return;
     // A reconnecting peer is pulled again: it may have missed our gossip or we its.
     m.synced = false;
-    m.syncAttempts = 0;
+    m.attempts = 0;
   };
 
+  /**
+   * Tells the engine which members the transport is connected to (its depart rule uses it:
+   * src/decision/peers.ts), and forgets the sync state of peers that are neither connected
+   * nor members any more.
+   */
   private readonly onSweep = (): void => {
     const node = this.node;
     if (this.state !== 'running' || node === undefined) return;
     const now = this.cfg.clock.now();
     const connected = new Set(node.getPeers().map((p) => p.toString()));
-    for (const [id, m] of this.members) {
-      if (connected.has(id)) {
-        m.lastHeard = now;
-        continue;
-      }
-      if (now - m.lastHeard > this.cfg.departAfterMs) {
-        this.members.delete(id);
-        this.departed++;
-        this.engine.peerDeparted(id);
-        this.cfg.logger.info({ peer: id }, 'ratemesh peer departed');
-      }
+    const members = new Set<string>();
+    for (const p of this.engine.peerViews(now)) {
+      members.add(p.id);
+      this.engine.peerConnection(p.id, connected.has(p.id), now);
+    }
+    for (const id of this.syncStates.keys()) {
+      if (!connected.has(id) && !members.has(id)) this.syncStates.delete(id);
     }
   };
 
@@ -598,7 +600,7 @@ class MeshLimiterImpl implements MeshLimiter {
     return this.node?.getMultiaddrs().map((a) => a.toString()) ?? [];
   }
 
-  peers(): PeerInfo[] {
+  peers(): PeerView[] {
     const addrs = new Map<string, string[]>();
     for (const c of this.node?.getConnections() ?? []) {
       const id = c.remotePeer.toString();
@@ -606,39 +608,37 @@ class MeshLimiterImpl implements MeshLimiter {
       list.push(c.remoteAddr.toString());
       addrs.set(id, list);
     }
-    return this.engine.peerViews(this.cfg.clock.now()).map((p) => ({
-      id: p.id,
-      ageMs: p.ageMs,
-      stale: p.stale,
-      clockOffsetMs: p.clockOffsetMs,
-      addrs: addrs.get(p.id) ?? [],
-    }));
+    const views = this.engine.peerViews(this.cfg.clock.now());
+    for (const p of views) p.addrs = addrs.get(p.id) ?? [];
+    return views;
   }
 
   stats(): MeshStats {
     const c = this.counters;
+    const now = this.cfg.clock.now();
+    const engine = this.engine.stats(now);
     return {
       peerId: this.peerId,
       topic: this.topic,
       running: this.state === 'running',
       peers: {
         connected: this.node?.getPeers().length ?? 0,
-        members: this.members.size,
-        departed: this.departed,
+        members: engine.livePeers + engine.stalePeers,
+        departed: engine.peersDeparted,
       },
-      gossip: { ...c.gossip, rejected: { ...c.gossip.rejected } },
-      drops: { ...c.drops },
+      gossip: { ...c.gossip, dropped: { ...c.gossip.dropped } },
+      dropped: { ...c.dropped },
       injected: { ...c.injected },
       sync:
         this.sync === undefined
           ? emptySync()
           : { ...this.sync.stats, failures: { ...this.sync.stats.failures } },
       versionMismatch: Object.fromEntries(
-        this.engine.versionMismatches().map((m) => [m.policy, { ours: m.ours, peers: m.peers }]),
+        this.engine.versionMismatches(now).map((m) => [m.policy, { ours: m.ours, peers: m.peers }]),
       ),
       otherTopics: { events: c.otherTopics.events, peers: { ...c.otherTopics.peers } },
       discovery: this.discovery === undefined ? emptyDiscovery() : { ...this.discovery.stats },
-      engine: this.engine.stats(),
+      engine,
     };
   }
 }
@@ -654,7 +654,7 @@ function emptyDiscovery(): MeshStats['discovery'] {
 /**
  * TESTS/DRILLS ONLY (mesh-test fault drills; not exported from the package):
  * while `on`, the node drops every gossip message it would publish or receive,
- * counted under `stats().drops['isolated-out' | 'isolated-in']`; connections
+ * counted under `stats().dropped['isolated-out' | 'isolated-in']`; connections
  * stay up, so healing needs no redial. A network cut without root privileges.
  */
 export function isolateForTests(limiter: MeshLimiter, on: boolean): void {

@@ -165,6 +165,37 @@ describe('staleness and fallback', () => {
     expect(spend(a, 'p', 'k', 200)).toBe(L / 3);
   });
 
+  it('one depart rule: with no member live, a peer departs only once its connection has been gone departAfterMs too', () => {
+    const { es, clock, rounds } = mesh(3, {}, { departAfterMs: 300 });
+    const a = es[0]!;
+    rounds(es, 3);
+    // n1 stays connected but quiet; n2's connection is gone
+    a.peerConnection('n1', true);
+    a.peerConnection('n2', false);
+    clock.advance(200);
+    a.peerConnection('n2', false); // reported on every sweep: the first report counts
+    clock.advance(150);
+    // both silent 350 ms > 300 and no member live: n2 has been disconnected for 350 ms, n1 not at all
+    expect(a.stats()).toMatchObject({
+      livePeers: 0,
+      stalePeers: 1,
+      members: 3,
+      peersDeparted: 1,
+      fallback: true,
+    });
+    expect(a.peerViews().map((v) => v.id)).toEqual(['n1']);
+    // a reconnected peer is not departed for its silence alone
+    a.peerConnection('n1', false);
+    a.peerConnection('n1', true);
+    clock.advance(1000);
+    expect(a.stats()).toMatchObject({ stalePeers: 1, peersDeparted: 1 });
+    // gone for departAfterMs: it departs too, and the survivor decides alone
+    a.peerConnection('n1', false);
+    clock.advance(301);
+    expect(a.stats()).toMatchObject({ livePeers: 0, stalePeers: 0, peersDeparted: 2, fallback: false });
+    expect(a.check('p', 'k').mode).toBe('global');
+  });
+
   it('peerDeparted (the transport saw it leave) removes a member at once', () => {
     const { es, rounds } = mesh(3);
     const a = es[0]!;
