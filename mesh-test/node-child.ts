@@ -138,8 +138,10 @@ async function init(c: ChildConfig): Promise<void> {
     ...(c.role === 'rogue'
       ? {
           engineFactory: (i: EngineInit): MeshEngine => {
-            rogue = new RogueEngine(i, 'global');
-            return rogue;
+            const e = new RogueEngine(i, 'global');
+            // the factory also builds the two throwaway warm-up engines (warm-a, warm-b): not the rogue
+            if (!i.nodeId.startsWith('warm-')) rogue = e;
+            return e;
           },
         }
       : {}),
