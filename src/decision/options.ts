@@ -26,13 +26,17 @@ export interface EngineOptions {
   /** This node's id (its libp2p peer id in a mesh). Default 'local'. */
   nodeId?: string;
   clock?: Clock;
-  /** Gossip tick interval g, ms. Default 10. */
+  /** Gossip tick interval g, ms. Default 100 (the mesh's default too). */
   gossipIntervalMs?: number;
   /** Expected one-way gossip delay d, ms. Default 10. */
   expectedDelayMs?: number;
   /** A peer is stale when its newest data is older than this. Default 3g + 2d. */
   staleAfterMs?: number;
-  /** A silent peer stops being a member after this (while others are live). Default max(5 s, 10 × staleAfter). */
+  /**
+   * A silent member departs after this: while another member is live, or once the transport
+   * has also reported its connection gone this long (see {@link Engine.peerConnection}).
+   * Default max(5 s, 10 × staleAfter).
+   */
   departAfterMs?: number;
   /**
    * Members this node expects, itself included (a mesh node: 1 + its bootstrap

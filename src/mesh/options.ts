@@ -18,8 +18,8 @@ import {
   DEFAULT_MAX_SYNC_BYTES,
   DEFAULT_MESH_DEGREE,
   DEFAULT_SYNC_TIMEOUT_MS,
-  DEPART_AFTER_GOSSIP_INTERVALS,
-  MIN_DEPART_AFTER_MS,
+  defaultDepartAfterMs,
+  defaultStaleAfterMs,
 } from './constants.js';
 import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
@@ -258,7 +258,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     departAfterMs: num(
       'departAfterMs',
       opts.departAfterMs,
-      Math.max(MIN_DEPART_AFTER_MS, DEPART_AFTER_GOSSIP_INTERVALS * gossipIntervalMs),
+      defaultDepartAfterMs(defaultStaleAfterMs(gossipIntervalMs, expectedDelayMs)),
       gossipIntervalMs,
       86_400_000,
     ),
