@@ -25,8 +25,8 @@ export function defaultDepartAfterMs(staleAfterMs: number): number {
   return Math.max(MIN_DEPART_AFTER_MS, 10 * staleAfterMs);
 }
 
-/** Cap on tracked keys over all policies. */
-export const DEFAULT_MAX_KEYS = 100_000;
+/** Cap on tracked keys over all policies (the key store's default). */
+export { DEFAULT_MAX_KEYS } from '../keys/key-store.js';
 /** Cap on known origins (peers). */
 export const DEFAULT_MAX_PEERS = 256;
 /** A touched key is carried in this many more ticks. */

@@ -3,12 +3,12 @@ import { type AlgoResult, type LocalAlgorithm, newAlgoResult } from '../algorith
 import { checkTime } from '../clock.js';
 import type { WirePolicy } from '../crdt/codec.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
+import { KeyBudget, KeyStore, takeRef } from '../keys/key-store.js';
 import { type PolicySet, policyVersion } from '../policy/index.js';
 import type { Policy } from '../types.js';
 import { defaultIgnoreMs, MAX_TIME } from './constants.js';
 import { EvictedSketch } from './evicted-sketch.js';
 import { KeyState, type LocalKeyState } from './key-state.js';
-import { KeyBudget, KeyStore } from './key-store.js';
 import type { EngineConfig } from './options.js';
 import { type PeerState, PeerTable } from './peers.js';
 import { type EngineStats, emptyEngineStats, type ReceiveResult } from './types.js';
@@ -127,16 +127,16 @@ export class EngineCore {
       foreignAt: [],
       foreignVer: [],
     } as unknown as PolicyRuntime;
-    rt.windows = new KeyStore<KeyState>(
-      this.budget,
-      (ks) => this.windowExpired(rt, ks),
-      (key, ks, live) => this.forget(rt, key, ks, live),
-    );
-    rt.locals = new KeyStore<LocalKeyState>(
-      this.budget,
-      (e) => rt.algo?.isIdle(e.state, this.lastNow) === true,
-      (key, e, live) => this.forgetLocal(rt, key, e, live),
-    );
+    rt.windows = new KeyStore<KeyState>(this.budget, {
+      isExpired: (ks) => this.windowExpired(rt, ks),
+      onEvict: (key, ks, live) => this.forget(rt, key, ks, live),
+      takeUsed: takeRef,
+    });
+    rt.locals = new KeyStore<LocalKeyState>(this.budget, {
+      isExpired: (e) => rt.algo?.isIdle(e.state, this.lastNow) === true,
+      onEvict: (key, e, live) => this.forgetLocal(rt, key, e, live),
+      takeUsed: takeRef,
+    });
     return rt;
   }
 
