@@ -24,7 +24,7 @@ import {
   shown,
   string,
   stringArray,
-} from './validate.js';
+} from '../validate.js';
 
 /** pino's level names, plus `silent`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -411,7 +411,7 @@ function applyConfigFile(
       cfg.mesh.gossipIntervalMs = gossipMs(m.gossipIntervalMs, 'config.mesh.gossipIntervalMs');
     }
     if (m.expectedDelayMs !== undefined) {
-      cfg.mesh.expectedDelayMs = finite(m.expectedDelayMs, 'config.mesh.expectedDelayMs', 0, 60_000);
+      cfg.mesh.expectedDelayMs = integer(m.expectedDelayMs, 'config.mesh.expectedDelayMs', 0, 60_000);
     }
     if (m.keyFile !== undefined)
       cfg.mesh.keyFile = resolve(baseDir, string(m.keyFile, 'config.mesh.keyFile'));

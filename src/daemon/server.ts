@@ -5,9 +5,9 @@ import { retryAfterSeconds } from '../http/headers.js';
 import { validateKey } from '../keys/key.js';
 import type { Logger, MeshLimiter } from '../mesh/types.js';
 import type { Decision, KeyOutcome, PolicyKey } from '../types.js';
+import { fieldPath, isPlainObject, jsonDepth, shown } from '../validate.js';
 import type { HotKeys } from './hot-keys.js';
 import { type DaemonMetrics, fallbackActive, type RouteLabel, viewAgeMs } from './metrics.js';
-import { fieldPath, isPlainObject, jsonDepth, shown } from './validate.js';
 
 /**
  * Error codes of the HTTP layer itself, beside the library's {@link ErrorCodes}

@@ -1,8 +1,8 @@
 import { type Clock, systemClock } from '../clock.js';
-import { ErrorCodes, RateMeshError } from '../errors.js';
 import type { WarnLogger } from '../logger.js';
 import { compilePolicies, type PolicySet } from '../policy/index.js';
 import type { PolicySpec } from '../types.js';
+import { fail, integer, optional, shown } from '../validate.js';
 import {
   DEFAULT_ANTI_ENTROPY_TICKS,
   DEFAULT_EARLY_PUBLISH_FRACTION,
@@ -104,16 +104,9 @@ export interface EngineConfig {
   readonly maxClockOffsetMs: number;
 }
 
-function positiveInt(v: unknown, field: string, def: number, min = 1): number {
-  if (v === undefined) return def;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
-    throw new RateMeshError(
-      ErrorCodes.CONFIG_INVALID,
-      `must be an integer >= ${min} (got ${String(v)})`,
-      field,
-    );
-  }
-  return v;
+/** An integer option >= `min`, or `dflt` when left out. */
+function int(v: unknown, field: string, dflt: number, min = 1): number {
+  return optional(v, dflt, (x) => integer(x, field, min));
 }
 
 /** A compiled policy set (kept as is) or specs to compile. */
@@ -130,57 +123,42 @@ export function policySetOf(policies: unknown, needVersionOf = false): PolicySet
 
 /** Validates every option (a RateMeshError CONFIG_INVALID naming the field) and fills the defaults. */
 export function parseEngineOptions(opts: EngineOptions): EngineConfig {
-  if (opts === null || typeof opts !== 'object') {
-    throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'options must be an object', 'options');
-  }
+  if (opts === null || typeof opts !== 'object') fail('options', 'options must be an object');
   const policySet = policySetOf(opts.policies);
   const nodeId = opts.nodeId ?? 'local';
   if (typeof nodeId !== 'string' || nodeId.length === 0 || nodeId.length > 128) {
-    throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'must be a string of 1..128 characters', 'nodeId');
+    fail('nodeId', 'must be a string of 1..128 characters');
   }
   const clock = opts.clock ?? systemClock;
-  const gossipIntervalMs = positiveInt(opts.gossipIntervalMs, 'gossipIntervalMs', DEFAULT_GOSSIP_INTERVAL_MS);
-  const expectedDelayMs = positiveInt(opts.expectedDelayMs, 'expectedDelayMs', DEFAULT_EXPECTED_DELAY_MS, 0);
-  const staleAfterMs = positiveInt(
+  const gossipIntervalMs = int(opts.gossipIntervalMs, 'gossipIntervalMs', DEFAULT_GOSSIP_INTERVAL_MS);
+  const expectedDelayMs = int(opts.expectedDelayMs, 'expectedDelayMs', DEFAULT_EXPECTED_DELAY_MS, 0);
+  const staleAfterMs = int(
     opts.staleAfterMs,
     'staleAfterMs',
     defaultStaleAfterMs(gossipIntervalMs, expectedDelayMs),
   );
-  const departAfterMs = positiveInt(opts.departAfterMs, 'departAfterMs', defaultDepartAfterMs(staleAfterMs));
-  const maxKeys = positiveInt(opts.maxKeys, 'maxKeys', DEFAULT_MAX_KEYS);
-  const maxPeers = positiveInt(opts.maxPeers, 'maxPeers', DEFAULT_MAX_PEERS);
-  const repeatTicks = positiveInt(opts.repeatTicks, 'repeatTicks', DEFAULT_REPEAT_TICKS, 0);
-  const antiEntropyTicks = positiveInt(opts.antiEntropyTicks, 'antiEntropyTicks', DEFAULT_ANTI_ENTROPY_TICKS);
+  const departAfterMs = int(opts.departAfterMs, 'departAfterMs', defaultDepartAfterMs(staleAfterMs));
+  const maxKeys = int(opts.maxKeys, 'maxKeys', DEFAULT_MAX_KEYS);
+  const maxPeers = int(opts.maxPeers, 'maxPeers', DEFAULT_MAX_PEERS);
+  const repeatTicks = int(opts.repeatTicks, 'repeatTicks', DEFAULT_REPEAT_TICKS, 0);
+  const antiEntropyTicks = int(opts.antiEntropyTicks, 'antiEntropyTicks', DEFAULT_ANTI_ENTROPY_TICKS);
   const earlyPublishFraction = opts.earlyPublishFraction ?? DEFAULT_EARLY_PUBLISH_FRACTION;
   if (typeof earlyPublishFraction !== 'number' || !(earlyPublishFraction > 0 && earlyPublishFraction <= 1)) {
-    throw new RateMeshError(
-      ErrorCodes.CONFIG_INVALID,
-      `must be in (0, 1] (got ${String(earlyPublishFraction)})`,
-      'earlyPublishFraction',
-    );
+    fail('earlyPublishFraction', `must be in (0, 1] (got ${shown(earlyPublishFraction)})`);
   }
-  const expectedMembers = positiveInt(opts.expectedMembers, 'expectedMembers', 1);
-  const maxKeysPerMessage = positiveInt(
-    opts.maxKeysPerMessage,
-    'maxKeysPerMessage',
-    DEFAULT_MAX_KEYS_PER_MESSAGE,
-  );
-  const strikesToIgnore = positiveInt(opts.strikesToIgnore, 'strikesToIgnore', DEFAULT_STRIKES_TO_IGNORE);
-  const ignoreMs = opts.ignoreMs === undefined ? undefined : positiveInt(opts.ignoreMs, 'ignoreMs', 1);
-  const sketchWidth = positiveInt(opts.sketchWidth, 'sketchWidth', DEFAULT_SKETCH_WIDTH, 16);
+  const expectedMembers = int(opts.expectedMembers, 'expectedMembers', 1);
+  const maxKeysPerMessage = int(opts.maxKeysPerMessage, 'maxKeysPerMessage', DEFAULT_MAX_KEYS_PER_MESSAGE);
+  const strikesToIgnore = int(opts.strikesToIgnore, 'strikesToIgnore', DEFAULT_STRIKES_TO_IGNORE);
+  const ignoreMs = opts.ignoreMs === undefined ? undefined : int(opts.ignoreMs, 'ignoreMs', 1);
+  const sketchWidth = int(opts.sketchWidth, 'sketchWidth', DEFAULT_SKETCH_WIDTH, 16);
   if (!Number.isInteger(Math.log2(sketchWidth))) {
-    throw new RateMeshError(ErrorCodes.CONFIG_INVALID, 'must be a power of two', 'sketchWidth');
+    fail('sketchWidth', 'must be a power of two');
   }
   const sketchSeed =
     opts.sketchSeed === undefined
       ? crypto.getRandomValues(new Uint32Array(1))[0]!
-      : positiveInt(opts.sketchSeed, 'sketchSeed', 0, 0) >>> 0;
-  const maxClockOffsetMs = positiveInt(
-    opts.maxClockOffsetMs,
-    'maxClockOffsetMs',
-    DEFAULT_MAX_CLOCK_OFFSET_MS,
-    0,
-  );
+      : int(opts.sketchSeed, 'sketchSeed', 0, 0) >>> 0;
+  const maxClockOffsetMs = int(opts.maxClockOffsetMs, 'maxClockOffsetMs', DEFAULT_MAX_CLOCK_OFFSET_MS, 0);
   return {
     policySet,
     nodeId,
