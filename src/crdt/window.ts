@@ -276,34 +276,35 @@ export class KeyWindow {
   }
 
   /**
-   * Every origin's counts after bucket `h` (the bucket holding a time horizon) and our own in
-   * `h` itself: peers' counts in `h` may all precede the horizon, ours may all follow it, so both
-   * err on the safe side of a "what was admitted since the horizon" question. A horizon before
-   * the ring counts every bucket in it.
+   * Counts since the bucket `h` that holds a time horizon, into `out`: `out[0]` every origin's
+   * counts after `h` and our own in `h` itself (peers' counts in `h` may all precede the
+   * horizon, ours may all follow it, so both err on the safe side of a "what was admitted
+   * since" question), `out[1]` our own from `h` on. A horizon before the ring counts every
+   * bucket in it. Nothing allocated: `out` is the caller's.
    */
-  recentTotal(h: number): number {
-    if (h === this.cur) return this.sum[this.nextSlot]! + this.own[this.curSlot]!;
-    let total = 0;
+  countsSince(h: number, out: Float64Array): void {
+    if (h === this.cur) {
+      const n = this.nextSlot;
+      const ownCur = this.own[this.curSlot]!;
+      out[0] = this.sum[n]! + ownCur;
+      out[1] = this.own[n]! + ownCur;
+      return;
+    }
+    let all = 0;
+    let own = 0;
     let b = this.cur - this.k;
     if (h >= b) {
-      total = this.own[this.slotOf(h)]!;
+      own = this.own[this.slotOf(h)]!;
+      all = own;
       b = h + 1;
     }
-    for (; b <= this.cur + 1; b++) total += this.sum[this.slotOf(b)]!;
-    return total;
-  }
-
-  /** Our own counts from bucket `h` on (`h` included); see {@link recentTotal}. */
-  recentOwn(h: number): number {
-    if (h === this.cur) return this.own[this.nextSlot]! + this.own[this.curSlot]!;
-    let total = 0;
-    let b = this.cur - this.k;
-    if (h >= b) {
-      total = this.own[this.slotOf(h)]!;
-      b = h + 1;
+    for (; b <= this.cur + 1; b++) {
+      const s = this.slotOf(b);
+      all += this.sum[s]!;
+      own += this.own[s]!;
     }
-    for (; b <= this.cur + 1; b++) total += this.own[this.slotOf(b)]!;
-    return total;
+    out[0] = all;
+    out[1] = own;
   }
 
   /**

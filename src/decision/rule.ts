@@ -53,6 +53,9 @@ export function newEval(): Eval {
  * A local-scope policy is its algorithm alone. Nothing here allocates or awaits.
  */
 export class Rule {
+  /** Scratch of KeyWindow.countsSince: all, own. */
+  private readonly since = new Float64Array(2);
+
   constructor(private readonly core: EngineCore) {}
 
   /** Evaluate `cost` on (`rt`, `key`) at `now` into `out`; nothing is spent (see {@link commit}). */
@@ -134,8 +137,10 @@ export class Rule {
         // as old (they may all precede the horizon; when the limit closes they
         // do, and a pro-rata split would under-count E_old) and our own wholly
         // as recent (they may all follow it). Both err on the safe side.
-        const recentAll = kw.recentTotal(cU);
-        const ownRecent = kw.recentOwn(cU);
+        const since = this.since;
+        kw.countsSince(cU, since);
+        const recentAll = since[0]!;
+        const ownRecent = since[1]!;
         const allowance = ks.share * (L - est + recentAll);
         if (ownRecent + cost > allowance) {
           deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), core.cfg.gossipIntervalMs);
