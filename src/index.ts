@@ -25,6 +25,7 @@ export * from './envoy/index.js';
 export { type ErrorCode, ErrorCodes, isRateMeshError, RateMeshError } from './errors.js';
 export * from './http/index.js';
 export * from './keys/index.js';
+export type { WarnLogger } from './logger.js';
 export {
   createMeshLimiter,
   type Logger,
