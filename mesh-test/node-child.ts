@@ -138,8 +138,10 @@ async function init(c: ChildConfig): Promise<void> {
     ...(c.role === 'rogue'
       ? {
           engineFactory: (i: EngineInit): MeshEngine => {
-            rogue = new RogueEngine(i, 'global');
-            return rogue;
+            const e = new RogueEngine(i, 'global');
+            // the factory also builds the two throwaway warm-up engines (warm-a, warm-b): not the rogue
+            if (!i.nodeId.startsWith('warm-')) rogue = e;
+            return e;
           },
         }
       : {}),
@@ -324,7 +326,7 @@ async function replay(run: RunSpec): Promise<RunReport> {
       relayed: d('relayed'),
       notRelayed: d('notRelayed'),
     },
-    drops: gs1.drops,
+    drops: gs1.dropped,
     injected: { delayed: gs1.injected.delayed, dropped: gs1.injected.dropped },
     sync: { pulls: gs1.sync.pulls, pullsOk: gs1.sync.pullsOk, served: gs1.sync.served },
     engine: {

@@ -25,14 +25,13 @@ export * from './envoy/index.js';
 export { type ErrorCode, ErrorCodes, isRateMeshError, RateMeshError } from './errors.js';
 export * from './http/index.js';
 export * from './keys/index.js';
+export type { WarnLogger } from './logger.js';
 export {
   createMeshLimiter,
   type Logger,
   type MeshLimiter,
   type MeshLimiterOptions,
   type MeshStats,
-  type PeerInfo,
-  type PolicyChange,
   SYNC_PROTOCOL,
   TOPIC,
   TOPIC_PREFIX,

@@ -1,3 +1,4 @@
+import { integer, positive } from '../validate.js';
 import {
   allow,
   ceilMs,
@@ -8,8 +9,7 @@ import {
   exactRetry,
   type FitsAt,
   isTime,
-  positiveFinite,
-  positiveInt,
+  PARAM_INVALID,
 } from './shared.js';
 import type { AlgoResult, LocalAlgorithm } from './types.js';
 
@@ -43,8 +43,8 @@ export class FixedWindow implements LocalAlgorithm<FixedWindowState>, FitsAt<Fix
   readonly windowMs: number;
 
   constructor(options: FixedWindowOptions) {
-    this.capacity = positiveInt(options.limit, 'limit');
-    this.windowMs = positiveFinite(options.windowMs, 'windowMs');
+    this.capacity = integer(options.limit, 'limit', 1, undefined, PARAM_INVALID);
+    this.windowMs = positive(options.windowMs, 'windowMs', PARAM_INVALID);
   }
 
   init(now: number): FixedWindowState {

@@ -1,3 +1,4 @@
+import { integer, positive } from '../validate.js';
 import {
   allow,
   ceilMs,
@@ -9,8 +10,7 @@ import {
   type FitsAt,
   floatSlack,
   isTime,
-  positiveFinite,
-  positiveInt,
+  PARAM_INVALID,
 } from './shared.js';
 import type { AlgoResult, LocalAlgorithm } from './types.js';
 
@@ -52,9 +52,9 @@ export class Gcra implements LocalAlgorithm<GcraState>, FitsAt<GcraState> {
   readonly rate: number;
 
   constructor(options: GcraOptions) {
-    const limit = positiveInt(options.limit, 'limit');
-    const windowMs = positiveFinite(options.windowMs, 'windowMs');
-    this.capacity = positiveInt(options.burst ?? limit, 'burst');
+    const limit = integer(options.limit, 'limit', 1, undefined, PARAM_INVALID);
+    const windowMs = positive(options.windowMs, 'windowMs', PARAM_INVALID);
+    this.capacity = integer(options.burst ?? limit, 'burst', 1, undefined, PARAM_INVALID);
     this.rate = limit / windowMs;
   }
 

@@ -1,4 +1,5 @@
 import { ErrorCodes, RateMeshError } from '../errors.js';
+import { DEFAULT_MAX_KEYS, KeyBudget, KeyStore } from '../keys/key-store.js';
 import type { AlgoResult, LocalAlgorithm } from './types.js';
 
 /** Options of a {@link KeyedLimiter}. */
@@ -9,36 +10,35 @@ export interface KeyedLimiterOptions {
   evictBatch?: number;
 }
 
-/** Default cap on tracked keys. */
-export const DEFAULT_MAX_KEYS = 100_000;
+export { DEFAULT_MAX_KEYS } from '../keys/key-store.js';
 
 /**
- * One local algorithm applied per key: a `Map<string, S>` of states with a cap
- * on how many keys it holds, so a flood of distinct keys cannot grow memory
- * without bound.
+ * One local algorithm applied per key: a capped map of states (the engine's
+ * {@link KeyStore}, under its own {@link KeyBudget}), so a flood of distinct
+ * keys cannot grow memory without bound.
  *
  * Two-phase use: a request spends only if every key allows, so call
  * {@link check} on every key first (it changes nothing), and {@link commit} on
  * each only when all allowed, with the same `now` and `cost`.
  *
- * Eviction rule: a key absent from the map is judged as a fresh state. When a
- * new key is committed while `maxKeys` are held, one round frees at least
- * `evictBatch` states: first it drops every idle state (one that holds nothing
- * a fresh state would not, so forgetting it changes no decision), then, if that
- * freed too few, the oldest-inserted states until it has freed `evictBatch`.
- * A round walks the map once and happens at most once per `evictBatch` new
- * keys, so the cost is amortised O(maxKeys / evictBatch) = O(1) per key.
- * Forgetting a non-idle state lets that key spend afresh: it only happens when
- * more than `maxKeys` keys are active at once, the price of bounded memory.
- * Insertion order rather than recency is used because recency would cost a
- * map delete and re-insert on every hit of the hot path.
+ * Eviction rule (the key store's; see {@link KeyBudget}): a key absent from the
+ * map is judged as a fresh state. When a new key is committed while `maxKeys`
+ * are held, one round frees at least `evictBatch` states: first every idle
+ * state (one that holds nothing a fresh state would not, so forgetting it
+ * changes no decision), then, if that freed too few, the oldest-inserted states
+ * (no second chance here: marking a hit would cost the hot path). A round
+ * happens at most once per `evictBatch` new keys, so the cost is amortised
+ * O(maxKeys / evictBatch) = O(1) per key. Forgetting a non-idle state lets that
+ * key spend afresh: it only happens when more than `maxKeys` keys are active at
+ * once, the price of bounded memory.
  */
 export class KeyedLimiter<S> {
   readonly algorithm: LocalAlgorithm<S>;
   readonly maxKeys: number;
   readonly evictBatch: number;
-  private readonly states = new Map<string, S>();
-  private evicted = 0;
+  private readonly states: KeyStore<S>;
+  /** The time of the commit that may evict: what idleness is judged at. */
+  private now = 0;
   // A fresh state made by `check` for an absent key, reused by the `commit` that follows.
   private spare: S | undefined;
   private spareKey = '';
@@ -62,6 +62,9 @@ export class KeyedLimiter<S> {
         'evictBatch',
       );
     }
+    this.states = new KeyStore<S>(new KeyBudget(this.maxKeys, this.evictBatch), {
+      isExpired: (state) => this.algorithm.isIdle(state, this.now),
+    });
   }
 
   /** Keys held now. */
@@ -71,7 +74,7 @@ export class KeyedLimiter<S> {
 
   /** States dropped by eviction rounds so far (not counting {@link sweep} or {@link delete}). */
   get evictions(): number {
-    return this.evicted;
+    return this.states.evictions;
   }
 
   /** Whether `key` has a state. */
@@ -103,22 +106,16 @@ export class KeyedLimiter<S> {
         state = this.algorithm.init(now);
       }
       this.spare = undefined;
-      if (this.states.size >= this.maxKeys) this.evict(now);
-      this.states.set(key, state);
+      this.now = now;
+      this.states.insert(key, state);
     }
     this.algorithm.commit(state, cost, now);
   }
 
   /** Drop every idle state; returns how many were dropped. O(size); for a periodic timer. */
   sweep(now: number): number {
-    let n = 0;
-    for (const [key, state] of this.states) {
-      if (this.algorithm.isIdle(state, now)) {
-        this.states.delete(key);
-        n++;
-      }
-    }
-    return n;
+    this.now = now;
+    return this.states.sweep();
   }
 
   /** Forget `key`; returns whether it was held. */
@@ -130,17 +127,5 @@ export class KeyedLimiter<S> {
   clear(): void {
     this.states.clear();
     this.spare = undefined;
-  }
-
-  private evict(now: number): void {
-    let freed = this.sweep(now);
-    if (freed < this.evictBatch) {
-      for (const key of this.states.keys()) {
-        if (freed >= this.evictBatch) break;
-        this.states.delete(key);
-        freed++;
-      }
-    }
-    this.evicted += freed;
   }
 }

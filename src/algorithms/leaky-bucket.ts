@@ -1,3 +1,4 @@
+import { finite, integer, positive } from '../validate.js';
 import {
   allow,
   ceilMs,
@@ -9,9 +10,7 @@ import {
   type FitsAt,
   floatSlack,
   isTime,
-  nonNegativeFinite,
-  positiveFinite,
-  positiveInt,
+  PARAM_INVALID,
 } from './shared.js';
 import type { AlgoResult, LocalAlgorithm } from './types.js';
 
@@ -61,10 +60,12 @@ export class LeakyBucket implements LocalAlgorithm<LeakyBucketState>, FitsAt<Lea
   readonly deadlineMs: number;
 
   constructor(options: LeakyBucketOptions) {
-    const limit = positiveInt(options.limit, 'limit');
-    const windowMs = positiveFinite(options.windowMs, 'windowMs');
-    this.capacity = positiveInt(options.queue ?? limit, 'queue');
-    this.deadlineMs = Math.floor(nonNegativeFinite(options.deadlineMs ?? windowMs, 'deadlineMs'));
+    const limit = integer(options.limit, 'limit', 1, undefined, PARAM_INVALID);
+    const windowMs = positive(options.windowMs, 'windowMs', PARAM_INVALID);
+    this.capacity = integer(options.queue ?? limit, 'queue', 1, undefined, PARAM_INVALID);
+    this.deadlineMs = Math.floor(
+      finite(options.deadlineMs ?? windowMs, 'deadlineMs', 0, undefined, PARAM_INVALID),
+    );
     this.rate = limit / windowMs;
   }
 

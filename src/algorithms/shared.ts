@@ -3,7 +3,7 @@
  * {@link AlgoResult} in place, and exact retry-after search. Internal to
  * src/algorithms (not re-exported by the barrel).
  */
-import { ErrorCodes, RateMeshError } from '../errors.js';
+import { ErrorCodes } from '../errors.js';
 import type { AlgoResult } from './types.js';
 
 /** A pure "would `cost` fit at `t`" predicate, the one `check` decides with. */
@@ -98,38 +98,5 @@ export function denyBadTime(out: AlgoResult): boolean {
   return deny(out, 0, 0, 0);
 }
 
-/** Validates a positive integer parameter; throws a POLICY_INVALID error naming the field. */
-export function positiveInt(value: number, field: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    throw new RateMeshError(
-      ErrorCodes.POLICY_INVALID,
-      `must be a positive integer (got ${String(value)})`,
-      field,
-    );
-  }
-  return value;
-}
-
-/** Validates a positive finite parameter; throws a POLICY_INVALID error naming the field. */
-export function positiveFinite(value: number, field: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new RateMeshError(
-      ErrorCodes.POLICY_INVALID,
-      `must be a positive finite number (got ${String(value)})`,
-      field,
-    );
-  }
-  return value;
-}
-
-/** Validates a finite parameter >= 0; throws a POLICY_INVALID error naming the field. */
-export function nonNegativeFinite(value: number, field: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new RateMeshError(
-      ErrorCodes.POLICY_INVALID,
-      `must be a finite number >= 0 (got ${String(value)})`,
-      field,
-    );
-  }
-  return value;
-}
+/** Algorithm parameters are policy fields: invalid ones are POLICY_INVALID (validated by src/validate.ts). */
+export const PARAM_INVALID = ErrorCodes.POLICY_INVALID;

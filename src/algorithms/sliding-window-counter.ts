@@ -1,3 +1,4 @@
+import { integer, positive } from '../validate.js';
 import {
   allow,
   ceilMs,
@@ -8,8 +9,7 @@ import {
   exactRetry,
   type FitsAt,
   isTime,
-  positiveFinite,
-  positiveInt,
+  PARAM_INVALID,
 } from './shared.js';
 import type { AlgoResult, LocalAlgorithm } from './types.js';
 
@@ -64,9 +64,9 @@ export class SlidingWindowCounter
   private readonly slots: number;
 
   constructor(options: SlidingWindowCounterOptions) {
-    this.capacity = positiveInt(options.limit, 'limit');
-    this.windowMs = positiveFinite(options.windowMs, 'windowMs');
-    this.buckets = positiveInt(options.buckets ?? 10, 'buckets');
+    this.capacity = integer(options.limit, 'limit', 1, undefined, PARAM_INVALID);
+    this.windowMs = positive(options.windowMs, 'windowMs', PARAM_INVALID);
+    this.buckets = integer(options.buckets ?? 10, 'buckets', 1, undefined, PARAM_INVALID);
     this.bucketMs = this.windowMs / this.buckets;
     this.slots = this.buckets + 1;
   }

@@ -1,3 +1,4 @@
+import { integer, positive } from '../validate.js';
 import {
   allow,
   ceilMs,
@@ -8,8 +9,7 @@ import {
   exactRetry,
   type FitsAt,
   isTime,
-  positiveFinite,
-  positiveInt,
+  PARAM_INVALID,
   REL_EPS,
 } from './shared.js';
 import type { AlgoResult, LocalAlgorithm } from './types.js';
@@ -46,9 +46,9 @@ export class TokenBucket implements LocalAlgorithm<TokenBucketState>, FitsAt<Tok
   private readonly slack: number;
 
   constructor(options: TokenBucketOptions) {
-    const limit = positiveInt(options.limit, 'limit');
-    const windowMs = positiveFinite(options.windowMs, 'windowMs');
-    this.capacity = positiveInt(options.burst ?? limit, 'burst');
+    const limit = integer(options.limit, 'limit', 1, undefined, PARAM_INVALID);
+    const windowMs = positive(options.windowMs, 'windowMs', PARAM_INVALID);
+    this.capacity = integer(options.burst ?? limit, 'burst', 1, undefined, PARAM_INVALID);
     this.rate = limit / windowMs;
     this.slack = this.capacity * REL_EPS * 256;
   }

@@ -25,6 +25,9 @@
  * R slot counts, then the origin's reported demand (cost offered over a window)
  * and the local time of that report.
  */
+/** The origin of the unattributed floor in {@link KeyWindow.mergeCapped}. */
+export const FLOOR = -1;
+
 export class KeyWindow {
   /** Slots in the ring: k + 2. */
   readonly r: number;
@@ -67,40 +70,8 @@ export class KeyWindow {
   /** Slot of bucket c + 1. */
   nextSlot = 0;
 
-  // ---- decision-side state kept with the key to avoid a second map lookup ----
-  /** Controlled mode: this node's demand-weighted share of the key's headroom. */
-  share = 0;
-  /** The engine view stamp the share belongs to. */
-  shareStamp = -1;
-  /** Gossip: the last tick this key changed locally (own counts or demand). */
-  touchTick = -1;
-  /** Gossip: whether the key is in the engine's dirty set. */
-  inDirty = false;
-  /** Own cost admitted since the last gossip that carried this key. */
-  unsynced = 0;
-  /** Gossip: left out of a full message, so due in the next one. */
-  pending = false;
-  /** Gossip: the tick whose message carried it. */
-  sentTick = -1;
-  /** Own demand (offered cost per window) as the last gossip carried it. */
-  sentDemand = 0;
-  /** When this node first saw the key (its time). */
-  created = 0;
-  /** A local front limiter's state, when the policy has one. */
-  local: unknown = undefined;
-  /** Used since inserted or last passed over by eviction (second chance). */
-  ref = false;
-
-  /**
-   * @param k buckets per window
-   * @param policy the index of the policy this key belongs to
-   * @param key the key
-   */
-  constructor(
-    k: number,
-    public policy = 0,
-    readonly key = '',
-  ) {
+  /** @param k buckets per window */
+  constructor(k: number) {
     this.k = k;
     this.r = k + 2;
     this.ids = new Float64Array(this.r).fill(Number.NaN);
@@ -211,7 +182,6 @@ export class KeyWindow {
     this.sum[s] = this.sum[s]! + cost;
     this.full += cost;
     this.ownFull += cost;
-    this.unsynced += cost;
   }
 
   /** Record own offered cost in the current bucket (call after roll). */
@@ -298,6 +268,202 @@ export class KeyWindow {
     let total = p[this.oldest]! * w;
     for (let s = 0; s < this.r; s++) if (s !== this.oldest) total += p[s]!;
     return total;
+  }
+
+  /** True when any origin has counts in the window, the partly weighted oldest bucket included. */
+  hasCounts(): boolean {
+    return this.full > 0 || this.sum[this.oldest]! > 0;
+  }
+
+  /**
+   * Counts since the bucket `h` that holds a time horizon, into `out`: `out[0]` every origin's
+   * counts after `h` and our own in `h` itself (peers' counts in `h` may all precede the
+   * horizon, ours may all follow it, so both err on the safe side of a "what was admitted
+   * since" question), `out[1]` our own from `h` on. A horizon before the ring counts every
+   * bucket in it. Nothing allocated: `out` is the caller's.
+   */
+  countsSince(h: number, out: Float64Array): void {
+    if (h === this.cur) {
+      const n = this.nextSlot;
+      const ownCur = this.own[this.curSlot]!;
+      out[0] = this.sum[n]! + ownCur;
+      out[1] = this.own[n]! + ownCur;
+      return;
+    }
+    let all = 0;
+    let own = 0;
+    let b = this.cur - this.k;
+    if (h >= b) {
+      own = this.own[this.slotOf(h)]!;
+      all = own;
+      b = h + 1;
+    }
+    for (; b <= this.cur + 1; b++) {
+      const s = this.slotOf(b);
+      all += this.sum[s]!;
+      own += this.own[s]!;
+    }
+    out[0] = all;
+    out[1] = own;
+  }
+
+  /**
+   * How long (ms, buckets `bw` wide) until `need` of the window's counts have left it at time
+   * `now`, with nothing new admitted: `ownOnly` counts our own admissions only, else every
+   * origin's. Peers' counts leave a bucket evenly over it; ours between the first and last
+   * admission in it (see {@link ownWeight}), so the answer matches what the estimate will say
+   * then. Call after roll.
+   */
+  timeToDrain(need: number, ownOnly: boolean, now: number, bw: number): number {
+    if (need <= 1e-9) return 0;
+    const frac = (now - this.cur * bw) / bw;
+    let start = frac < 0 ? 0 : Math.min(1, frac);
+    let t = 0;
+    for (let b = this.cur - this.k; b <= this.cur + 1; b++) {
+      const s = this.slotOf(b);
+      const own = this.own[s]!;
+      const others = ownOnly ? 0 : this.sum[s]! - own;
+      let first = this.span[2 * s]!;
+      let last = this.span[2 * s + 1]!;
+      if (first < 0) {
+        first = 0;
+        last = 1;
+      }
+      // drained(c) for the cut at c in [start, 1]: others' evenly, ours over first..last (a
+      // point mass, first = last, all at once): monotone, so the first c that drains `need`
+      // is found by bisection (this runs on denials only; no closures, nothing allocated)
+      const w0 = b === this.cur - this.k ? ownLeftAt(start, first, last) : 1;
+      const all = others * (1 - start) + own * w0;
+      if (all >= need - 1e-9) {
+        if (own * (w0 - ownLeftAt(start, first, last)) >= need - 1e-9) return t;
+        let lo = start;
+        let hi = 1;
+        for (let i = 0; i < 48 && hi - lo > 1e-12; i++) {
+          const mid = (lo + hi) / 2;
+          if (others * (mid - start) + own * (w0 - ownLeftAt(mid, first, last)) >= need - 1e-9) hi = mid;
+          else lo = mid;
+        }
+        return t + (hi - start) * bw;
+      }
+      need -= all;
+      t += (1 - start) * bw;
+      start = 0;
+    }
+    return t;
+  }
+
+  /**
+   * Merge origin `origin`'s counts for buckets `base + shift`, `base + shift + 1`, ... (FLOOR:
+   * the unattributed {@link floor}), max per bucket, with what the origin holds capped over
+   * the whole ring, across every merge and not per call: at most `cap` in a bucket,
+   * `fullCap` over the full-weight buckets and `ringCap` over the ring. Buckets at or past
+   * our newest (an origin whose clock runs ahead, or counts moved later by an offset) are
+   * folded into the newest instead of dropped: kept longer, never lost. Buckets before the
+   * ring are skipped. Returns true when anything was capped. Call after roll.
+   */
+  mergeCapped(
+    origin: number,
+    base: number,
+    shift: number,
+    counts: readonly number[],
+    cap: number,
+    fullCap: number,
+    ringCap: number,
+  ): boolean {
+    const lo = this.cur - this.k;
+    const hi = this.cur + 1;
+    const held = origin === FLOOR ? this.floor : this.peers[origin];
+    let ring = 0;
+    let full = 0;
+    if (held !== undefined) {
+      for (let b = lo; b <= hi; b++) {
+        const v = held[this.slotOf(b)]!;
+        ring += v;
+        if (b > lo) full += v;
+      }
+    }
+    let capped = false;
+    for (let i = 0; i < counts.length; i++) {
+      let b = base + i + shift;
+      let v = counts[i]!;
+      if (v > cap) {
+        v = cap;
+        capped = true;
+      }
+      if (b >= hi) {
+        for (let j = i + 1; j < counts.length; j++) {
+          const x = counts[j]!;
+          if (x > cap) capped = true;
+          v += Math.min(x, cap);
+        }
+        if (v > cap) v = cap;
+        b = hi;
+        i = counts.length; // the last bucket merged
+      }
+      if (b < lo) continue;
+      const had = held === undefined ? 0 : held[this.slotOf(b)]!;
+      let delta = v - had;
+      if (delta <= 0) continue;
+      if (ring + delta > ringCap) {
+        delta = ringCap - ring;
+        capped = true;
+      }
+      if (b > lo && full + delta > fullCap) {
+        delta = fullCap - full;
+        capped = true;
+      }
+      if (delta <= 0) continue;
+      if (origin === FLOOR) this.mergeFloor(b, had + delta);
+      else this.mergeEntry(origin, b, had + delta);
+      ring += delta;
+      if (b > lo) full += delta;
+    }
+    return capped;
+  }
+
+  /** Whether origin `o` has an entry for this key (anything of it was ever merged). */
+  hasOrigin(o: number): boolean {
+    return this.peers[o] !== undefined;
+  }
+
+  /** Origin `o`'s reported demand (cost offered over a window); 0 when never heard. */
+  demandOf(o: number): number {
+    const p = this.peers[o];
+    return p === undefined ? 0 : p[this.r]!;
+  }
+
+  /** When (our time) origin `o` reported {@link demandOf}; -Infinity when never heard. */
+  demandAt(o: number): number {
+    const p = this.peers[o];
+    return p === undefined ? Number.NEGATIVE_INFINITY : p[this.r + 1]!;
+  }
+
+  /** Record origin `o`'s reported demand and when it was reported (our time). */
+  setDemand(o: number, demand: number, at: number): void {
+    const p = this.peer(o);
+    p[this.r] = demand;
+    p[this.r + 1] = at;
+  }
+
+  /** Our own counts of buckets c-k .. c, oldest first (what a gossip entry carries). */
+  ownCounts(): number[] {
+    const counts: number[] = [];
+    for (let b = this.cur - this.k; b <= this.cur; b++) counts.push(this.own[this.slotOf(b)]!);
+    return counts;
+  }
+
+  /** Origin `o`'s counts of buckets c-k .. c+1, oldest first; undefined when it has none there. */
+  originCounts(o: number): number[] | undefined {
+    const p = this.peers[o];
+    if (p === undefined) return undefined;
+    const counts: number[] = [];
+    let any = false;
+    for (let b = this.cur - this.k; b <= this.cur + 1; b++) {
+      const v = p[this.slotOf(b)]!;
+      if (v > 0) any = true;
+      counts.push(v);
+    }
+    return any ? counts : undefined;
   }
 
   /** True when nobody has anything left in the window (safe to forget the key). */

@@ -1,8 +1,5 @@
-import { readFileSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { privateKeyFromProtobuf } from '@libp2p/crypto/keys';
-import { parse as parseYaml } from 'yaml';
 import {
   type EnvoyDaemonConfig,
   type GrpcDaemonConfig,
@@ -10,8 +7,7 @@ import {
   parseEnvoySection,
   parseGrpcSection,
 } from '../envoy/daemon-config.js';
-import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
-import { compilePolicies } from '../policy/compile.js';
+import { ErrorCodes, RateMeshError } from '../errors.js';
 import type { PolicySpec } from '../types.js';
 import {
   boolean,
@@ -24,7 +20,15 @@ import {
   shown,
   string,
   stringArray,
-} from './validate.js';
+} from '../validate.js';
+import {
+  checkPolicies,
+  loadPolicyFile,
+  parseFile,
+  readCapped,
+  readPrivateKey,
+  readPsk,
+} from './config-files.js';
 
 /** pino's level names, plus `silent`. */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -47,8 +51,8 @@ export const DAEMON_DEFAULTS = {
   logLevel: 'info' as LogLevel,
 } as const;
 
-/** Largest config or policy file read, bytes. */
-export const MAX_CONFIG_BYTES = 1024 * 1024;
+export { MAX_CONFIG_BYTES } from './config-files.js';
+
 const MAX_ADDRS = 256;
 
 /** The daemon's validated configuration; every field filled or deliberately absent. */
@@ -307,31 +311,6 @@ export function loadConfig(src: ConfigSources): DaemonConfig {
   return cfg;
 }
 
-/** Reads a file of at most {@link MAX_CONFIG_BYTES}. */
-function readCapped(path: string): Buffer {
-  const st = statSync(path);
-  if (!st.isFile()) throw new Error('not a regular file');
-  if (st.size > MAX_CONFIG_BYTES) throw new Error(`larger than ${MAX_CONFIG_BYTES} bytes`);
-  return readFileSync(path);
-}
-
-/** Reads and parses YAML (a superset of JSON); `path` names who pointed at the file. */
-function parseFile(read: (p: string) => Buffer, file: string, path: string): unknown {
-  let buf: Buffer;
-  try {
-    buf = read(file);
-  } catch (err) {
-    fail(path, `cannot read ${file}: ${errText(err)}`);
-  }
-  if (buf.length > MAX_CONFIG_BYTES) fail(path, `${file} is larger than ${MAX_CONFIG_BYTES} bytes`);
-  try {
-    // uniqueKeys rejects duplicate keys; maxAliasCount bounds alias expansion ("billion laughs").
-    return parseYaml(buf.toString('utf8'), { uniqueKeys: true, maxAliasCount: 100 });
-  } catch (err) {
-    fail(path, `${file} is not valid YAML or JSON: ${errText(err).split('\n')[0]}`);
-  }
-}
-
 const TOP_FIELDS = ['http', 'mesh', 'log', 'stats', 'policies', 'policyFile', 'envoy', 'grpc'] as const;
 const HTTP_FIELDS = [
   'host',
@@ -411,7 +390,7 @@ function applyConfigFile(
       cfg.mesh.gossipIntervalMs = gossipMs(m.gossipIntervalMs, 'config.mesh.gossipIntervalMs');
     }
     if (m.expectedDelayMs !== undefined) {
-      cfg.mesh.expectedDelayMs = finite(m.expectedDelayMs, 'config.mesh.expectedDelayMs', 0, 60_000);
+      cfg.mesh.expectedDelayMs = integer(m.expectedDelayMs, 'config.mesh.expectedDelayMs', 0, 60_000);
     }
     if (m.keyFile !== undefined)
       cfg.mesh.keyFile = resolve(baseDir, string(m.keyFile, 'config.mesh.keyFile'));
@@ -446,16 +425,6 @@ function applyConfigFile(
   return false;
 }
 
-/**
- * A policy file holds a list of policies, or an object with a `policies` list.
- * Errors inside it are named `policies[i].field` and say which file.
- */
-function loadPolicyFile(read: (p: string) => Buffer, file: string, path: string): PolicySpec[] {
-  const raw = parseFile(read, file, path);
-  const list = Array.isArray(raw) ? raw : objectOf(raw, path, ['policies']).policies;
-  return checkPolicies(list, '', file);
-}
-
 /** The envoy descriptors' policies may not share a name with the config's own, and must compile. */
 function checkEnvoyPolicies(cfg: DaemonConfig, envoy: EnvoyDaemonConfig): void {
   const own = new Set(cfg.policies.map((p) => p.name));
@@ -474,58 +443,6 @@ function checkEnvoyPolicies(cfg: DaemonConfig, envoy: EnvoyDaemonConfig): void {
       'no descriptor counts anything (every rate_limit is unlimited or 0 per unit) and there are no policies; the limiter needs at least one',
     );
   }
-}
-
-/** Runs the policy compiler now so a bad policy stops the daemon before it starts. */
-function checkPolicies(raw: unknown, prefix: string, file?: string): PolicySpec[] {
-  try {
-    compilePolicies(raw);
-  } catch (err) {
-    if (isRateMeshError(err)) {
-      const where = file === undefined ? '' : ` (in ${file})`;
-      const reason = err.reason;
-      throw new RateMeshError(err.code, `${reason}${where}`, `${prefix}${err.field ?? 'policies'}`);
-    }
-    throw err;
-  }
-  return raw as PolicySpec[];
-}
-
-function readPrivateKey(read: (p: string) => Buffer, file: string, path: string): Uint8Array {
-  let buf: Buffer;
-  try {
-    buf = read(file);
-  } catch (err) {
-    fail(path, `cannot read ${file}: ${errText(err)}`);
-  }
-  try {
-    privateKeyFromProtobuf(buf);
-  } catch (err) {
-    fail(
-      path,
-      `${file} is not a protobuf-encoded libp2p private key (make one with ratemesh keygen): ${errText(err)}`,
-    );
-  }
-  return new Uint8Array(buf);
-}
-
-/** The pnet v1 swarm key format: a header line, an encoding line, 32 bytes in hex. */
-const PSK_PATTERN = /^\/key\/swarm\/psk\/1\.0\.0\/\r?\n\/base16\/\r?\n[0-9a-f]{64}(\r?\n\s*)?$/;
-
-function readPsk(read: (p: string) => Buffer, file: string, path: string): Uint8Array {
-  let buf: Buffer;
-  try {
-    buf = read(file);
-  } catch (err) {
-    fail(path, `cannot read ${file}: ${errText(err)}`);
-  }
-  if (!PSK_PATTERN.test(buf.toString('latin1'))) {
-    fail(
-      path,
-      `${file} is not a libp2p pnet swarm key (/key/swarm/psk/1.0.0/, /base16/, 64 lowercase hex digits; make one with ratemesh psk)`,
-    );
-  }
-  return new Uint8Array(buf);
 }
 
 /** Parses `host:port` or `[v6]:port`. */
@@ -551,8 +468,4 @@ function injectDelay(v: unknown, path: string): number {
 
 function injectLoss(v: unknown, path: string): number {
   return finite(v, path, 0, 1);
-}
-
-function errText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { EngineStats } from '../decision/types.js';
 import type { MeshLimiter, MeshStats } from '../mesh/types.js';
 import type { DecisionMode } from '../types.js';
 
@@ -160,8 +161,8 @@ export class DaemonMetrics {
       collect() {
         const s = stats();
         this.reset();
-        this.inc({ direction: 'in' }, num(s?.gossip?.msgsIn));
-        this.inc({ direction: 'out' }, num(s?.gossip?.msgsOut));
+        this.inc({ direction: 'in' }, num(s?.gossip.msgsIn));
+        this.inc({ direction: 'out' }, num(s?.gossip.msgsOut));
       },
     });
     new Counter({
@@ -172,8 +173,8 @@ export class DaemonMetrics {
       collect() {
         const s = stats();
         this.reset();
-        this.inc({ direction: 'in' }, num(s?.gossip?.bytesIn));
-        this.inc({ direction: 'out' }, num(s?.gossip?.bytesOut));
+        this.inc({ direction: 'in' }, num(s?.gossip.bytesIn));
+        this.inc({ direction: 'out' }, num(s?.gossip.bytesOut));
       },
     });
     new Counter({
@@ -184,8 +185,8 @@ export class DaemonMetrics {
       collect() {
         const s = stats();
         this.reset();
-        this.inc({ direction: 'in' }, num(s?.sync?.bytesIn));
-        this.inc({ direction: 'out' }, num(s?.sync?.bytesOut));
+        this.inc({ direction: 'in' }, num(s?.sync.bytesIn));
+        this.inc({ direction: 'out' }, num(s?.sync.bytesOut));
       },
     });
     new Counter({
@@ -197,7 +198,7 @@ export class DaemonMetrics {
         const s = stats();
         this.reset();
         const byReason = new Map<string, number>();
-        for (const table of [s?.drops, s?.gossip?.rejected]) {
+        for (const table of [s?.dropped, s?.gossip.dropped]) {
           for (const [reason, n] of Object.entries(table ?? {})) {
             byReason.set(reason, (byReason.get(reason) ?? 0) + num(n));
           }
@@ -235,7 +236,7 @@ export class DaemonMetrics {
       registers,
       collect() {
         this.reset();
-        this.inc(num(engineField(stats(), 'capped')));
+        this.inc(num(stats()?.engine.capped));
       },
     });
     new Gauge({
@@ -243,7 +244,7 @@ export class DaemonMetrics {
       help: 'Keys the engine holds state for (bounded by its key cap).',
       registers,
       collect() {
-        this.set(num(engineField(stats(), 'keys')));
+        this.set(num(stats()?.engine.keys));
       },
     });
     new Counter({
@@ -252,27 +253,27 @@ export class DaemonMetrics {
       registers,
       collect() {
         this.reset();
-        this.inc(num(engineField(stats(), 'evictions')));
+        this.inc(num(stats()?.engine.evictions));
       },
     });
     // Issue 11: what the engine does about churn, hostile members, skewed clocks and key floods.
-    const engineCounter = (name: string, help: string, field: string) =>
+    const engineCounter = (name: string, help: string, field: EngineCount) =>
       new Counter({
         name,
         help,
         registers,
         collect() {
           this.reset();
-          this.inc(num(engineField(stats(), field)));
+          this.inc(num(stats()?.engine[field]));
         },
       });
-    const engineGauge = (name: string, help: string, field: string) =>
+    const engineGauge = (name: string, help: string, field: EngineCount) =>
       new Gauge({
         name,
         help,
         registers,
         collect() {
-          this.set(num(engineField(stats(), field)));
+          this.set(num(stats()?.engine[field]));
         },
       });
     engineCounter(
@@ -378,33 +379,28 @@ export class DaemonMetrics {
   }
 }
 
-/** A field of the engine's stats (typed `object` by the mesh contract), if present. */
-function engineField(s: MeshStats | undefined, field: string): unknown {
-  const e = s?.engine as Record<string, unknown> | undefined;
-  return e !== undefined && typeof e === 'object' ? e[field] : undefined;
-}
+/** The engine's figures a scrape reads by name. */
+type EngineCount = {
+  [K in keyof EngineStats]: EngineStats[K] extends number ? K : never;
+}[keyof EngineStats];
 
-/** A number from an untyped stats table; 0 for anything else. */
-function num(v: unknown): number {
-  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0;
+/** A count for a series: 0 when the figure is missing (a stats() that threw) or not a count. */
+function num(v: number | undefined): number {
+  return v !== undefined && Number.isFinite(v) && v >= 0 ? v : 0;
 }
 
 /**
- * Whether the node decides in the L/N fallback now: the engine's own answer (every member
- * stale, or peers expected and not all heard yet: a starting node), the one definition that
- * /healthz, /v1/peers and `ratemesh_fallback_active` all use. A limiter whose stats carry no
- * engine figure falls back to "every known peer is stale".
+ * Whether the node decides in the L/N fallback now: the engine's answer (`EngineStats.fallback`:
+ * every member stale, or peers expected and not all heard yet, a starting node), the one
+ * definition that /healthz, /v1/peers and `ratemesh_fallback_active` all use. False when the
+ * limiter cannot say (its stats() threw).
  */
 export function fallbackActive(limiter: MeshLimiter): boolean {
-  let f: unknown;
   try {
-    f = engineField(limiter.stats(), 'fallback');
+    return limiter.stats().engine.fallback;
   } catch {
-    f = undefined;
+    return false;
   }
-  if (typeof f === 'boolean') return f;
-  const peers = limiter.peers();
-  return peers.length > 0 && peers.every((p) => p.stale);
 }
 
 /** The oldest peer data in the view, ms; 0 with no peers. */

@@ -51,9 +51,11 @@ export interface PeerState {
   ignoredUntil: number;
   /** The policy table (name, version) of its newest message: which version of each policy it runs. */
   policies: readonly { name: string; version: string }[];
+  /** Since when (ours) the transport has reported no connection to it; +Infinity while connected or never reported. */
+  linkLostAt: number;
 }
 
-/** One peer as reported to users. */
+/** One peer as reported to users: the engine's view of it, and on a mesh node its addresses. */
 export interface PeerView {
   id: string;
   ageMs: number;
@@ -66,6 +68,8 @@ export interface PeerView {
   ignoredMs: number;
   /** Its clock is off by more than the engine accepts (it counts as stale). */
   skewed: boolean;
+  /** The addresses the transport is connected to it on (a mesh node's views; absent from the engine's own). */
+  addrs?: string[];
 }
 
 /**
@@ -153,6 +157,7 @@ export class PeerTable {
       strikeSince: Number.NEGATIVE_INFINITY,
       ignoredUntil: Number.NEGATIVE_INFINITY,
       policies: [],
+      linkLostAt: Number.POSITIVE_INFINITY,
     };
     this.byId.set(id, p);
     this.byIdx[idx] = p;
@@ -188,9 +193,12 @@ export class PeerTable {
 
   /**
    * Recompute freshness at `now`. A member is stale when its newest data is
-   * older than staleAfterMs (measured from when it was sent). While any member is live, members silent for longer
-   * than departAfterMs stop being members and N is updated; when every member
-   * is stale nothing departs and N stays as last known.
+   * older than staleAfterMs (measured from when it was sent). The depart rule,
+   * the one there is: a stale member silent for longer than departAfterMs stops
+   * being a member while any member is live; while none is, only once the
+   * transport has also reported its connection gone for longer than
+   * departAfterMs (a quiet view is not an empty one). N is updated while any
+   * member is live; when every member is stale it stays as last known.
    * Returns the ids of members that departed.
    */
   refresh(now: number): string[] {
@@ -213,15 +221,15 @@ export class PeerTable {
       if (this.firstContact === Number.NEGATIVE_INFINITY) this.firstContact = now;
       if (heard + 1 >= this.expected || now - this.firstContact > this.staleAfterMs) this.awaiting = false;
     }
-    if (heard > 0) {
-      for (let i = stale.length - 1; i >= 0; i--) {
-        const p = stale[i]!;
-        if (now - p.lastHeard > this.departAfterMs) {
-          p.member = false;
-          departed.push(p.id);
-          stale.splice(i, 1);
-        }
+    for (let i = stale.length - 1; i >= 0; i--) {
+      const p = stale[i]!;
+      if (now - p.lastHeard > this.departAfterMs && (heard > 0 || now - p.linkLostAt > this.departAfterMs)) {
+        p.member = false;
+        departed.push(p.id);
+        stale.splice(i, 1);
       }
+    }
+    if (heard > 0) {
       this.knownN = live.length + stale.length + 1;
       if (this.awaiting && this.knownN < this.expected) this.knownN = this.expected;
     }
@@ -249,4 +257,51 @@ export class PeerTable {
     }
     return out;
   }
+}
+
+/**
+ * The peer's clock offset (its clock minus ours) after a gossip sample: the
+ * round-trip measure of a sync when there is one, else the largest over the
+ * last one or two seconds of (its send time - our receive time + the
+ * expected delay), the sample with the shortest delay being the closest.
+ */
+export function sampleOffset(p: PeerState, sentAt: number, now: number, expectedDelayMs: number): number {
+  const sample = sentAt - now + expectedDelayMs;
+  if (now - p.offPeriod >= 1000) {
+    const gap = now - p.offPeriod >= 2000;
+    p.offPrev = gap ? Number.NEGATIVE_INFINITY : p.offCur;
+    p.offSamplesPrev = gap ? 0 : p.offSamples;
+    p.offCur = Number.NEGATIVE_INFINITY;
+    p.offSamples = 0;
+    p.offPeriod = now;
+  }
+  if (sample > p.offCur) p.offCur = sample;
+  p.offSamples++;
+  if (!p.offsetMeasured) p.clockOffsetMs = Math.max(p.offCur, p.offPrev);
+  return p.clockOffsetMs;
+}
+
+/**
+ * The offset a peer's counts are moved by: none within the estimate's own
+ * noise (2d + 5 ms; a gossip estimate is trusted after 3 samples, a sync
+ * round trip at once), and it changes only when the estimate moves by more
+ * than d / 2 + 1 ms, so a peer's counts do not flip between two buckets.
+ * (When it does change, counts already merged stay where they were: an
+ * over-count for at most one window, never an under-count of the bucket
+ * they move to, since merge is max per bucket.)
+ */
+export function appliedOffset(p: PeerState, expectedDelayMs: number): number {
+  // Moved by a lower bound of the offset, never the estimate: every sample of (its send time -
+  // our receive time) is one, since a message takes at least no time to arrive, and so is a
+  // sync answer's (t1 - t2). Counts are then never moved earlier than they were admitted,
+  // whatever the delays: a starved process, whose messages and sync answers arrive hundreds of
+  // ms late and lopsided, made the round-trip midpoint move them early (an under-count: worst
+  // 1 s 583 against L = 500 in the Docker partition drill under two CPU burners). The bound is
+  // at most the shortest delay below the truth: the counts stay that much longer (an over-count).
+  const gossipLower = Math.max(p.offCur, p.offPrev) - expectedDelayMs;
+  const est = Math.max(gossipLower, p.syncLowerMs);
+  const trusted = p.offsetMeasured || p.offSamples + p.offSamplesPrev >= 3;
+  const target = trusted && Number.isFinite(est) && Math.abs(est) > 2 * expectedDelayMs + 5 ? est : 0;
+  if (Math.abs(target - p.appliedOffsetMs) > expectedDelayMs / 2 + 1) p.appliedOffsetMs = target;
+  return p.appliedOffsetMs;
 }

@@ -1,7 +1,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { boolean, fail, integer, objectOf, oneOf, string } from '../daemon/validate.js';
 import { MAX_BUCKETS } from '../policy/constants.js';
+import { boolean, fail, integer, objectOf, oneOf, string } from '../validate.js';
 import {
   ENVOY_ALGORITHMS,
   type EnvoyAlgorithm,

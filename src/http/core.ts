@@ -1,30 +1,9 @@
-/**
- * The one request → keys → decision → response path every adapter shares.
- * Adapters supply a few hooks (raw request, header sink, how to send a body);
- * everything else, from proxy handling to failure policy, lives here.
- *
- * The path is synchronous unless a user function returns a promise: the
- * node:http guard then returns a plain boolean and allocates no promise.
- * Every path ends in a decision, a logged failure outcome, or both: nothing
- * here throws to the caller or rejects unhandled.
- */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { errorInfo } from '../errors.js';
 import { accountKey, endpointKey, ipKey, validateKey } from '../keys/index.js';
 import type { Decision, FailureMode, KeyOutcome, PolicyKey } from '../types.js';
 import { clientIp } from './client-ip.js';
-import {
-  type HeaderMember,
-  limitMemberQuoted,
-  partitionKey,
-  retryAfterSeconds,
-  type SetHeader,
-  seconds,
-  setLegacyHeaders,
-  setRetryAfter,
-  setStandardHeaders,
-} from './headers.js';
+import { retryAfterSeconds } from './headers.js';
 import {
   type CompiledRoute,
   type HttpConfig,
@@ -34,6 +13,9 @@ import {
   type RateMeshHttpOptions,
 } from './options.js';
 import { foldCase, normalizePath } from './path.js';
+import { type AdapterHooks, Responder, withOutcomes } from './respond.js';
+
+export type { AdapterHooks } from './respond.js';
 
 /** Why a request could not be decided; each is counted and logged. */
 export type FailureReason =
@@ -48,8 +30,8 @@ export type FailureReason =
   | 'ip-invalid'
   | 'internal-error';
 
-/** Outcome counters of one guard, middleware or plugin instance. */
-export interface HttpCounters {
+/** Outcome stats of one guard, middleware or plugin instance. */
+export interface HttpStats {
   /** Requests seen. */
   requests: number;
   /** Forwarded after the limiter allowed them (shadow would-be denials included). */
@@ -74,62 +56,8 @@ export interface HttpCounters {
   failures: Partial<Record<FailureReason, number>>;
 }
 
-/** What an adapter tells the core about its framework. */
-export interface AdapterHooks<Req, Res> {
-  raw(req: Req): IncomingMessage;
-  rawRes(res: Res): ServerResponse;
-  /** The path rules match against (query included is fine: it is cut off). */
-  url(req: Req): string | undefined;
-  setHeader(res: Res, name: string, value: string): void;
-  /** Sends a complete response (the adapter's own way, so the framework knows). */
-  send(res: Res, status: number, contentType: string, body: string): void;
-}
-
-const PROBLEM_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
-const DEFAULT_MESSAGE = 'Too many requests, please try again later.';
-
 function isThenable<T>(v: MaybePromise<T>): v is Promise<T> {
   return typeof v === 'object' && v !== null && typeof (v as Promise<T>).then === 'function';
-}
-
-/** The decision with its outcome list; a single-pair check gets its one outcome built here. */
-function withOutcomes<Req>(
-  d: Decision & { outcomes?: KeyOutcome[] },
-  route: CompiledRoute<Req>,
-): Decision & { outcomes: KeyOutcome[] } {
-  if (d.outcomes !== undefined) return d as Decision & { outcomes: KeyOutcome[] };
-  let windowMs = 0;
-  for (let i = 0; i < route.bindings.length; i++) {
-    if (route.bindings[i]!.policy === d.policy) windowMs = route.windowMs[i]!;
-  }
-  // Field by field rather than a spread: this runs on every denial.
-  return {
-    allowed: d.allowed,
-    limited: d.limited,
-    policy: d.policy,
-    key: d.key,
-    rule: d.rule,
-    mode: d.mode,
-    limit: d.limit,
-    remaining: d.remaining,
-    retryAfterMs: d.retryAfterMs,
-    resetMs: d.resetMs,
-    delayMs: d.delayMs,
-    shadow: d.shadow,
-    outcomes: [
-      {
-        policy: d.policy,
-        key: d.key,
-        limit: d.limit,
-        windowMs,
-        remaining: d.remaining,
-        resetMs: d.resetMs,
-        retryAfterMs: d.limited ? d.retryAfterMs : 0,
-        limited: d.limited,
-        shadow: d.shadow,
-      },
-    ],
-  };
 }
 
 class Failure {
@@ -146,7 +74,7 @@ class Failure {
 export class RateMeshCore<Req, Res> {
   readonly config: HttpConfig<Req, Res>;
   private readonly hooks: AdapterHooks<Req, Res>;
-  private readonly c: HttpCounters = {
+  private readonly c: HttpStats = {
     requests: 0,
     allowed: 0,
     limited: 0,
@@ -164,22 +92,19 @@ export class RateMeshCore<Req, Res> {
   };
   /** Per-instance socket slot caching the ip key (instances may fold IPv6 differently). */
   private readonly ipKeySlot = Symbol('ratemesh.ipKey');
-  /** The response headers are written to; set just before the (synchronous) header writers run. */
-  private headerTarget: Res | undefined;
-  private readonly set: SetHeader = (name, value) => this.hooks.setHeader(this.headerTarget!, name, value);
-
-  /** `{"error":..,"message":..,` of the default body, serialised once. */
-  private readonly messageJson: string;
+  private readonly respond: Responder<Req, Res>;
 
   constructor(options: RateMeshHttpOptions<Req, Res>, hooks: AdapterHooks<Req, Res>, allowNoRoutes = false) {
     this.config = parseOptions(options, allowNoRoutes);
     this.hooks = hooks;
-    const message = typeof this.config.message === 'string' ? this.config.message : DEFAULT_MESSAGE;
-    this.messageJson = `{"error":"too_many_requests","message":${JSON.stringify(message)},`;
+    this.respond = new Responder(this.config, hooks, (err) => {
+      this.c.handlerErrors++;
+      this.log('warn', { err: errorInfo(err) }, 'message function threw; sent the default message');
+    });
   }
 
-  /** A snapshot of the outcome counters. */
-  counters(): HttpCounters {
+  /** A snapshot of the outcome stats. */
+  stats(): HttpStats {
     return { ...this.c, failures: { ...this.c.failures } };
   }
 
@@ -436,7 +361,7 @@ export class RateMeshCore<Req, Res> {
     const retryAfter =
       denied && decision.retryAfterMs >= 0 ? retryAfterSeconds(decision.retryAfterMs) : undefined;
     if (cfg.standardHeaders !== false || cfg.legacyHeaders)
-      this.writeHeaders(res, route, decision, retryAfter);
+      this.respond.headers(res, route, decision, retryAfter);
     if (denied) {
       c.limited++;
       return this.deny(req, res, withOutcomes(decision, route), retryAfter);
@@ -461,68 +386,6 @@ export class RateMeshCore<Req, Res> {
     return true;
   }
 
-  private writeHeaders(
-    res: Res,
-    route: CompiledRoute<Req>,
-    decision: Decision & { outcomes?: KeyOutcome[] },
-    retryAfter: number | undefined,
-  ): void {
-    const cfg = this.config;
-    if (
-      decision.outcomes === undefined &&
-      cfg.standardHeaders === 'draft-11' &&
-      !cfg.legacyHeaders &&
-      !cfg.partitionKey &&
-      !decision.shadow &&
-      route.bindings.length === 1
-    ) {
-      // The common case (one policy, default headers), without the general path's allocations.
-      const t = retryAfter ?? seconds(decision.resetMs);
-      this.hooks.setHeader(res, 'RateLimit-Policy', route.policyHeader);
-      this.hooks.setHeader(
-        res,
-        'RateLimit',
-        limitMemberQuoted(route.quotedNames[0]!, decision.limited ? 0 : decision.remaining, t),
-      );
-      if (retryAfter !== undefined) this.hooks.setHeader(res, 'Retry-After', String(retryAfter));
-      return;
-    }
-    const d = withOutcomes(decision, route);
-    this.headerTarget = res;
-    const set = this.set;
-    const members: HeaderMember[] = [];
-    let main: HeaderMember | undefined;
-    let mainKey = d.key;
-    for (const o of d.outcomes) {
-      // Shadow policies are dark-launched: clients see nothing of them.
-      if (o.shadow) continue;
-      const deciding = o.policy === d.policy && o.key === d.key;
-      const m: HeaderMember = {
-        policy: o.policy,
-        limit: o.limit,
-        windowMs: o.windowMs,
-        remaining: o.limited ? 0 : o.remaining,
-        // On a denial the deciding policy's `t` is the Retry-After point (draft-8 §5; draft-11 §6).
-        resetSeconds: deciding && retryAfter !== undefined ? retryAfter : seconds(o.resetMs),
-        pk: cfg.partitionKey ? partitionKey(o.key) : undefined,
-      };
-      members.push(m);
-      if (deciding || main === undefined) {
-        main = m;
-        mainKey = o.key;
-      }
-    }
-    if (main !== undefined) {
-      if (cfg.standardHeaders !== false) {
-        const fixed =
-          !cfg.partitionKey && members.length === route.bindings.length ? route.policyHeader : undefined;
-        setStandardHeaders(set, cfg.standardHeaders, members, main, mainKey, fixed);
-      }
-      if (cfg.legacyHeaders) setLegacyHeaders(set, main, cfg.clock.now());
-    }
-    if (retryAfter !== undefined) setRetryAfter(set, retryAfter);
-  }
-
   private deny(
     req: Req,
     res: Res,
@@ -542,7 +405,7 @@ export class RateMeshCore<Req, Res> {
       decision: d,
     };
     if (cfg.handler === undefined) {
-      this.sendDenial(req, res, info);
+      this.respond.denial(req, res, info);
       return false;
     }
     let out: MaybePromise<void>;
@@ -567,54 +430,7 @@ export class RateMeshCore<Req, Res> {
   private handlerFailed(req: Req, res: Res, info: LimitInfo, err: unknown): void {
     this.c.handlerErrors++;
     this.log('warn', { err: errorInfo(err) }, 'denial handler threw; sent the default denial');
-    this.sendDenial(req, res, info);
-  }
-
-  private sendDenial(req: Req, res: Res, info: LimitInfo): void {
-    const cfg = this.config;
-    if (this.hooks.rawRes(res).headersSent) {
-      this.hooks.rawRes(res).end();
-      return;
-    }
-    const type = cfg.problemJson ? 'application/problem+json' : 'application/json; charset=utf-8';
-    if (typeof cfg.message !== 'function' && typeof cfg.message !== 'object' && !cfg.problemJson) {
-      // The default shape with a fixed message: no object to build and stringify per denial.
-      const retry = info.retryAfter === undefined ? '' : `,"retryAfter":${info.retryAfter}`;
-      const body = `${this.messageJson}"policy":${JSON.stringify(info.policy)}${retry}}`;
-      this.hooks.send(res, info.statusCode, type, body);
-      return;
-    }
-    let m: string | Readonly<Record<string, unknown>> = DEFAULT_MESSAGE;
-    try {
-      if (typeof cfg.message === 'function') m = cfg.message(req, info);
-      else if (cfg.message !== undefined) m = cfg.message;
-    } catch (err) {
-      this.c.handlerErrors++;
-      this.log('warn', { err: errorInfo(err) }, 'message function threw; sent the default message');
-    }
-    let body: string;
-    if (cfg.problemJson) {
-      const detail = typeof m === 'string' ? { detail: m } : m;
-      body = JSON.stringify({
-        type: PROBLEM_TYPE,
-        title: 'Request cannot be satisfied as assigned quota has been exceeded',
-        status: info.statusCode,
-        ...detail,
-        'violated-policies': info.violatedPolicies,
-        ...(info.retryAfter === undefined ? {} : { 'retry-after': info.retryAfter }),
-      });
-    } else {
-      body =
-        typeof m === 'string'
-          ? JSON.stringify({
-              error: 'too_many_requests',
-              message: m,
-              policy: info.policy,
-              ...(info.retryAfter === undefined ? {} : { retryAfter: info.retryAfter }),
-            })
-          : JSON.stringify(m);
-    }
-    this.hooks.send(res, info.statusCode, type, body);
+    this.respond.denial(req, res, info);
   }
 
   /** Logs through the configured logger; a logger that throws is ignored. */
@@ -631,19 +447,13 @@ export class RateMeshCore<Req, Res> {
 
   private overloaded(res: Res): false {
     this.c.overloaded++;
-    this.send503(
+    this.respond.unavailable(
       res,
       this.config.overloadRetryAfter,
       'over_capacity',
       'Too many requests in flight; retry shortly.',
     );
     return false;
-  }
-
-  private send503(res: Res, retryAfter: number, error: string, message: string): void {
-    if (this.hooks.rawRes(res).headersSent) return;
-    this.hooks.setHeader(res, 'Retry-After', String(retryAfter));
-    this.hooks.send(res, 503, 'application/json; charset=utf-8', JSON.stringify({ error, message }));
   }
 
   /** The route's failure policy for an undecidable request; logs why. */
@@ -667,7 +477,7 @@ export class RateMeshCore<Req, Res> {
     }
     c.failClosed++;
     try {
-      this.send503(
+      this.respond.unavailable(
         res,
         this.config.failureRetryAfter,
         'rate_limiter_unavailable',

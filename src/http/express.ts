@@ -4,14 +4,14 @@
  * when the middleware is mounted under a prefix.
  */
 import type { NextFunction, Request, Response } from 'express';
-import { type AdapterHooks, type HttpCounters, RateMeshCore } from './core.js';
+import { type AdapterHooks, type HttpStats, RateMeshCore } from './core.js';
 import { sendRaw } from './node-http.js';
 import type { RateMeshHttpOptions } from './options.js';
 
-/** Express middleware with the outcome counters attached. */
+/** Express middleware with its outcome stats attached. */
 export interface RateMeshExpressMiddleware {
   (req: Request, res: Response, next: NextFunction): void;
-  counters(): HttpCounters;
+  stats(): HttpStats;
 }
 
 const hooks: AdapterHooks<Request, Response> = {
@@ -33,6 +33,6 @@ export function rateMeshExpress(options: RateMeshHttpOptions<Request, Response>)
     // The core's promise never rejects; the catch covers a downstream layer that throws through next().
     else if (r !== false) r.then((ok) => ok && next()).catch((err: unknown) => next(err));
   }) as RateMeshExpressMiddleware;
-  mw.counters = () => core.counters();
+  mw.stats = () => core.stats();
   return mw;
 }

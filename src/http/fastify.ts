@@ -12,7 +12,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import type { FailureMode } from '../types.js';
-import { type AdapterHooks, type HttpCounters, RateMeshCore } from './core.js';
+import { type AdapterHooks, type HttpStats, RateMeshCore } from './core.js';
 import type { CompiledRoute, MaybePromise, PolicyRef, RateMeshHttpOptions } from './options.js';
 
 /** A route's own rule, in its `config.rateMesh`. */
@@ -29,10 +29,10 @@ declare module 'fastify' {
   }
 }
 
-/** A Fastify plugin with the outcome counters attached. */
+/** A Fastify plugin with its outcome stats attached. */
 export interface RateMeshFastifyPlugin {
   (fastify: FastifyInstance, opts: Record<string, unknown>, done: (err?: Error) => void): void;
-  counters(): HttpCounters;
+  stats(): HttpStats;
 }
 
 const hooks: AdapterHooks<FastifyRequest, FastifyReply> = {
@@ -82,7 +82,7 @@ export function rateMeshFastify(
     });
     done();
   }) as RateMeshFastifyPlugin;
-  plugin.counters = () => core.counters();
+  plugin.stats = () => core.stats();
   Object.defineProperty(plugin, Symbol.for('skip-override'), { value: true });
   Object.defineProperty(plugin, Symbol.for('fastify.display-name'), { value: 'ratemesh' });
   return plugin;

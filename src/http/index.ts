@@ -1,6 +1,6 @@
 /** The HTTP response layer: adapters for node:http, Express 5 and Fastify 5 over one shared core. */
 export type { ProxyHeader } from './client-ip.js';
-export { type AdapterHooks, type FailureReason, type HttpCounters, RateMeshCore } from './core.js';
+export { type AdapterHooks, type FailureReason, type HttpStats, RateMeshCore } from './core.js';
 export { type RateMeshExpressMiddleware, rateMeshExpress } from './express.js';
 export { type FastifyRouteRateMesh, type RateMeshFastifyPlugin, rateMeshFastify } from './fastify.js';
 export {
@@ -13,7 +13,6 @@ export {
 } from './headers.js';
 export { type NodeGuard, rateMeshGuard } from './node-http.js';
 export type {
-  HttpLogger,
   KeySource,
   LimitInfo,
   MaybePromise,

@@ -10,7 +10,7 @@
  * ```
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type AdapterHooks, type HttpCounters, RateMeshCore } from './core.js';
+import { type AdapterHooks, type HttpStats, RateMeshCore } from './core.js';
 import type { RateMeshHttpOptions } from './options.js';
 
 /**
@@ -19,8 +19,8 @@ import type { RateMeshHttpOptions } from './options.js';
  */
 export interface NodeGuard {
   (req: IncomingMessage, res: ServerResponse): boolean | Promise<boolean>;
-  /** A snapshot of the outcome counters. */
-  counters(): HttpCounters;
+  /** A snapshot of the outcome stats. */
+  stats(): HttpStats;
 }
 
 /** Writes a whole response on a raw ServerResponse. */
@@ -45,6 +45,6 @@ export const nodeHooks: AdapterHooks<IncomingMessage, ServerResponse> = {
 export function rateMeshGuard(options: RateMeshHttpOptions<IncomingMessage, ServerResponse>): NodeGuard {
   const core = new RateMeshCore(options, nodeHooks);
   const guard = ((req: IncomingMessage, res: ServerResponse) => core.handle(req, res)) as NodeGuard;
-  guard.counters = () => core.counters();
+  guard.stats = () => core.stats();
   return guard;
 }

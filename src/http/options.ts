@@ -5,8 +5,9 @@
  * offending option (`routes[1].policies[0]`, `trustProxy[2]`, ...).
  */
 import { type Clock, systemClock } from '../clock.js';
-import { ErrorCodes, RateMeshError } from '../errors.js';
+import type { WarnLogger } from '../logger.js';
 import type { Decision, FailureMode, KeyOutcome, RateLimiter } from '../types.js';
+import { boolean, fail, func, integer, oneOf, optional } from '../validate.js';
 import { type ProxyHeader, parseTrustedProxies, type TrustedProxies } from './client-ip.js';
 import {
   formatRateLimitPolicy,
@@ -64,12 +65,6 @@ export interface LimitInfo {
   readonly decision: Decision & { outcomes: KeyOutcome[] };
 }
 
-/** pino-compatible: `logger.warn(obj, msg)`. */
-export interface HttpLogger {
-  warn(obj: Record<string, unknown>, msg: string): void;
-  info?(obj: Record<string, unknown>, msg: string): void;
-}
-
 /** Options shared by the node:http guard, the Express middleware and the Fastify plugin. */
 export interface RateMeshHttpOptions<Req, Res> {
   /** The limiter deciding: a local `Engine` or a mesh node. */
@@ -121,7 +116,7 @@ export interface RateMeshHttpOptions<Req, Res> {
   /** `Retry-After` seconds of an over-capacity 503. Default 1. */
   readonly overloadRetryAfter?: number;
   /** Where failures and shadow denials are logged (pino works). Default: console, at most one line per event kind per second. false: silent. */
-  readonly logger?: HttpLogger | false;
+  readonly logger?: WarnLogger | false;
   /** Wall clock for `X-RateLimit-Reset`. Default: the system clock. */
   readonly clock?: Clock;
 }
@@ -178,7 +173,7 @@ export interface HttpConfig<Req, Res> {
   readonly failureRetryAfter: number;
   readonly maxInFlight: number;
   readonly overloadRetryAfter: number;
-  readonly logger: HttpLogger | undefined;
+  readonly logger: WarnLogger | undefined;
   readonly clock: Clock;
 }
 
@@ -210,39 +205,15 @@ const OPTION_FIELDS: ReadonlySet<string> = new Set([
 const ROUTE_FIELDS: ReadonlySet<string> = new Set(['method', 'path', 'policies', 'failureMode', 'skip']);
 const KEY_SOURCES: readonly KeySource[] = ['ip', 'key', 'account', 'endpoint'];
 const METHOD = /^[A-Za-z]{1,32}$/;
+const FAILURE_MODES: readonly FailureMode[] = ['open', 'closed'];
 
-function bad(field: string, message: string): never {
-  throw new RateMeshError(ErrorCodes.CONFIG_INVALID, message, field);
-}
-
-function optionalFn<T>(value: unknown, field: string): T | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'function') bad(field, `must be a function (got ${typeof value})`);
-  return value as T;
-}
-
-function bool(value: unknown, field: string, dflt: boolean): boolean {
-  if (value === undefined) return dflt;
-  if (typeof value !== 'boolean') bad(field, `must be a boolean (got ${typeof value})`);
-  return value;
-}
-
+/** An integer option in `min..max`, or `dflt` when left out. */
 function int(value: unknown, field: string, dflt: number, min: number, max: number): number {
-  if (value === undefined) return dflt;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    bad(field, `must be an integer from ${min} to ${max} (got ${String(value)})`);
-  }
-  return value;
-}
-
-function failureModeOf(value: unknown, field: string): FailureMode | undefined {
-  if (value === undefined) return undefined;
-  if (value !== 'open' && value !== 'closed') bad(field, `must be 'open' or 'closed' (got ${String(value)})`);
-  return value;
+  return optional(value, dflt, (v) => integer(v, field, min, max));
 }
 
 /** Logs through `console.warn`, at most one line per message per second, counting what it drops. */
-function consoleLogger(): HttpLogger {
+function consoleLogger(): WarnLogger {
   const last = new Map<string, { at: number; dropped: number }>();
   const log = (obj: Record<string, unknown>, msg: string): void => {
     const now = Date.now();
@@ -265,7 +236,7 @@ function compileBindings(
   limiter: RateLimiter,
   has: { keyGenerator: boolean; account: boolean; endpoint: boolean },
 ): Binding[] {
-  if (!Array.isArray(refs)) bad(field, 'must be an array of policy names or { policy, by } objects');
+  if (!Array.isArray(refs)) fail(field, 'must be an array of policy names or { policy, by } objects');
   const seen = new Set<string>();
   return refs.map((ref: unknown, i) => {
     const f = `${field}[${i}]`;
@@ -273,21 +244,21 @@ function compileBindings(
     let by: unknown = 'key';
     if (typeof ref === 'string') policy = ref;
     else if (typeof ref === 'object' && ref !== null) {
-      for (const k of Object.keys(ref)) if (k !== 'policy' && k !== 'by') bad(`${f}.${k}`, 'unknown field');
+      for (const k of Object.keys(ref)) if (k !== 'policy' && k !== 'by') fail(`${f}.${k}`, 'unknown field');
       policy = (ref as { policy?: unknown }).policy;
       by = (ref as { by?: unknown }).by ?? 'key';
-    } else bad(f, 'must be a policy name or { policy, by }');
+    } else fail(f, 'must be a policy name or { policy, by }');
     if (typeof policy !== 'string' || limiter.policy(policy) === undefined) {
-      bad(
+      fail(
         typeof ref === 'string' ? f : `${f}.policy`,
         `no such policy in the limiter: ${JSON.stringify(policy)}`,
       );
     }
-    if (!KEY_SOURCES.includes(by as KeySource)) bad(`${f}.by`, `must be one of ${KEY_SOURCES.join(', ')}`);
+    if (!KEY_SOURCES.includes(by as KeySource)) fail(`${f}.by`, `must be one of ${KEY_SOURCES.join(', ')}`);
     if ((by === 'account' || by === 'endpoint') && !has.account)
-      bad(`${f}.by`, `'${by}' needs the account option`);
-    if (by === 'endpoint' && !has.endpoint) bad(`${f}.by`, `'endpoint' needs the endpoint option`);
-    if (seen.has(policy)) bad(f, `policy ${JSON.stringify(policy)} listed twice on one route`);
+      fail(`${f}.by`, `'${by}' needs the account option`);
+    if (by === 'endpoint' && !has.endpoint) fail(`${f}.by`, `'endpoint' needs the endpoint option`);
+    if (seen.has(policy)) fail(f, `policy ${JSON.stringify(policy)} listed twice on one route`);
     seen.add(policy);
     return { policy, by: by as KeySource };
   });
@@ -300,18 +271,18 @@ function compileRoute<Req>(
   has: { keyGenerator: boolean; account: boolean; endpoint: boolean },
   dfltFailure: FailureMode | undefined,
 ): CompiledRoute<Req> {
-  if (typeof rule !== 'object' || rule === null) bad(field, 'must be an object');
+  if (typeof rule !== 'object' || rule === null) fail(field, 'must be an object');
   const r = rule as Record<string, unknown>;
-  for (const k of Object.keys(r)) if (!ROUTE_FIELDS.has(k)) bad(`${field}.${k}`, 'unknown field');
+  for (const k of Object.keys(r)) if (!ROUTE_FIELDS.has(k)) fail(`${field}.${k}`, 'unknown field');
   let methods: Set<string> | undefined;
   if (r.method !== undefined) {
     const list = typeof r.method === 'string' ? [r.method] : r.method;
     if (!Array.isArray(list) || list.length === 0)
-      bad(`${field}.method`, 'must be a method or a non-empty array');
+      fail(`${field}.method`, 'must be a method or a non-empty array');
     methods = new Set(
       list.map((m: unknown, i: number) => {
         if (typeof m !== 'string' || !METHOD.test(m))
-          bad(`${field}.method[${i}]`, `not an HTTP method: ${String(m)}`);
+          fail(`${field}.method[${i}]`, `not an HTTP method: ${String(m)}`);
         return m.toUpperCase();
       }),
     );
@@ -322,20 +293,20 @@ function compileRoute<Req>(
   let prefix: string | undefined;
   let regex: RegExp | undefined;
   if (typeof r.path === 'string') {
-    if (!r.path.startsWith('/')) bad(`${field}.path`, "must start with '/'");
+    if (!r.path.startsWith('/')) fail(`${field}.path`, "must start with '/'");
     // Patterns are normalised as request paths are (see path.ts); exact and prefix rules ignore case.
     if (r.path.endsWith('/*')) prefix = `${foldCase(normalizePath(r.path.slice(0, -2)))}/`.replace('//', '/');
     else exact = foldCase(normalizePath(r.path));
   } else if (r.path instanceof RegExp) {
     if (r.path.global || r.path.sticky)
-      bad(`${field}.path`, 'a RegExp with the g or y flag keeps state between tests');
+      fail(`${field}.path`, 'a RegExp with the g or y flag keeps state between tests');
     regex = r.path;
-  } else if (r.path !== undefined) bad(`${field}.path`, 'must be a string or RegExp');
+  } else if (r.path !== undefined) fail(`${field}.path`, 'must be a string or RegExp');
   const bindings = compileBindings(r.policies, field === '' ? 'policies' : `${field}.policies`, limiter, has);
   // The route's own word wins; then a fail-closed policy (login, payment) keeps its route
   // closed; then the top-level default.
   const failureMode =
-    failureModeOf(r.failureMode, `${field}.failureMode`) ??
+    optional(r.failureMode, undefined, (v) => oneOf(v, `${field}.failureMode`, FAILURE_MODES)) ??
     (bindings.some((b) => limiter.policy(b.policy)?.failureMode === 'closed') ? 'closed' : undefined) ??
     dfltFailure ??
     'open';
@@ -354,7 +325,7 @@ function compileRoute<Req>(
     regex,
     bindings,
     failureMode,
-    skip: optionalFn(r.skip, `${field}.skip`),
+    skip: optional(r.skip, undefined, (v) => func(v, `${field}.skip`)),
     policyHeader: formatRateLimitPolicy(members),
     quotedNames: bindings.map((b) => sfString(b.policy)),
     windowMs: bindings.map((b) => limiter.policy(b.policy)!.windowMs),
@@ -372,8 +343,8 @@ export function parseOptions<Req, Res>(
   options: RateMeshHttpOptions<Req, Res>,
   allowNoRoutes = false,
 ): HttpConfig<Req, Res> {
-  if (typeof options !== 'object' || options === null) bad('options', 'must be an object');
-  for (const k of Object.keys(options)) if (!OPTION_FIELDS.has(k)) bad(k, 'unknown option');
+  if (typeof options !== 'object' || options === null) fail('options', 'must be an object');
+  for (const k of Object.keys(options)) if (!OPTION_FIELDS.has(k)) fail(k, 'unknown option');
   const limiter = options.limiter as unknown;
   if (
     typeof limiter !== 'object' ||
@@ -381,22 +352,28 @@ export function parseOptions<Req, Res>(
     typeof (limiter as RateLimiter).checkAll !== 'function' ||
     typeof (limiter as RateLimiter).policy !== 'function'
   ) {
-    bad('limiter', 'must be a RateLimiter (an Engine or a mesh node)');
+    fail('limiter', 'must be a RateLimiter (an Engine or a mesh node)');
   }
-  const keyGenerator = optionalFn<HttpConfig<Req, Res>['keyGenerator']>(options.keyGenerator, 'keyGenerator');
-  const account = optionalFn<HttpConfig<Req, Res>['account']>(options.account, 'account');
-  const endpoint = optionalFn<HttpConfig<Req, Res>['endpoint']>(options.endpoint, 'endpoint');
+  const keyGenerator = optional(options.keyGenerator, undefined, (v) =>
+    func<HttpConfig<Req, Res>['keyGenerator']>(v, 'keyGenerator'),
+  );
+  const account = optional(options.account, undefined, (v) =>
+    func<HttpConfig<Req, Res>['account']>(v, 'account'),
+  );
+  const endpoint = optional(options.endpoint, undefined, (v) =>
+    func<HttpConfig<Req, Res>['endpoint']>(v, 'endpoint'),
+  );
   const has = {
     keyGenerator: keyGenerator !== undefined,
     account: account !== undefined,
     endpoint: endpoint !== undefined,
   };
-  const failureMode = failureModeOf(options.failureMode, 'failureMode');
-  const skip = optionalFn<(req: Req) => MaybePromise<boolean>>(options.skip, 'skip');
+  const failureMode = optional(options.failureMode, undefined, (v) => oneOf(v, 'failureMode', FAILURE_MODES));
+  const skip = optional(options.skip, undefined, (v) => func<(req: Req) => MaybePromise<boolean>>(v, 'skip'));
 
   const routes: CompiledRoute<Req>[] = [];
   if (options.routes !== undefined) {
-    if (!Array.isArray(options.routes)) bad('routes', 'must be an array');
+    if (!Array.isArray(options.routes)) fail('routes', 'must be an array');
     options.routes.forEach((rule, i) => {
       const route = compileRoute<Req>(rule, `routes[${i}]`, options.limiter, has, failureMode);
       routes.push(route.skip === undefined && skip !== undefined ? { ...route, skip } : route);
@@ -406,7 +383,7 @@ export function parseOptions<Req, Res>(
     const route = compileRoute<Req>({ policies: options.policies }, '', options.limiter, has, failureMode);
     routes.push({ ...route, label: '*', skip });
   }
-  if (routes.length === 0 && !allowNoRoutes) bad('policies', 'give policies, routes, or both');
+  if (routes.length === 0 && !allowNoRoutes) fail('policies', 'give policies, routes, or both');
 
   let standardHeaders: HeaderDraft | false;
   const sh = options.standardHeaders;
@@ -414,7 +391,7 @@ export function parseOptions<Req, Res>(
   else if (sh === false) standardHeaders = false;
   else if (HEADER_DRAFTS.includes(sh)) standardHeaders = sh;
   else
-    bad('standardHeaders', `must be one of ${HEADER_DRAFTS.join(', ')}, true or false (got ${String(sh)})`);
+    fail('standardHeaders', `must be one of ${HEADER_DRAFTS.join(', ')}, true or false (got ${String(sh)})`);
 
   let ipv6Subnet: number | false = 64;
   if (options.ipv6Subnet === false) ipv6Subnet = false;
@@ -426,7 +403,7 @@ export function parseOptions<Req, Res>(
   }
   const proxyHeader = options.proxyHeader ?? 'x-forwarded-for';
   if (proxyHeader !== 'x-forwarded-for' && proxyHeader !== 'forwarded') {
-    bad('proxyHeader', `must be 'x-forwarded-for' or 'forwarded' (got ${String(proxyHeader)})`);
+    fail('proxyHeader', `must be 'x-forwarded-for' or 'forwarded' (got ${String(proxyHeader)})`);
   }
 
   const m = options.message;
@@ -436,13 +413,13 @@ export function parseOptions<Req, Res>(
     typeof m !== 'function' &&
     (typeof m !== 'object' || m === null)
   ) {
-    bad('message', 'must be a string, an object or a function');
+    fail('message', 'must be a string, an object or a function');
   }
   if (typeof m === 'object' && m !== null) {
     try {
       JSON.stringify(m);
     } catch {
-      bad('message', 'must be JSON-serialisable');
+      fail('message', 'must be JSON-serialisable');
     }
   }
 
@@ -451,7 +428,7 @@ export function parseOptions<Req, Res>(
     maxInFlight = int(options.maxInFlight, 'maxInFlight', 0, 1, 1_000_000_000);
   }
 
-  let logger: HttpLogger | undefined;
+  let logger: WarnLogger | undefined;
   if (options.logger === undefined) logger = consoleLogger();
   else if (options.logger !== false) {
     if (
@@ -459,13 +436,13 @@ export function parseOptions<Req, Res>(
       options.logger === null ||
       typeof options.logger.warn !== 'function'
     ) {
-      bad('logger', 'must have a warn(obj, msg) method, or be false');
+      fail('logger', 'must have a warn(obj, msg) method, or be false');
     }
     logger = options.logger;
   }
   const clock = options.clock ?? systemClock;
   if (typeof clock !== 'object' || clock === null || typeof clock.now !== 'function') {
-    bad('clock', 'must have a now() method');
+    fail('clock', 'must have a now() method');
   }
 
   return {
@@ -478,13 +455,13 @@ export function parseOptions<Req, Res>(
     keyGenerator,
     account,
     endpoint,
-    handler: optionalFn(options.handler, 'handler'),
+    handler: optional(options.handler, undefined, (v) => func(v, 'handler')),
     message: m,
     statusCode: int(options.statusCode, 'statusCode', 429, 400, 599),
-    problemJson: bool(options.problemJson, 'problemJson', false),
+    problemJson: optional(options.problemJson, false, (v) => boolean(v, 'problemJson')),
     standardHeaders,
-    legacyHeaders: bool(options.legacyHeaders, 'legacyHeaders', false),
-    partitionKey: bool(options.partitionKey, 'partitionKey', false),
+    legacyHeaders: optional(options.legacyHeaders, false, (v) => boolean(v, 'legacyHeaders')),
+    partitionKey: optional(options.partitionKey, false, (v) => boolean(v, 'partitionKey')),
     ipv6Subnet,
     trustProxy,
     proxyHeader,

@@ -1,5 +1,5 @@
-import { ErrorCodes, RateMeshError } from '../errors.js';
-import { describeValue } from '../policy/describe.js';
+import { ErrorCodes } from '../errors.js';
+import { invalid } from '../validate.js';
 
 /** How {@link normalizeIp} folds addresses. */
 export interface IpOptions {
@@ -56,21 +56,21 @@ export function normalizeIp(addr: string, opts?: IpOptions): string {
   const subnet = opts?.ipv6Subnet === undefined ? DEFAULT_SUBNET : checkSubnet(opts.ipv6Subnet);
   const mapIpv4 = opts?.mapIpv4 === undefined ? true : checkMapIpv4(opts.mapIpv4);
 
-  if (typeof addr !== 'string') invalid('must be a string', addr);
+  if (typeof addr !== 'string') invalidIp('must be a string', addr);
   const len = addr.length;
-  if (len === 0) invalid('must not be empty', addr);
+  if (len === 0) invalidIp('must not be empty', addr);
   if (len > MAX_IP_LENGTH)
-    invalid(`is too long for an IP address: at most ${MAX_IP_LENGTH} characters`, addr);
+    invalidIp(`is too long for an IP address: at most ${MAX_IP_LENGTH} characters`, addr);
 
   if (addr.indexOf(':') === -1) {
     if (parseV4(addr, 0, len) >= 0) return addr;
-    invalid('is not a valid IPv4 address: four decimal octets 0-255 without leading zeros', addr);
+    invalidIp('is not a valid IPv4 address: four decimal octets 0-255 without leading zeros', addr);
   }
 
   let start = 0;
   let end = len;
   if (addr.charCodeAt(0) === 0x5b) {
-    if (addr.charCodeAt(len - 1) !== 0x5d) invalid('has an unclosed [', addr);
+    if (addr.charCodeAt(len - 1) !== 0x5d) invalidIp('has an unclosed [', addr);
     start = 1;
     end = len - 1;
   }
@@ -78,22 +78,22 @@ export function normalizeIp(addr: string, opts?: IpOptions): string {
   const slash = addr.lastIndexOf('/', end - 1);
   if (slash >= start) {
     prefix = parsePrefix(addr, slash + 1, end);
-    if (prefix < 0) invalid('has an invalid prefix length: /0 to /128 without leading zeros', addr);
+    if (prefix < 0) invalidIp('has an invalid prefix length: /0 to /128 without leading zeros', addr);
     end = slash;
   }
   const zone = addr.indexOf('%', start);
   if (zone >= 0 && zone < end) {
-    if (!validZone(addr, zone + 1, end)) invalid('has an empty or malformed zone id', addr);
+    if (!validZone(addr, zone + 1, end)) invalidIp('has an empty or malformed zone id', addr);
     end = zone;
   }
-  if (!parseV6(addr, start, end)) invalid('is not a valid IPv6 address', addr);
+  if (!parseV6(addr, start, end)) invalidIp('is not a valid IPv6 address', addr);
 
   const mapped = isMapped();
   if (mapped && mapIpv4 && (prefix === -1 || prefix === 128)) return dotted(groups[6]!, groups[7]!);
 
   const bits = subnet === false ? 128 : subnet;
   if (prefix !== -1 && prefix < bits) {
-    invalid(`is a /${prefix} network, broader than the /${bits} addresses are folded to`, addr);
+    invalidIp(`is a /${prefix} network, broader than the /${bits} addresses are folded to`, addr);
   }
   if (bits < 128) mask(bits);
   const text = format();
@@ -271,22 +271,19 @@ function format(): string {
 
 function checkSubnet(v: unknown): number | false {
   if (v === false || (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 128)) return v;
-  throw new RateMeshError(
-    ErrorCodes.CONFIG_INVALID,
-    `must be an integer prefix length from 1 to 128, or false to keep full addresses (got ${describeValue(v)})`,
+  return invalid(
     'ipv6Subnet',
+    'must be an integer prefix length from 1 to 128, or false to keep full addresses',
+    v,
+    ErrorCodes.CONFIG_INVALID,
   );
 }
 
 function checkMapIpv4(v: unknown): boolean {
   if (typeof v === 'boolean') return v;
-  throw new RateMeshError(
-    ErrorCodes.CONFIG_INVALID,
-    `must be true or false (got ${describeValue(v)})`,
-    'mapIpv4',
-  );
+  return invalid('mapIpv4', 'must be true or false', v, ErrorCodes.CONFIG_INVALID);
 }
 
-function invalid(reason: string, got: unknown): never {
-  throw new RateMeshError(ErrorCodes.IP_INVALID, `${reason} (got ${describeValue(got)})`, 'ip');
+function invalidIp(reason: string, got: unknown): never {
+  return invalid('ip', reason, got, ErrorCodes.IP_INVALID);
 }

@@ -1,5 +1,5 @@
 import { ErrorCodes, RateMeshError } from '../errors.js';
-import { describeValue } from '../policy/describe.js';
+import { invalid } from '../validate.js';
 import { type IpOptions, normalizeIp } from './ip.js';
 
 /** Longest key, in UTF-8 bytes (the form keys take in gossip). */
@@ -98,5 +98,5 @@ function hex4(c: number): string {
 }
 
 function fail(field: string, reason: string, got: unknown): never {
-  throw new RateMeshError(ErrorCodes.KEY_INVALID, `${reason} (got ${describeValue(got)})`, field);
+  return invalid(field, reason, got, ErrorCodes.KEY_INVALID);
 }

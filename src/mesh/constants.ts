@@ -4,8 +4,17 @@
  * `insecure: true`).
  */
 export const DEFAULT_LISTEN: readonly string[] = ['/ip4/127.0.0.1/tcp/0'];
-export const DEFAULT_GOSSIP_INTERVAL_MS = 100;
-export const DEFAULT_EXPECTED_DELAY_MS = 10;
+/**
+ * Shared with the engine, one value each (src/decision/constants.ts): the gossip interval
+ * (100 ms: the smallest 8 signed nodes on 2 cores sustain, mesh-test/README.md), the expected
+ * delay, and the depart rule's default.
+ */
+export {
+  DEFAULT_EXPECTED_DELAY_MS,
+  DEFAULT_GOSSIP_INTERVAL_MS,
+  defaultDepartAfterMs,
+  defaultStaleAfterMs,
+} from '../decision/constants.js';
 /** Small mesh degree: a ratemesh mesh is a handful of nodes and every forward costs a signature check. */
 export const DEFAULT_MESH_DEGREE = { D: 3, Dlo: 2, Dhi: 4 } as const;
 export const DEFAULT_HEARTBEAT_MS = 700;
@@ -13,8 +22,6 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024;
 export const DEFAULT_MAX_SYNC_BYTES = 16 * 1024 * 1024;
 export const DEFAULT_SYNC_TIMEOUT_MS = 5_000;
 export const DEFAULT_DISCOVERY_INTERVAL_MS = 2_000;
-export const MIN_DEPART_AFTER_MS = 5_000;
-export const DEPART_AFTER_GOSSIP_INTERVALS = 50;
 /** libp2p's default is 5 per second per host, which a loopback mesh (one host) exceeds at once. */
 export const DEFAULT_INBOUND_CONNECTION_THRESHOLD = 100;
 export const DEFAULT_MAX_CONNECTIONS = 64;

@@ -1,26 +1,20 @@
 import type { Clock } from '../clock.js';
+import type { PeerView } from '../decision/peers.js';
+import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from '../decision/types.js';
+import type { WarnLogger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
 import type { PolicySpec, RateLimiter } from '../types.js';
 
-/** The outcome of handing peer bytes to the engine; it never throws, it counts and explains. */
-export interface Receipt {
-  ok: boolean;
-  reason?: string;
-}
-
-/** What the engine knows of one peer. */
-export interface EnginePeer {
-  id: string;
-  ageMs: number;
-  stale: boolean;
-  clockOffsetMs: number;
-}
-
 /**
  * The part of the decision engine (src/decision/engine.ts) the network layer
- * drives. The mesh only carries bytes: it never looks inside them. `now` is
- * the reading of the shared clock at the event; an engine that reads the clock
- * itself may ignore it.
+ * drives. The mesh carries bytes and never decodes them: the one header field
+ * it acts on, a gossip message's `reach` (its relay decision), it asks the
+ * engine for ({@link gossipReach}). Every call that depends on time takes
+ * `now`, the shared clock's reading at the event, and the engine decides at
+ * that time (its own clock's reading when `now` is not given; an earlier time
+ * than one already used counts as standing still). Membership and the depart
+ * rule are the engine's: the mesh only reports its connections
+ * ({@link peerConnection}).
  */
 export interface MeshEngine extends RateLimiter {
   /** Policy-set version hash (informational: the wire carries one version per policy). */
@@ -28,37 +22,38 @@ export interface MeshEngine extends RateLimiter {
   /** The version of each policy in force, by name. */
   policyVersions(): Record<string, string>;
   /** Policies some members run at another version than ours, with their versions. */
-  versionMismatches(): { policy: string; ours: string; peers: Record<string, string> }[];
+  versionMismatches(now?: number): VersionMismatch[];
   /**
    * Replace the policy set at runtime, keeping the state of unchanged policies
    * (throws, changing nothing, when the set is invalid).
    */
-  replacePolicies(
-    policies: readonly PolicySpec[] | PolicySet,
-    now?: number,
-  ): { kept: string[]; changed: string[]; added: string[]; removed: string[]; version: string };
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet, now?: number): PolicyReplacement;
   /**
    * This tick's message: every touched key's window of own counts, or a heartbeat.
    * `reach`: members the message goes to directly, this node included.
    */
   buildGossip(now?: number, reach?: number): Uint8Array;
+  /** A gossip message's `reach` from its header (0: not a gossip message of this format). */
+  gossipReach(bytes: Uint8Array): number;
   /** Members this node counts, itself included (the N of L/N). */
   memberCount(): number;
   /** Cheap; true when unsynced own counts crossed the early-publish threshold. */
   wantsEarlyPublish(): boolean;
   /** Never throws; a refused message is counted inside and explained by `reason`. */
-  receiveGossip(from: string, bytes: Uint8Array, now?: number): Receipt;
+  receiveGossip(from: string, bytes: Uint8Array, now?: number): ReceiveResult;
   buildSyncRequest(now?: number): Uint8Array;
   /** The response bytes, or a refusal (bad or foreign-version request). */
-  answerSync(from: string, request: Uint8Array, now?: number): Uint8Array | Receipt;
-  receiveSyncResponse(from: string, response: Uint8Array, now?: number): Receipt;
-  peerDeparted(id: string): void;
+  answerSync(from: string, request: Uint8Array, now?: number): Uint8Array | ReceiveResult;
+  receiveSyncResponse(from: string, response: Uint8Array, now?: number): ReceiveResult;
+  /** The transport's connection to a peer: up or not (reported for every member on each sweep). */
+  peerConnection(id: string, connected: boolean, now?: number): void;
   /** This node's own windows as bytes (written to `snapshotFile` on stop). */
-  snapshot(): Uint8Array;
+  snapshot(now?: number): Uint8Array;
   /** Counts a snapshot's windows still inside the window; never throws. */
-  restoreSnapshot(bytes: Uint8Array): Receipt & { restored?: number };
-  peerViews(now?: number): EnginePeer[];
-  stats(): object;
+  restoreSnapshot(bytes: Uint8Array, now?: number): ReceiveResult & { restored?: number };
+  /** The members, as this node sees them. */
+  peerViews(now?: number): PeerView[];
+  stats(now?: number): EngineStats;
 }
 
 /** What the engine is built from. */
@@ -69,11 +64,17 @@ export interface EngineInit {
   clock: Clock;
   gossipIntervalMs: number;
   expectedDelayMs: number;
+  /** A silent member departs after this (the engine's depart rule, peers.ts). */
+  departAfterMs: number;
   /** 1 + the bootstrap entries: the engine enforces L/N with this N until it hears a peer. */
   expectedMembers?: number;
-  /** Where the engine logs what an operator should see (a peer ignored for sending counts it could not have admitted). */
-  logger?: { warn(obj: object, msg: string): void };
+  /** Where the engine logs what an operator should see (a peer ignored, a peer departed). */
+  logger?: WarnLogger;
 }
 
-/** Builds an engine; the mesh limiter uses the real one unless a test injects another. */
+/**
+ * Builds an engine; the mesh limiter uses the real one unless a test injects another. Called
+ * once per node, and at each start for two throwaway engines that warm the decision path up
+ * (src/mesh/warm.ts: node ids `warm-a` and `warm-b`, their own ManualClock).
+ */
 export type EngineFactory = (init: EngineInit) => MeshEngine;

@@ -2,7 +2,7 @@ import './polyfill.js';
 
 export { TOPIC, TOPIC_PREFIX } from './constants.js';
 export { type BootstrapEntry, parseBootstrap, type Resolver } from './discovery.js';
-export type { EngineFactory, EngineInit, EnginePeer, MeshEngine, Receipt } from './engine-port.js';
+export type { EngineFactory, EngineInit, MeshEngine } from './engine-port.js';
 export { createMeshLimiter } from './mesh-limiter.js';
 export { SYNC_PROTOCOL } from './sync.js';
 export type {
@@ -10,7 +10,5 @@ export type {
   MeshLimiter,
   MeshLimiterOptions,
   MeshStats,
-  PeerInfo,
-  PolicyChange,
   RelayMode,
 } from './types.js';

@@ -1,64 +1,29 @@
 import './polyfill.js';
-import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import type { Message, SubscriptionChangeData, TopicValidatorFn } from '@libp2p/gossipsub';
-import { TopicValidatorResult } from '@libp2p/gossipsub';
-import type { PeerId } from '@libp2p/interface';
-import { peekGossipReach } from '../crdt/codec.js';
-import { warmUp } from '../decision/warm.js';
+import type { PeerView } from '../decision/peers.js';
+import type { PolicyReplacement } from '../decision/types.js';
 import type { PolicySet } from '../policy/index.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../types.js';
-import {
-  MAX_PUBLISHES_IN_FLIGHT,
-  MAX_SNAPSHOT_BYTES,
-  RPC_FRAME_MESSAGES,
-  SYNC_ATTEMPTS,
-  SYNC_MAX_INBOUND_STREAMS,
-  SYNC_RETRY_MS,
-  TOPIC,
-  TOPIC_PREFIX,
-} from './constants.js';
+import { MAX_PUBLISHES_IN_FLIGHT, RPC_FRAME_MESSAGES, SYNC_MAX_INBOUND_STREAMS, TOPIC } from './constants.js';
 import { defaultEngineFactory } from './default-engine.js';
 import { Discovery, systemResolver } from './discovery.js';
-import type { MeshEngine } from './engine-port.js';
+import type { EngineFactory, MeshEngine } from './engine-port.js';
+import { bump, GossipIn } from './gossip-in.js';
 import { peerIdOf } from './identity.js';
+import { PeerLinks } from './links.js';
 import { createMeshNode, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
+import { loadSnapshot, saveSnapshot } from './snapshot-file.js';
 import { SyncService } from './sync.js';
-import type { MeshLimiter, MeshLimiterOptions, MeshStats, PeerInfo, PolicyChange } from './types.js';
-
-/** What we track of one mesh member (a peer on our topic or heard in our gossip). */
-interface Member {
-  peerId: PeerId | undefined;
-  lastHeard: number;
-  synced: boolean;
-  syncing: boolean;
-  syncAttempts: number;
-}
+import type { MeshLimiter, MeshLimiterOptions, MeshStats } from './types.js';
+import { warmUp } from './warm.js';
 
 type State = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
-
-/** xorshift32: the injected-loss draw, seeded so experiment runs repeat. */
-function xorshift32(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x >>>= 0;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    x >>>= 0;
-    return x / 0x1_0000_0000;
-  };
-}
-
-function bump(counts: Record<string, number>, reason: string): void {
-  counts[reason] = (counts[reason] ?? 0) + 1;
-}
 
 class MeshLimiterImpl implements MeshLimiter {
   readonly peerId: string;
   readonly topic: string;
   private readonly engine: MeshEngine;
-  private readonly rng: () => number;
+  private readonly factory: EngineFactory;
   private state: State = 'idle';
   private starting: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
@@ -72,9 +37,8 @@ class MeshLimiterImpl implements MeshLimiter {
   private publishesInFlight = 0;
   /** TESTS/DRILLS ONLY (mesh-test): drop all gossip in and out; see {@link isolateForTests}. */
   private isolated = false;
-  private readonly members = new Map<string, Member>();
-  private departed = 0;
-  private readonly warnedVersions = new Set<string>();
+  private readonly links: PeerLinks;
+  private readonly gossipIn: GossipIn;
   private readonly counters: Omit<
     MeshStats,
     'peerId' | 'topic' | 'running' | 'peers' | 'sync' | 'discovery' | 'engine' | 'versionMismatch'
@@ -82,18 +46,18 @@ class MeshLimiterImpl implements MeshLimiter {
 
   constructor(private readonly cfg: MeshConfig) {
     this.peerId = peerIdOf(cfg.privateKey);
-    const factory = cfg.engineFactory ?? defaultEngineFactory;
-    this.engine = factory({
+    this.factory = cfg.engineFactory ?? defaultEngineFactory;
+    this.engine = this.factory({
       policies: cfg.policies,
       nodeId: this.peerId,
       clock: cfg.clock,
       gossipIntervalMs: cfg.gossipIntervalMs,
       expectedDelayMs: cfg.expectedDelayMs,
+      departAfterMs: cfg.departAfterMs,
       expectedMembers: 1 + cfg.bootstrap.length,
       logger: cfg.logger,
     });
     this.topic = TOPIC;
-    this.rng = xorshift32(cfg.injectSeed);
     this.counters = {
       gossip: {
         ticks: 0,
@@ -103,14 +67,37 @@ class MeshLimiterImpl implements MeshLimiter {
         publishErrors: 0,
         msgsIn: 0,
         bytesIn: 0,
-        rejected: {},
+        dropped: {},
         relayed: 0,
         notRelayed: 0,
       },
-      drops: {},
+      dropped: {},
       injected: { delayMs: cfg.injectDelayMs, loss: cfg.injectLoss, delayed: 0, dropped: 0 },
       otherTopics: { events: 0, peers: {} },
     };
+    this.links = new PeerLinks({
+      engine: this.engine,
+      clock: cfg.clock,
+      logger: cfg.logger,
+      topic: this.topic,
+      timers: this.timers,
+      otherTopics: this.counters.otherTopics,
+      running: () =>
+        this.state === 'running' && this.node !== undefined && this.sync !== undefined
+          ? { node: this.node, sync: this.sync }
+          : undefined,
+    });
+    this.gossipIn = new GossipIn({
+      cfg,
+      engine: this.engine,
+      links: this.links,
+      peerId: this.peerId,
+      topic: this.topic,
+      timers: this.timers,
+      counters: this.counters,
+      running: () => this.state === 'running',
+      isolated: () => this.isolated,
+    });
   }
 
   // ---- RateLimiter: synchronous, no network ----
@@ -142,7 +129,7 @@ class MeshLimiterImpl implements MeshLimiter {
     return this.engine.policyVersions();
   }
 
-  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyChange {
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyReplacement {
     const r = this.engine.replacePolicies(policies, this.cfg.clock.now());
     this.cfg.logger.info(
       { kept: r.kept, changed: r.changed, added: r.added, removed: r.removed, version: r.version },
@@ -182,7 +169,7 @@ class MeshLimiterImpl implements MeshLimiter {
     this.state = 'starting';
     try {
       // compile the decision path before the first request (throwaway engines; no state shared)
-      const warm = warmUp(cfg.policies);
+      const warm = warmUp(this.factory, cfg.policies);
       cfg.logger.debug(
         { decisions: warm.decisions, ms: Math.round(warm.ms) },
         'ratemesh decision path warmed up',
@@ -200,9 +187,9 @@ class MeshLimiterImpl implements MeshLimiter {
       });
       this.node = node;
       const pubsub = node.services.pubsub;
-      pubsub.addEventListener('subscription-change', this.onSubscriptionChange);
-      node.addEventListener('peer:disconnect', this.onPeerDisconnect);
-      pubsub.topicValidators.set(this.topic, this.validate);
+      pubsub.addEventListener('subscription-change', this.links.onSubscriptionChange);
+      node.addEventListener('peer:disconnect', this.links.onPeerDisconnect);
+      pubsub.topicValidators.set(this.topic, this.gossipIn.validate);
       this.sync = new SyncService(
         node,
         this.engine,
@@ -224,10 +211,10 @@ class MeshLimiterImpl implements MeshLimiter {
         resolve: systemResolver,
         logger: cfg.logger,
       });
-      this.loadSnapshot();
+      loadSnapshot(this.engine, cfg.snapshotFile, cfg.logger, cfg.clock.now());
       this.state = 'running';
       this.tickTimer = setInterval(this.onTick, cfg.gossipIntervalMs);
-      this.sweepTimer = setInterval(this.onSweep, Math.min(1_000, Math.max(50, cfg.departAfterMs / 4)));
+      this.sweepTimer = setInterval(this.links.onSweep, Math.min(1_000, Math.max(50, cfg.departAfterMs / 4)));
       this.discovery.start();
       this.warnKnobs();
       cfg.logger.info(
@@ -250,7 +237,7 @@ class MeshLimiterImpl implements MeshLimiter {
       .then(async () => {
         this.state = 'stopping';
         await this.teardown();
-        this.saveSnapshot();
+        saveSnapshot(this.engine, this.cfg.snapshotFile, this.cfg.logger, this.cfg.clock.now());
         this.state = 'stopped';
         this.cfg.logger.info({ peerId: this.peerId }, 'ratemesh mesh node stopped');
       })
@@ -258,44 +245,6 @@ class MeshLimiterImpl implements MeshLimiter {
         this.stopping = undefined;
       });
     return this.stopping;
-  }
-
-  /**
-   * `snapshotFile`: what this node admitted, restored at start when still in the window (a
-   * lone node's restart does not reopen its limits). A missing file is a first start; a bad
-   * one is logged and ignored (it can only have under-counted, never opened a limit wider
-   * than a restart without it).
-   */
-  private loadSnapshot(): void {
-    const file = this.cfg.snapshotFile;
-    if (file === undefined || !existsSync(file)) return;
-    try {
-      if (statSync(file).size > MAX_SNAPSHOT_BYTES)
-        throw new Error(`larger than ${MAX_SNAPSHOT_BYTES} bytes`);
-      const r = this.engine.restoreSnapshot(new Uint8Array(readFileSync(file)));
-      if (r.ok)
-        this.cfg.logger.info(
-          { file, entries: r.restored },
-          'ratemesh restored its windows from the snapshot',
-        );
-      else this.cfg.logger.warn({ file, reason: r.reason }, 'ratemesh snapshot not restored');
-    } catch (err) {
-      this.cfg.logger.warn({ file, err: String(err) }, 'ratemesh snapshot not readable');
-    }
-  }
-
-  /** Writes the snapshot (to a temporary file, then renamed over the old one). */
-  private saveSnapshot(): void {
-    const file = this.cfg.snapshotFile;
-    if (file === undefined) return;
-    try {
-      const tmp = `${file}.${process.pid}.tmp`;
-      writeFileSync(tmp, this.engine.snapshot(), { mode: 0o600 });
-      renameSync(tmp, file);
-      this.cfg.logger.info({ file }, 'ratemesh wrote its windows to the snapshot');
-    } catch (err) {
-      this.cfg.logger.warn({ file, err: String(err) }, 'ratemesh could not write the snapshot');
-    }
   }
 
   /** Releases everything start() took: timers, discovery, sync streams, libp2p. */
@@ -308,24 +257,20 @@ class MeshLimiterImpl implements MeshLimiter {
     this.earlyImmediate = undefined;
     for (const t of this.timers) clearTimeout(t);
     if (this.timers.size > 0)
-      this.counters.drops.stopped = (this.counters.drops.stopped ?? 0) + this.timers.size;
+      this.counters.dropped.stopped = (this.counters.dropped.stopped ?? 0) + this.timers.size;
     this.timers.clear();
     await this.discovery?.stop();
     const node = this.node;
     if (node !== undefined) {
       const pubsub = node.services.pubsub;
-      pubsub.removeEventListener('subscription-change', this.onSubscriptionChange);
-      node.removeEventListener('peer:disconnect', this.onPeerDisconnect);
+      pubsub.removeEventListener('subscription-change', this.links.onSubscriptionChange);
+      node.removeEventListener('peer:disconnect', this.links.onPeerDisconnect);
       pubsub.topicValidators.delete(this.topic);
     }
     await this.sync?.stop();
     await node?.stop();
     this.node = undefined;
-    for (const m of this.members.values()) {
-      m.synced = false;
-      m.syncing = false;
-      m.syncAttempts = 0;
-    }
+    this.links.reset();
   }
 
   private warnKnobs(): void {
@@ -365,12 +310,12 @@ class MeshLimiterImpl implements MeshLimiter {
     const node = this.node;
     if (this.state !== 'running' || node === undefined) return;
     if (this.isolated) {
-      bump(this.counters.drops, 'isolated-out');
+      bump(this.counters.dropped, 'isolated-out');
       return;
     }
     if (this.publishesInFlight >= MAX_PUBLISHES_IN_FLIGHT) {
       // The next message carries the same full window, so skipping one loses nothing for good.
-      bump(this.counters.drops, 'publish-backlog');
+      bump(this.counters.dropped, 'publish-backlog');
       return;
     }
     const pubsub = node.services.pubsub;
@@ -391,195 +336,6 @@ class MeshLimiterImpl implements MeshLimiter {
     );
   }
 
-  // ---- gossip in ----
-
-  /**
-   * Every message on our topic that passed gossipsub's signature check comes
-   * here exactly once (gossipsub drops duplicates before). It goes to the
-   * engine, and the answer tells gossipsub whether to relay it: Reject for a
-   * message that is unsigned, oversized or whose header does not parse (never
-   * relayed), Accept to relay it to our mesh peers, Ignore not to.
-   */
-  private readonly validate: TopicValidatorFn = (_peer, msg) => {
-    if (msg.type !== 'signed') {
-      bump(this.counters.drops, 'unsigned');
-      return TopicValidatorResult.Reject;
-    }
-    if (msg.data.byteLength > this.cfg.maxMessageBytes) {
-      bump(this.counters.drops, 'oversize');
-      return TopicValidatorResult.Reject;
-    }
-    this.receive(msg);
-    return this.relayDecision(msg.data);
-  };
-
-  /**
-   * Relay or not. The origin published straight to every subscriber it is
-   * connected to (floodPublish) and says how many that was (`reach`, itself
-   * included). When that is at least the number of members this node knows,
-   * everyone here already has the message from the origin and a relay would
-   * only make duplicates (in a full mesh of N nodes, relaying multiplies what
-   * each node receives by up to D + 1). When the origin reaches fewer, some
-   * member is not connected to it and the message is relayed through the mesh.
-   */
-  private relayDecision(data: Uint8Array): TopicValidatorResult {
-    const g = this.counters.gossip;
-    if (this.isolated) return TopicValidatorResult.Ignore;
-    const mode = this.cfg.relay;
-    if (mode !== 'always') {
-      const reach = peekGossipReach(data);
-      if (reach === 0) return TopicValidatorResult.Reject; // the engine counted why
-      if (mode === 'never' || reach >= this.engine.memberCount()) {
-        g.notRelayed++;
-        return TopicValidatorResult.Ignore;
-      }
-    }
-    g.relayed++;
-    return TopicValidatorResult.Accept;
-  }
-
-  private receive(msg: Message): void {
-    if (msg.topic !== this.topic) {
-      bump(this.counters.drops, 'wrong-topic');
-      return;
-    }
-    if (msg.type !== 'signed') {
-      bump(this.counters.drops, 'unsigned');
-      return;
-    }
-    const from = msg.from.toString();
-    if (from === this.peerId) {
-      bump(this.counters.drops, 'self');
-      return;
-    }
-    if (this.isolated) {
-      bump(this.counters.drops, 'isolated-in');
-      return;
-    }
-    const { injectLoss, injectDelayMs } = this.cfg;
-    if (injectLoss > 0 && this.rng() < injectLoss) {
-      this.counters.injected.dropped++;
-      return;
-    }
-    if (injectDelayMs > 0) {
-      this.counters.injected.delayed++;
-      const t = setTimeout(() => {
-        this.timers.delete(t);
-        this.deliver(from, msg.from, msg.data);
-      }, injectDelayMs);
-      this.timers.add(t);
-      return;
-    }
-    this.deliver(from, msg.from, msg.data);
-  }
-
-  private deliver(from: string, peerId: PeerId, data: Uint8Array): void {
-    if (this.state !== 'running') {
-      bump(this.counters.drops, 'stopped');
-      return;
-    }
-    if (this.isolated) {
-      // held by the injected delay when the cut began: in flight, so lost with the cut
-      bump(this.counters.drops, 'isolated-in');
-      return;
-    }
-    const now = this.cfg.clock.now();
-    const g = this.counters.gossip;
-    g.msgsIn++;
-    g.bytesIn += data.byteLength;
-    this.member(from, peerId, now);
-    const r = this.engine.receiveGossip(from, data, now);
-    if (!r.ok) bump(g.rejected, r.reason ?? 'rejected');
-  }
-
-  // ---- membership and sync ----
-
-  private member(id: string, peerId: PeerId | undefined, now: number): Member {
-    let m = this.members.get(id);
-    if (m === undefined) {
-      m = { peerId, lastHeard: now, synced: false, syncing: false, syncAttempts: 0 };
-      this.members.set(id, m);
-    } else {
-      m.lastHeard = now;
-      if (m.peerId === undefined) m.peerId = peerId;
-    }
-    return m;
-  }
-
-  private readonly onSubscriptionChange = (evt: CustomEvent<SubscriptionChangeData>): void => {
-    const { peerId, subscriptions } = evt.detail;
-    const id = peerId.toString();
-    for (const s of subscriptions) {
-      if (!s.subscribe) continue;
-      if (s.topic === this.topic) {
-        const m = this.member(id, peerId, this.cfg.clock.now());
-        this.maybeSync(id, m);
-      } else if (s.topic.startsWith(TOPIC_PREFIX)) {
-        const topic = s.topic;
-        const vm = this.counters.otherTopics;
-        vm.events++;
-        vm.peers[id] = topic;
-        const key = `${id}/${topic}`;
-        if (!this.warnedVersions.has(key)) {
-          this.warnedVersions.add(key);
-          this.cfg.logger.warn(
-            { peer: id, theirTopic: topic, ourTopic: this.topic },
-            'ratemesh peer is on another ratemesh topic (another wire format): its gossip is not merged',
-          );
-        }
-      }
-    }
-  };
-
-  private maybeSync(id: string, m: Member): void {
-    const sync = this.sync;
-    if (this.state !== 'running' || sync === undefined || m.peerId === undefined) return;
-    if (m.synced || m.syncing || m.syncAttempts >= SYNC_ATTEMPTS) return;
-    m.syncing = true;
-    m.syncAttempts++;
-    void sync.pull(m.peerId).then((ok) => {
-      m.syncing = false;
-      if (ok) {
-        m.synced = true;
-        this.cfg.logger.debug({ peer: id }, 'ratemesh synced from peer');
-        return;
-      }
-      if (this.state !== 'running' || m.syncAttempts >= SYNC_ATTEMPTS) return;
-      const t = setTimeout(() => {
-        this.timers.delete(t);
-        if (this.node?.getConnections(m.peerId).length) this.maybeSync(id, m);
-      }, SYNC_RETRY_MS * m.syncAttempts);
-      this.timers.add(t);
-    });
-  }
-
-  private readonly onPeerDisconnect = (evt: CustomEvent<PeerId>): void => {
-    const m = this.members.get(evt.detail.toString());
-    if (m === undefined) return;
-    // A reconnecting peer is pulled again: it may have missed our gossip or we its.
-    m.synced = false;
-    m.syncAttempts = 0;
-  };
-
-  private readonly onSweep = (): void => {
-    const node = this.node;
-    if (this.state !== 'running' || node === undefined) return;
-    const now = this.cfg.clock.now();
-    const connected = new Set(node.getPeers().map((p) => p.toString()));
-    for (const [id, m] of this.members) {
-      if (connected.has(id)) {
-        m.lastHeard = now;
-        continue;
-      }
-      if (now - m.lastHeard > this.cfg.departAfterMs) {
-        this.members.delete(id);
-        this.departed++;
-        this.engine.peerDeparted(id);
-        this.cfg.logger.info({ peer: id }, 'ratemesh peer departed');
-      }
-    }
-  };
-
   /** TESTS/DRILLS ONLY: see {@link isolateForTests}. */
   setIsolated(on: boolean): void {
     if (this.isolated === on) return;
@@ -598,7 +354,7 @@ class MeshLimiterImpl implements MeshLimiter {
     return this.node?.getMultiaddrs().map((a) => a.toString()) ?? [];
   }
 
-  peers(): PeerInfo[] {
+  peers(): PeerView[] {
     const addrs = new Map<string, string[]>();
     for (const c of this.node?.getConnections() ?? []) {
       const id = c.remotePeer.toString();
@@ -606,39 +362,37 @@ class MeshLimiterImpl implements MeshLimiter {
       list.push(c.remoteAddr.toString());
       addrs.set(id, list);
     }
-    return this.engine.peerViews(this.cfg.clock.now()).map((p) => ({
-      id: p.id,
-      ageMs: p.ageMs,
-      stale: p.stale,
-      clockOffsetMs: p.clockOffsetMs,
-      addrs: addrs.get(p.id) ?? [],
-    }));
+    const views = this.engine.peerViews(this.cfg.clock.now());
+    for (const p of views) p.addrs = addrs.get(p.id) ?? [];
+    return views;
   }
 
   stats(): MeshStats {
     const c = this.counters;
+    const now = this.cfg.clock.now();
+    const engine = this.engine.stats(now);
     return {
       peerId: this.peerId,
       topic: this.topic,
       running: this.state === 'running',
       peers: {
         connected: this.node?.getPeers().length ?? 0,
-        members: this.members.size,
-        departed: this.departed,
+        members: engine.livePeers + engine.stalePeers,
+        departed: engine.peersDeparted,
       },
-      gossip: { ...c.gossip, rejected: { ...c.gossip.rejected } },
-      drops: { ...c.drops },
+      gossip: { ...c.gossip, dropped: { ...c.gossip.dropped } },
+      dropped: { ...c.dropped },
       injected: { ...c.injected },
       sync:
         this.sync === undefined
           ? emptySync()
           : { ...this.sync.stats, failures: { ...this.sync.stats.failures } },
       versionMismatch: Object.fromEntries(
-        this.engine.versionMismatches().map((m) => [m.policy, { ours: m.ours, peers: m.peers }]),
+        this.engine.versionMismatches(now).map((m) => [m.policy, { ours: m.ours, peers: m.peers }]),
       ),
       otherTopics: { events: c.otherTopics.events, peers: { ...c.otherTopics.peers } },
       discovery: this.discovery === undefined ? emptyDiscovery() : { ...this.discovery.stats },
-      engine: this.engine.stats(),
+      engine,
     };
   }
 }
@@ -654,7 +408,7 @@ function emptyDiscovery(): MeshStats['discovery'] {
 /**
  * TESTS/DRILLS ONLY (mesh-test fault drills; not exported from the package):
  * while `on`, the node drops every gossip message it would publish or receive,
- * counted under `stats().drops['isolated-out' | 'isolated-in']`; connections
+ * counted under `stats().dropped['isolated-out' | 'isolated-in']`; connections
  * stay up, so healing needs no redial. A network cut without root privileges.
  */
 export function isolateForTests(limiter: MeshLimiter, on: boolean): void {

@@ -3,8 +3,8 @@ import type { PrivateKey } from '@libp2p/interface';
 import { preSharedKey } from '@libp2p/pnet';
 import { multiaddr } from '@multiformats/multiaddr';
 import { type Clock, systemClock } from '../clock.js';
-import { ErrorCodes, RateMeshError } from '../errors.js';
 import type { PolicySpec } from '../types.js';
+import { bytes, fail, finite, integer, optional, stringArray } from '../validate.js';
 import {
   DEFAULT_DIAL_TIMEOUT_MS,
   DEFAULT_DISCOVERY_INTERVAL_MS,
@@ -18,8 +18,8 @@ import {
   DEFAULT_MAX_SYNC_BYTES,
   DEFAULT_MESH_DEGREE,
   DEFAULT_SYNC_TIMEOUT_MS,
-  DEPART_AFTER_GOSSIP_INTERVALS,
-  MIN_DEPART_AFTER_MS,
+  defaultDepartAfterMs,
+  defaultStaleAfterMs,
 } from './constants.js';
 import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
@@ -86,55 +86,32 @@ const KNOWN = new Set<string>([
   'engineFactory',
 ]);
 
-function bad(field: string, message: string): never {
-  throw new RateMeshError(ErrorCodes.CONFIG_INVALID, message, field);
-}
-
-function num(field: string, value: unknown, dflt: number, min: number, max: number, integer = false): number {
-  if (value === undefined) return dflt;
-  if (typeof value !== 'number' || !Number.isFinite(value))
-    bad(field, `must be a finite number (got ${String(value)})`);
-  if (integer && !Number.isInteger(value)) bad(field, `must be an integer (got ${value})`);
-  if (value < min || value > max) bad(field, `must be between ${min} and ${max} (got ${value})`);
-  return value;
-}
-
-function bytes(field: string, value: unknown): Uint8Array | undefined {
-  if (value === undefined) return undefined;
-  if (!(value instanceof Uint8Array) || value.byteLength === 0) bad(field, 'must be a non-empty Uint8Array');
-  return value;
-}
-
-function strings(field: string, value: unknown, dflt: readonly string[]): readonly string[] {
-  if (value === undefined) return dflt;
-  if (!Array.isArray(value)) bad(field, 'must be an array of strings');
-  value.forEach((v, i) => {
-    if (typeof v !== 'string' || v.length === 0) bad(`${field}[${i}]`, 'must be a non-empty string');
-  });
-  return value as string[];
+/** A number option in `min..max` (an integer when `whole`), or `dflt` when left out. */
+function num(field: string, value: unknown, dflt: number, min: number, max: number, whole = false): number {
+  return optional(value, dflt, (v) => (whole ? integer(v, field, min, max) : finite(v, field, min, max)));
 }
 
 /** Validates every option (errors are CONFIG_INVALID naming the field) and fills the defaults. */
 export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
-  if (opts === null || typeof opts !== 'object') bad('options', 'must be an object');
+  if (opts === null || typeof opts !== 'object') fail('options', 'must be an object');
   for (const k of Object.keys(opts)) {
-    if (!KNOWN.has(k)) bad(k, 'unknown option');
+    if (!KNOWN.has(k)) fail(k, 'unknown option');
   }
   if (!Array.isArray(opts.policies) || opts.policies.length === 0) {
-    bad('policies', 'must be a non-empty array of policies');
+    fail('policies', 'must be a non-empty array of policies');
   }
-  const listen = strings('listen', opts.listen, DEFAULT_LISTEN);
-  if (listen.length === 0) bad('listen', 'must name at least one address');
+  const listen = optional(opts.listen, DEFAULT_LISTEN, (v) => stringArray(v, 'listen'));
+  if (listen.length === 0) fail('listen', 'must name at least one address');
   listen.forEach((a, i) => {
     try {
       multiaddr(a);
     } catch (err) {
-      bad(`listen[${i}]`, `not a multiaddr (${(err as Error).message}): ${JSON.stringify(a)}`);
+      fail(`listen[${i}]`, `not a multiaddr (${(err as Error).message}): ${JSON.stringify(a)}`);
     }
   });
-  const bootstrap = parseBootstrap(strings('bootstrap', opts.bootstrap, []));
+  const bootstrap = parseBootstrap(optional(opts.bootstrap, [], (v) => stringArray(v, 'bootstrap')));
 
-  const keyBytes = bytes('privateKey', opts.privateKey);
+  const keyBytes = optional(opts.privateKey, undefined, (v) => bytes(v, 'privateKey'));
   let privateKey: PrivateKey;
   if (keyBytes === undefined) {
     privateKey = generateIdentity();
@@ -142,20 +119,20 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     try {
       privateKey = identityFromProtobuf(keyBytes);
     } catch (err) {
-      bad('privateKey', `not a protobuf-encoded libp2p private key (${(err as Error).message})`);
+      fail('privateKey', `not a protobuf-encoded libp2p private key (${(err as Error).message})`);
     }
   }
-  const psk = bytes('psk', opts.psk);
+  const psk = optional(opts.psk, undefined, (v) => bytes(v, 'psk'));
   if (psk !== undefined) {
     try {
       preSharedKey({ psk })();
     } catch (err) {
-      bad('psk', `not a libp2p swarm key file (/key/swarm/psk/1.0.0/) (${(err as Error).message})`);
+      fail('psk', `not a libp2p swarm key file (/key/swarm/psk/1.0.0/) (${(err as Error).message})`);
     }
   }
 
   if (opts.insecure !== undefined && typeof opts.insecure !== 'boolean')
-    bad('insecure', 'must be true or false');
+    fail('insecure', 'must be true or false');
   const insecure = opts.insecure === true;
   // Secure by default: a node that listens on, or dials, anything but loopback shares a psk.
   const exposed = [
@@ -171,7 +148,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
   ].filter(([, , loop]) => !loop);
   if (psk === undefined && exposed.length > 0 && !insecure) {
     const [field, addr] = exposed[0]!;
-    bad(
+    fail(
       field,
       `${JSON.stringify(addr)} is not a loopback address: a mesh reachable from other hosts needs a psk ` +
         '(ratemesh psk --out FILE; give it to every member), or insecure: true to run open (anyone who reaches ' +
@@ -179,38 +156,47 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     );
   }
 
+  // whole ms, as the engine takes them
   const gossipIntervalMs = num(
     'gossipIntervalMs',
     opts.gossipIntervalMs,
     DEFAULT_GOSSIP_INTERVAL_MS,
     1,
     60_000,
+    true,
   );
-  const expectedDelayMs = num('expectedDelayMs', opts.expectedDelayMs, DEFAULT_EXPECTED_DELAY_MS, 0, 60_000);
+  const expectedDelayMs = num(
+    'expectedDelayMs',
+    opts.expectedDelayMs,
+    DEFAULT_EXPECTED_DELAY_MS,
+    0,
+    60_000,
+    true,
+  );
 
   const logger = opts.logger ?? stderrLogger;
   for (const m of ['debug', 'info', 'warn', 'error'] as const) {
     if (typeof (logger as unknown as Record<string, unknown>)[m] !== 'function') {
-      bad('logger', `must have a ${m}(obj, msg) method`);
+      fail('logger', `must have a ${m}(obj, msg) method`);
     }
   }
   const clock = opts.clock ?? systemClock;
-  if (typeof clock?.now !== 'function') bad('clock', 'must have a now() method');
+  if (typeof clock?.now !== 'function') fail('clock', 'must have a now() method');
 
   const degree = opts.meshDegree ?? DEFAULT_MESH_DEGREE;
-  if (degree === null || typeof degree !== 'object') bad('meshDegree', 'must be { D, Dlo, Dhi }');
+  if (degree === null || typeof degree !== 'object') fail('meshDegree', 'must be { D, Dlo, Dhi }');
   const D = num('meshDegree.D', degree.D, 0, 1, 64, true);
   const Dlo = num('meshDegree.Dlo', degree.Dlo, 0, 1, 64, true);
   const Dhi = num('meshDegree.Dhi', degree.Dhi, 0, 1, 64, true);
-  if (!(Dlo <= D && D <= Dhi)) bad('meshDegree', `needs Dlo <= D <= Dhi (got ${Dlo}, ${D}, ${Dhi})`);
+  if (!(Dlo <= D && D <= Dhi)) fail('meshDegree', `needs Dlo <= D <= Dhi (got ${Dlo}, ${D}, ${Dhi})`);
 
   const relay = opts.relay ?? 'auto';
   if (relay !== 'auto' && relay !== 'always' && relay !== 'never') {
-    bad('relay', `must be 'auto', 'always' or 'never' (got ${JSON.stringify(String(relay))})`);
+    fail('relay', `must be 'auto', 'always' or 'never' (got ${JSON.stringify(String(relay))})`);
   }
 
   if (opts.engineFactory !== undefined && typeof opts.engineFactory !== 'function') {
-    bad('engineFactory', 'must be a function');
+    fail('engineFactory', 'must be a function');
   }
 
   return {
@@ -258,9 +244,10 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     departAfterMs: num(
       'departAfterMs',
       opts.departAfterMs,
-      Math.max(MIN_DEPART_AFTER_MS, DEPART_AFTER_GOSSIP_INTERVALS * gossipIntervalMs),
+      defaultDepartAfterMs(defaultStaleAfterMs(gossipIntervalMs, expectedDelayMs)),
       gossipIntervalMs,
       86_400_000,
+      true,
     ),
     dialTimeoutMs: num('dialTimeoutMs', opts.dialTimeoutMs, DEFAULT_DIAL_TIMEOUT_MS, 100, 600_000),
     inboundConnectionThreshold: num(
@@ -288,6 +275,6 @@ export function isLoopbackMultiaddr(text: string): boolean {
 function snapshotFileOption(v: unknown): string | undefined {
   if (v === undefined) return undefined;
   if (typeof v !== 'string' || v.length === 0 || v.length > 4096 || v.includes('\0'))
-    bad('snapshotFile', 'must be a file path (a non-empty string)');
+    fail('snapshotFile', 'must be a file path (a non-empty string)');
   return v as string;
 }

@@ -1,15 +1,12 @@
 import type { Clock } from '../clock.js';
+import type { PeerView } from '../decision/peers.js';
+import type { EngineStats, PolicyReplacement } from '../decision/types.js';
+import type { Logger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
 import type { PolicySpec, RateLimiter } from '../types.js';
 import type { EngineFactory } from './engine-port.js';
 
-/** A minimal structured logger (pino satisfies it). */
-export interface Logger {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
+export type { Logger } from '../logger.js';
 
 /** Options of {@link MeshLimiter}; validated at construction (errors name the field). */
 export interface MeshLimiterOptions {
@@ -72,7 +69,11 @@ export interface MeshLimiterOptions {
   discoveryIntervalMs?: number;
   /** A dial (TCP, pnet, noise, yamux) must finish within this, ms. Default 5000. */
   dialTimeoutMs?: number;
-  /** A peer that is disconnected and silent this long has departed, ms. Default max(5000, 50 gossip intervals). */
+  /**
+   * A member silent this long departs, ms; while no other member is live, only once it has
+   * also been disconnected this long (the engine's depart rule, src/decision/peers.ts).
+   * Default max(5000, 10 × staleness), staleness being 3 gossip intervals + 2 expected delays.
+   */
   departAfterMs?: number;
   /** Connections per second one host may open to us (libp2p's default of 5 breaks a loopback mesh). Default 100. */
   inboundConnectionThreshold?: number;
@@ -97,17 +98,6 @@ export interface SyncStats {
 /** See {@link MeshLimiterOptions.relay}. */
 export type RelayMode = 'auto' | 'always' | 'never';
 
-/** One peer as seen by this node. */
-export interface PeerInfo {
-  id: string;
-  /** ms since its newest data was produced. */
-  ageMs: number;
-  stale: boolean;
-  /** Estimated clock offset (peer wall - our wall), ms. */
-  clockOffsetMs: number;
-  addrs: string[];
-}
-
 /** A rate limiter that is one node of a ratemesh mesh. `check` never touches the network. */
 export interface MeshLimiter extends RateLimiter {
   start(): Promise<void>;
@@ -115,7 +105,8 @@ export interface MeshLimiter extends RateLimiter {
   stop(): Promise<void>;
   readonly peerId: string;
   multiaddrs(): string[];
-  peers(): PeerInfo[];
+  /** The members as this node sees them, each with the addresses the transport is connected to it on (`addrs`). */
+  peers(): PeerView[];
   stats(): MeshStats;
   /** The gossip topic, `ratemesh/3` (one per wire format, whatever the policies). */
   readonly topic: string;
@@ -129,17 +120,7 @@ export interface MeshLimiter extends RateLimiter {
    * their counts, changed ones start fresh under their new version, removed
    * ones are dropped. Takes effect for the next check and the next gossip tick.
    */
-  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyChange;
-}
-
-/** What a policy replacement did, by policy name. */
-export interface PolicyChange {
-  kept: string[];
-  changed: string[];
-  added: string[];
-  removed: string[];
-  /** The new policy-set version. */
-  version: string;
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyReplacement;
 }
 
 /** Counters of the network layer; the engine's own figures are under `engine`. */
@@ -147,6 +128,7 @@ export interface MeshStats {
   peerId: string;
   topic: string;
   running: boolean;
+  /** `members` and `departed` are the engine's (its peer table and depart rule); `connected` the transport's. */
   peers: { connected: number; members: number; departed: number };
   gossip: {
     ticks: number;
@@ -156,14 +138,14 @@ export interface MeshStats {
     publishErrors: number;
     msgsIn: number;
     bytesIn: number;
-    /** Messages the engine refused, by its reason (the engine keeps its own detailed counts). */
-    rejected: Record<string, number>;
+    /** Received messages the engine dropped, by its reason (the engine keeps its own detailed counts). */
+    dropped: Record<string, number>;
     /** Received messages handed back to gossipsub to relay, and not to (their origin reached everyone we know). */
     relayed: number;
     notRelayed: number;
   };
-  /** Transport-level drops, by reason (oversize, unsigned, self, stopped, ...). */
-  drops: Record<string, number>;
+  /** Messages the transport dropped, by reason (oversize, unsigned, self, stopped, ...). */
+  dropped: Record<string, number>;
   injected: { delayMs: number; loss: number; delayed: number; dropped: number };
   sync: SyncStats;
   /**
@@ -175,5 +157,5 @@ export interface MeshStats {
   /** Peers seen subscribing to another ratemesh topic (another wire format): never merged. */
   otherTopics: { events: number; peers: Record<string, string> };
   discovery: { dials: number; dialErrors: number; dnsErrors: number; lastResolved: number };
-  engine: object;
+  engine: EngineStats;
 }

@@ -1,5 +1,6 @@
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import { ALGORITHMS, type AlgorithmName, type LocalAlgorithmSpec, type Policy } from '../types.js';
+import { invalid } from '../validate.js';
 import {
   DEFAULT_BUCKETS,
   MAX_BUCKETS,
@@ -9,7 +10,6 @@ import {
   MIN_WINDOW_MS,
   NAME_PATTERN,
 } from './constants.js';
-import { describeValue } from './describe.js';
 import { policySetVersion, policyVersion } from './version.js';
 
 /** A validated, frozen set of policies with unique names. Produced by {@link compilePolicies}. */
@@ -393,5 +393,5 @@ function join(path: string, field: string): string {
 }
 
 function fail(field: string, reason: string, got: unknown): never {
-  throw new RateMeshError(ErrorCodes.POLICY_INVALID, `${reason} (got ${describeValue(got)})`, field);
+  return invalid(field, reason, got, ErrorCodes.POLICY_INVALID);
 }

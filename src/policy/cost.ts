@@ -1,6 +1,6 @@
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import type { Policy } from '../types.js';
-import { describeValue } from './describe.js';
+import { describeValue } from '../validate.js';
 
 /**
  * Validates a request's weighted cost against a policy: an integer from 1 to

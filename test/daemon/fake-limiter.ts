@@ -1,12 +1,16 @@
+import type { PeerView } from '../../src/decision/peers.js';
+import { emptyEngineStats, type PolicyReplacement } from '../../src/decision/types.js';
 import { ErrorCodes, RateMeshError } from '../../src/errors.js';
-import type { MeshLimiter, MeshStats, PeerInfo, PolicyChange } from '../../src/mesh/types.js';
+import type { MeshLimiter, MeshStats } from '../../src/mesh/types.js';
 import type { PolicySet } from '../../src/policy/index.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../../src/types.js';
 
 /**
  * A stand-in for the mesh limiter: fixed counts per (policy, key) that never
  * reset, the same error contract (RateMeshError for unknown policy, bad key,
- * bad cost), and settable peers and stats. No network.
+ * bad cost), and settable peers and stats. No network. Like the engine, it
+ * reports the L/N fallback when every known peer is stale, unless a test sets
+ * `fallback` to say otherwise (a node still waiting for its expected peers).
  */
 export class FakeLimiter implements MeshLimiter {
   readonly peerId = '12D3KooWFakePeer';
@@ -14,8 +18,10 @@ export class FakeLimiter implements MeshLimiter {
   ready = false;
   started = 0;
   stopped = 0;
-  peerList: PeerInfo[] = [];
+  peerList: PeerView[] = [];
   statsValue: MeshStats = emptyStats(this.peerId, this.topic);
+  /** The engine's fallback as stats() reports it; undefined: every known peer is stale. */
+  fallback: boolean | undefined;
   /** When set, check() throws it (to test the server's 500 path). */
   explode: unknown;
   private readonly counts = new Map<string, number>();
@@ -38,14 +44,14 @@ export class FakeLimiter implements MeshLimiter {
   }
 
   /** Keeps the counts of a policy whose limit is unchanged; a changed or removed one loses them. */
-  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyChange {
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyReplacement {
     const list = (Array.isArray(policies) ? policies : (policies as PolicySet).policies) as {
       name: string;
       limit: number;
       shadow?: boolean;
     }[];
     const next = new Map(list.map((p) => [p.name, p.limit]));
-    const out: PolicyChange = { kept: [], changed: [], added: [], removed: [], version: '' };
+    const out: PolicyReplacement = { kept: [], changed: [], added: [], removed: [], version: '' };
     for (const [name, limit] of next) {
       const was = this.limits.get(name);
       if (was === undefined) out.added.push(name);
@@ -78,12 +84,14 @@ export class FakeLimiter implements MeshLimiter {
     return ['/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWFakePeer'];
   }
 
-  peers(): PeerInfo[] {
+  peers(): PeerView[] {
     return this.peerList;
   }
 
   stats(): MeshStats {
-    return this.statsValue;
+    const peers = this.peerList;
+    const fallback = this.fallback ?? (peers.length > 0 && peers.every((p) => p.stale));
+    return { ...this.statsValue, engine: { ...this.statsValue.engine, fallback } };
   }
 
   policy(_name: string): Policy | undefined {
@@ -168,15 +176,15 @@ export function emptyStats(peerId: string, topic: string): MeshStats {
       publishErrors: 0,
       msgsIn: 0,
       bytesIn: 0,
-      rejected: {},
+      dropped: {},
     },
-    drops: {},
+    dropped: {},
     injected: { delayMs: 0, loss: 0, delayed: 0, dropped: 0 },
     sync: { pulls: 0, pullsOk: 0, pullsFailed: 0, served: 0, bytesIn: 0, bytesOut: 0, failures: {} },
     versionMismatch: {},
     otherTopics: { events: 0, peers: {} },
     discovery: { dials: 0, dialErrors: 0, dnsErrors: 0, lastResolved: 0 },
-    engine: {},
+    engine: emptyEngineStats(),
   };
 }
 
@@ -187,4 +195,20 @@ export function memoryLogger() {
     lines.push({ level, obj, msg });
   };
   return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+/** A peer as the engine reports it: `over` on top of a fresh, live one. */
+export function fakePeer(over: Partial<PeerView> & { id: string }): PeerView {
+  return {
+    ageMs: 0,
+    stale: false,
+    delayMs: 0,
+    clockOffsetMs: 0,
+    members: 2,
+    messages: 1,
+    ignoredMs: 0,
+    skewed: false,
+    addrs: [],
+    ...over,
+  };
 }

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { DaemonConfig } from '../../src/daemon/config.js';
 import { type Daemon, startDaemon } from '../../src/daemon/daemon.js';
 import { ErrorCodes, RateMeshError } from '../../src/errors.js';
-import { FakeLimiter, memoryLogger } from './fake-limiter.js';
+import { FakeLimiter, fakePeer, memoryLogger } from './fake-limiter.js';
 
 function config(over: Partial<DaemonConfig['mesh']> = {}): DaemonConfig {
   return {
@@ -467,10 +467,10 @@ describe('GET /healthz', () => {
     let r = await fetch(`${daemon.http.url}/healthz`);
     expect(r.status).toBe(503);
     expect(((await r.json()) as Loose).reason).toMatch(/no peers yet/);
-    fake.peerList = [{ id: 'p1', ageMs: 5, stale: false, clockOffsetMs: 1, addrs: [] }];
+    fake.peerList = [fakePeer({ id: 'p1', ageMs: 5, stale: false, clockOffsetMs: 1, addrs: [] })];
     r = await fetch(`${daemon.http.url}/healthz`);
     expect(r.status).toBe(200);
-    fake.peerList = [{ id: 'p1', ageMs: 500, stale: true, clockOffsetMs: 1, addrs: [] }];
+    fake.peerList = [fakePeer({ id: 'p1', ageMs: 500, stale: true, clockOffsetMs: 1, addrs: [] })];
     r = await fetch(`${daemon.http.url}/healthz`);
     expect(r.status).toBe(503);
     expect(await r.json()).toMatchObject({ fallback: true, reason: expect.stringMatching(/stale/) });
@@ -480,8 +480,8 @@ describe('GET /healthz', () => {
 describe('GET /v1/peers and /v1/stats', () => {
   it('lists peers', async () => {
     fake.peerList = [
-      { id: 'p1', ageMs: 5, stale: false, clockOffsetMs: 1, addrs: ['/ip4/127.0.0.1/tcp/2'] },
-      { id: 'p2', ageMs: 900, stale: true, clockOffsetMs: -3, addrs: [] },
+      fakePeer({ id: 'p1', ageMs: 5, stale: false, clockOffsetMs: 1, addrs: ['/ip4/127.0.0.1/tcp/2'] }),
+      fakePeer({ id: 'p2', ageMs: 900, stale: true, clockOffsetMs: -3, addrs: [] }),
     ];
     const body = (await (await fetch(`${daemon.http.url}/v1/peers`)).json()) as Loose;
     expect(body).toMatchObject({ peerId: fake.peerId, live: 1, stale: 1, fallback: false });
@@ -506,15 +506,15 @@ describe('GET /v1/peers and /v1/stats', () => {
 describe('one definition of "fallback active" (issue 10)', () => {
   it('/healthz, /v1/peers and the gauge agree, also while a node still waits for its expected peers', async () => {
     // a live peer is heard, but the engine still waits for the others it expects: it decides in fallback
-    fake.peerList = [{ id: 'peerA', ageMs: 10, stale: false, clockOffsetMs: 0, addrs: [] }];
-    fake.statsValue.engine = { fallback: true };
+    fake.peerList = [fakePeer({ id: 'peerA', ageMs: 10, stale: false, clockOffsetMs: 0, addrs: [] })];
+    fake.fallback = true;
     const health = (await (await fetch(`${daemon.http.url}/healthz`)).json()) as Loose;
     const peers = (await (await fetch(`${daemon.http.url}/v1/peers`)).json()) as Loose;
     const metrics = await (await fetch(`${daemon.http.url}/metrics`)).text();
     expect(health.fallback).toBe(true);
     expect(peers.fallback).toBe(true);
     expect(metrics).toContain('ratemesh_fallback_active 1');
-    fake.statsValue.engine = { fallback: false };
+    fake.fallback = false;
     expect(((await (await fetch(`${daemon.http.url}/v1/peers`)).json()) as Loose).fallback).toBe(false);
     expect(await (await fetch(`${daemon.http.url}/metrics`)).text()).toContain('ratemesh_fallback_active 0');
   });
@@ -522,11 +522,11 @@ describe('one definition of "fallback active" (issue 10)', () => {
 
 describe('GET /metrics', () => {
   it('exposes the named series', async () => {
-    fake.peerList = [{ id: 'peerA', ageMs: 1500, stale: true, clockOffsetMs: -2, addrs: [] }];
+    fake.peerList = [fakePeer({ id: 'peerA', ageMs: 1500, stale: true, clockOffsetMs: -2, addrs: [] })];
     fake.statsValue.gossip.msgsIn = 42;
     fake.statsValue.gossip.bytesOut = 4096;
-    fake.statsValue.drops = { oversize: 2 };
-    fake.statsValue.gossip.rejected = { 'version-mismatch': 1, oversize: 1 };
+    fake.statsValue.dropped = { oversize: 2 };
+    fake.statsValue.gossip.dropped = { 'version-mismatch': 1, oversize: 1 };
     await post({ policy: 'api', key: 'm' });
     for (let i = 0; i < 3; i++) await post({ policy: 'api', key: 'm', cost: 1 });
     await post({ policy: 'nope', key: 'm' });
@@ -554,9 +554,9 @@ describe('GET /metrics', () => {
     }
     expect(text).toMatch(/^# TYPE ratemesh_decision_duration_seconds histogram$/m);
     expect(text).toMatch(/^process_cpu_user_seconds_total /m);
-    // the engine's own figures win when it reports them
-    fake.statsValue.engine = {
-      fallback: false,
+    // the engine's figures, read by name from its typed stats
+    fake.fallback = false;
+    Object.assign(fake.statsValue.engine, {
       capped: 4,
       keys: 7,
       evictions: 2,
@@ -567,7 +567,7 @@ describe('GET /metrics', () => {
       peersForgotten: 300,
       evictedLive: 6,
       sketchBytes: 1310720,
-    };
+    });
     const text2 = await (await fetch(`${daemon.http.url}/metrics`)).text();
     for (const line of [
       'ratemesh_fallback_active 0',

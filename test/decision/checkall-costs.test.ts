@@ -5,6 +5,7 @@ import { isRateMeshError } from '../../src/errors.js';
 
 function engine() {
   return new Engine({
+    gossipIntervalMs: 10,
     policies: [
       { name: 'a', limit: 5, windowMs: 1000 },
       { name: 'b', limit: 3, windowMs: 1000, scope: 'local', algorithm: 'gcra' },

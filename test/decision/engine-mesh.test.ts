@@ -11,7 +11,7 @@ const L = 100;
 const P: PolicySpec[] = [{ name: 'p', limit: L, windowMs: 1000, buckets: 10, overAdmission: 'naive' }];
 
 function mesh(ids: string[], policies: readonly PolicySpec[] = P, clock = new ManualClock(T0)) {
-  const es = ids.map((id) => new Engine({ policies, clock, nodeId: id }));
+  const es = ids.map((id) => new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: id }));
   return { es, clock };
 }
 
@@ -159,8 +159,13 @@ describe('gossip between engines', () => {
 
   it('a sender on another version of a policy: its message is accepted, that policy is not merged, it is counted as on another version', () => {
     const clock = new ManualClock(T0);
-    const a = new Engine({ policies: P, clock, nodeId: 'a' });
-    const other = new Engine({ policies: [{ name: 'p', limit: L + 1, windowMs: 1000 }], clock, nodeId: 'x' });
+    const a = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'a' });
+    const other = new Engine({
+      gossipIntervalMs: 10,
+      policies: [{ name: 'p', limit: L + 1, windowMs: 1000 }],
+      clock,
+      nodeId: 'x',
+    });
     expect(other.version).not.toBe(a.version);
     expect(other.policyVersions().p).not.toBe(a.policyVersions().p);
     spend(other, 'p', 'k', 10);
@@ -177,8 +182,9 @@ describe('gossip between engines', () => {
 
   it('policies a node does not have are ignored, not an error; the ones it has merge', () => {
     const clock = new ManualClock(T0);
-    const a = new Engine({ policies: P, clock, nodeId: 'a' });
+    const a = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'a' });
     const x = new Engine({
+      gossipIntervalMs: 10,
       policies: [...P, { name: 'extra', limit: 5, windowMs: 1000 }],
       clock,
       nodeId: 'x',
@@ -203,8 +209,8 @@ describe('gossip between engines', () => {
       { name: 'zeta', limit: 50, windowMs: 1000 },
       { name: 'alpha', limit: 70, windowMs: 2000 },
     ];
-    const a = new Engine({ policies: specs, clock, nodeId: 'a' });
-    const b = new Engine({ policies: [...specs].reverse(), clock, nodeId: 'b' });
+    const a = new Engine({ gossipIntervalMs: 10, policies: specs, clock, nodeId: 'a' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: [...specs].reverse(), clock, nodeId: 'b' });
     expect(b.version).toBe(a.version);
     spend(a, 'zeta', 'k', 5);
     spend(a, 'alpha', 'k', 9);
@@ -265,7 +271,7 @@ describe('gossip between engines', () => {
 
   it('a cap on peers: gossip from more origins than maxPeers is dropped', () => {
     const clock = new ManualClock(T0);
-    const b = new Engine({ policies: P, clock, nodeId: 'b', maxPeers: 2 });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b', maxPeers: 2 });
     const c = Math.floor(T0 / 100);
     expect(b.receiveGossip('x1', craft(b, [{ base: c, counts: [1] }])).ok).toBe(true);
     expect(b.receiveGossip('x2', craft(b, [{ base: c, counts: [1] }])).ok).toBe(true);
@@ -283,7 +289,7 @@ describe('gossip between engines', () => {
       gossip(a, b);
       clock.advance(10);
     }
-    const a2 = new Engine({ policies: P, clock, nodeId: 'a' });
+    const a2 = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'a' });
     spend(a2, 'p', 'k', 3);
     expect(gossip(a2, b)).toEqual([{ ok: true }]);
     expect(b.estimate('p', 'k')).toBe(3);
@@ -389,13 +395,13 @@ describe('sync', () => {
     const ca = new ManualClock(T0);
     const cb = new ManualClock(T0 - SKEW);
     const cc = new ManualClock(T0);
-    const a = new Engine({ policies: P, clock: ca, nodeId: 'a' });
-    const c = new Engine({ policies: P, clock: cc, nodeId: 'c' });
+    const a = new Engine({ gossipIntervalMs: 10, policies: P, clock: ca, nodeId: 'a' });
+    const c = new Engine({ gossipIntervalMs: 10, policies: P, clock: cc, nodeId: 'c' });
     expect(spend(c, 'p', 'k', 10)).toBe(10);
     gossip(c, a);
     expect(spend(a, 'p', 'k', 30)).toBe(30);
     expect(spend(a, 'p', 'j', 4)).toBe(4);
-    const b = new Engine({ policies: P, clock: cb, nodeId: 'b' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock: cb, nodeId: 'b' });
     const advance = (ms: number) => {
       for (const k of [ca, cb, cc]) k.advance(ms);
     };
@@ -430,8 +436,8 @@ describe('sync', () => {
     for (const skew of [-40, 0, 17.5]) {
       const ca = new ManualClock(T0 + skew);
       const cb = new ManualClock(T0);
-      const a = new Engine({ policies: P, clock: ca, nodeId: 'a' });
-      const b = new Engine({ policies: P, clock: cb, nodeId: 'b' });
+      const a = new Engine({ gossipIntervalMs: 10, policies: P, clock: ca, nodeId: 'a' });
+      const b = new Engine({ gossipIntervalMs: 10, policies: P, clock: cb, nodeId: 'b' });
       const req = b.buildSyncRequest();
       ca.advance(6);
       cb.advance(6);
@@ -451,7 +457,7 @@ describe('sync', () => {
     gossip(a, b);
     // a restart takes longer than a bucket (100 ms here): its new counts land in later buckets
     clock.advance(250);
-    const a2 = new Engine({ policies: P, clock, nodeId: 'a' });
+    const a2 = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'a' });
     expect(a2.estimate('p', 'k')).toBe(0);
     const res = b.answerSync('a', a2.buildSyncRequest()) as Uint8Array;
     expect(a2.receiveSyncResponse('b', res)).toEqual({ ok: true });
@@ -479,6 +485,7 @@ describe('sync', () => {
     });
     expect(b.receiveSyncResponse('a', b.buildSyncRequest())).toEqual({ ok: false, reason: 'sync-bad-type' });
     const other = new Engine({
+      gossipIntervalMs: 10,
       policies: [{ name: 'p', limit: 5, windowMs: 1000 }],
       clock: new ManualClock(T0),
       nodeId: 'o',

@@ -487,7 +487,7 @@ describe('bad input', () => {
   it('a NaN or infinite clock throws ERR_CLOCK_INVALID and changes nothing', () => {
     let t: number = T0;
     const clock: Clock = { now: () => t };
-    const e = new Engine({ policies: [P], clock });
+    const e = new Engine({ gossipIntervalMs: 10, policies: [P], clock });
     expect(e.check('p', 'k').allowed).toBe(true);
     for (const bad of [
       Number.NaN,
@@ -524,8 +524,8 @@ describe('bad input', () => {
               local: { algorithm: 'token-bucket', limit: 4, windowMs: 200 },
             },
           ];
-          const a = new Engine({ policies: specs, clock: raw });
-          const b = new Engine({ policies: specs, clock: clamped });
+          const a = new Engine({ gossipIntervalMs: 10, policies: specs, clock: raw });
+          const b = new Engine({ gossipIntervalMs: 10, policies: specs, clock: clamped });
           let t = T0;
           let max = Number.NEGATIVE_INFINITY;
           let admittedA = 0;
@@ -649,8 +649,8 @@ describe('gossip header', () => {
 describe('hot-key shortcut', () => {
   it('a hot key evicted by gossip for new keys starts a fresh window in the store, never the dropped one', () => {
     const clock = new ManualClock(T0);
-    const peer = new Engine({ policies: [P], clock, nodeId: 'peer', maxKeys: 1000 });
-    const e = new Engine({ policies: [P], clock, nodeId: 'self', maxKeys: 10 });
+    const peer = new Engine({ gossipIntervalMs: 10, policies: [P], clock, nodeId: 'peer', maxKeys: 1000 });
+    const e = new Engine({ gossipIntervalMs: 10, policies: [P], clock, nodeId: 'self', maxKeys: 10 });
     expect(spend(e, 'p', 'hot', 3)).toBe(3);
     clock.advance(5000); // 'hot' has aged out: the first key eviction drops
     for (let i = 0; i < 20; i++) peer.check('p', `peer:${i}`);
@@ -681,15 +681,21 @@ describe('construction', () => {
     const c = new ManualClock(0);
     expectCode(() => new Engine(null as never), ErrorCodes.CONFIG_INVALID);
     expectCode(() => new Engine({ policies: [P], clock: c, gossipIntervalMs: 0 }), ErrorCodes.CONFIG_INVALID);
-    expectCode(() => new Engine({ policies: [P], clock: c, maxKeys: 1.5 }), ErrorCodes.CONFIG_INVALID);
-    expectCode(() => new Engine({ policies: [P], clock: c, nodeId: '' }), ErrorCodes.CONFIG_INVALID);
     expectCode(
-      () => new Engine({ policies: [P], clock: c, earlyPublishFraction: 0 }),
+      () => new Engine({ gossipIntervalMs: 10, policies: [P], clock: c, maxKeys: 1.5 }),
       ErrorCodes.CONFIG_INVALID,
     );
-    expectCode(() => new Engine({ policies: [], clock: c }), ErrorCodes.POLICY_INVALID);
     expectCode(
-      () => new Engine({ policies: [{ name: 'p', limit: 0, windowMs: 1 }], clock: c }),
+      () => new Engine({ gossipIntervalMs: 10, policies: [P], clock: c, nodeId: '' }),
+      ErrorCodes.CONFIG_INVALID,
+    );
+    expectCode(
+      () => new Engine({ gossipIntervalMs: 10, policies: [P], clock: c, earlyPublishFraction: 0 }),
+      ErrorCodes.CONFIG_INVALID,
+    );
+    expectCode(() => new Engine({ gossipIntervalMs: 10, policies: [], clock: c }), ErrorCodes.POLICY_INVALID);
+    expectCode(
+      () => new Engine({ gossipIntervalMs: 10, policies: [{ name: 'p', limit: 0, windowMs: 1 }], clock: c }),
       ErrorCodes.POLICY_INVALID,
     );
   });
@@ -710,6 +716,7 @@ describe('multi-policy retry-after', () => {
   it('when several pairs refuse, the request waits for the slowest of them', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const e = new Engine({
+      gossipIntervalMs: 10,
       clock,
       policies: [
         { name: 'fast', limit: 1, windowMs: 1000 },
@@ -746,5 +753,22 @@ describe('multi-policy retry-after', () => {
         ['slow', 'k'],
       ]).allowed,
     ).toBe(true);
+  });
+});
+
+describe('early publish (unsent own cost, kept by the engine beside the window)', () => {
+  it('asks once a key’s unsent own cost reaches earlyPublishFraction of L; a gossip resets it', () => {
+    const { e } = engine([{ name: 'p', limit: 100, windowMs: 1000 }], { earlyPublishFraction: 0.05 });
+    expect(spend(e, 'p', 'k', 4)).toBe(4);
+    expect(e.wantsEarlyPublish()).toBe(false);
+    expect(spend(e, 'p', 'k', 1)).toBe(1);
+    expect(e.wantsEarlyPublish()).toBe(true);
+    e.buildGossip();
+    expect(e.wantsEarlyPublish()).toBe(false);
+    // counted again from the gossip on: 4 more are not enough
+    expect(spend(e, 'p', 'k', 4)).toBe(4);
+    expect(e.wantsEarlyPublish()).toBe(false);
+    expect(spend(e, 'p', 'k', 1)).toBe(1);
+    expect(e.wantsEarlyPublish()).toBe(true);
   });
 });

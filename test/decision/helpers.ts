@@ -6,13 +6,13 @@ import type { PolicySpec } from '../../src/types.js';
 
 export const T0 = 1_700_000_000_000;
 
-/** An engine on its own ManualClock. */
+/** An engine on its own ManualClock, gossiping every 10 ms (stale after 50 ms) unless `opts` says otherwise. */
 export function engine(
   policies: readonly PolicySpec[],
   opts: Partial<EngineOptions> = {},
   clock = new ManualClock(T0),
 ): { e: Engine; clock: ManualClock } {
-  return { e: new Engine({ policies, clock, ...opts }), clock };
+  return { e: new Engine({ gossipIntervalMs: 10, policies, clock, ...opts }), clock };
 }
 
 /** Asserts `fn` throws a RateMeshError with `code`. */

@@ -24,6 +24,7 @@ describe('per-origin caps across messages', () => {
     const clock = new ManualClock(T0);
     const warnings: object[] = [];
     const b = new Engine({
+      gossipIntervalMs: 10,
       policies: P,
       clock,
       nodeId: 'b',
@@ -55,8 +56,8 @@ describe('per-origin caps across messages', () => {
 
   it('an honest peer is never capped: a full window of admissions arrives in full', () => {
     const clock = new ManualClock(T0);
-    const a = new Engine({ policies: P, clock, nodeId: 'a' });
-    const b = new Engine({ policies: P, clock, nodeId: 'b' });
+    const a = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'a' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b' });
     for (let t = 0; t < 3000; t += 10) {
       spend(a, 'p', 'k', 5);
       gossip(a, b);
@@ -68,7 +69,7 @@ describe('per-origin caps across messages', () => {
 
   it('a message with more keys than maxKeysPerMessage is dropped whole before anything is merged', () => {
     const clock = new ManualClock(T0);
-    const b = new Engine({ policies: P, clock, nodeId: 'b', maxKeysPerMessage: 100 });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b', maxKeysPerMessage: 100 });
     const c = Math.floor(T0 / 100);
     const many = Array.from({ length: 101 }, (_, i) => ({ key: `k${i}`, base: c, counts: [1] }));
     expect(b.receiveGossip('x', msg(b, 1, many))).toEqual({ ok: false, reason: 'too-many-keys' });
@@ -80,8 +81,8 @@ describe('per-origin caps across messages', () => {
 
   it('a sender never puts more than maxKeysPerMessage keys in a message; the rest go in the next ticks', () => {
     const clock = new ManualClock(T0);
-    const a = new Engine({ policies: P, clock, nodeId: 'a', maxKeysPerMessage: 10 });
-    const b = new Engine({ policies: P, clock, nodeId: 'b', maxKeysPerMessage: 10 });
+    const a = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'a', maxKeysPerMessage: 10 });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b', maxKeysPerMessage: 10 });
     for (let i = 0; i < 25; i++) spend(a, 'p', `k${i}`, 1 + (i % 3));
     const sizes: number[] = [];
     for (let t = 0; t < 3; t++) {
@@ -102,8 +103,8 @@ describe('demand claims backed by no counts', () => {
   function run(attacker: boolean) {
     const clock = new ManualClock(T0);
     const pol: PolicySpec[] = [{ name: 'p', limit: 1000, windowMs: 1000, buckets: 50 }];
-    const a = new Engine({ policies: pol, clock, nodeId: 'a' });
-    const b = new Engine({ policies: pol, clock, nodeId: 'b' });
+    const a = new Engine({ gossipIntervalMs: 10, policies: pol, clock, nodeId: 'a' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: pol, clock, nodeId: 'b' });
     let admitted = 0;
     let seq = 0;
     for (let ms = 0; ms < 5000; ms++) {

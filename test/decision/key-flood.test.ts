@@ -18,7 +18,14 @@ const POLICIES: PolicySpec[] = [
  */
 function run(flood: number, maxKeys = 10_000) {
   const clock = new ManualClock(T0);
-  const e = new Engine({ policies: POLICIES, clock, nodeId: 'n', maxKeys, sketchSeed: 7 });
+  const e = new Engine({
+    gossipIntervalMs: 10,
+    policies: POLICIES,
+    clock,
+    nodeId: 'n',
+    maxKeys,
+    sketchSeed: 7,
+  });
   const hot: number[] = [];
   const login: number[] = [];
   const burst: number[] = [];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { KeyBudget, KeyStore } from '../../src/decision/key-store.js';
 import { PeerTable } from '../../src/decision/peers.js';
+import { KeyBudget, KeyStore, takeRef } from '../../src/keys/key-store.js';
 
 describe('PeerTable', () => {
   function heard(t: PeerTable, id: string, at: number) {
@@ -74,11 +74,11 @@ describe('KeyStore under one KeyBudget', () => {
     const expired = new Set<string>();
     const evicted: string[] = [];
     const budget = new KeyBudget(10);
-    const store = new KeyStore<V>(
-      budget,
-      (x) => expired.has(x.id),
-      (k, _v, live) => evicted.push(live ? k : `(${k})`),
-    );
+    const store = new KeyStore<V>(budget, {
+      isExpired: (x) => expired.has(x.id),
+      onEvict: (k, _v, live) => evicted.push(live ? k : `(${k})`),
+      takeUsed: takeRef,
+    });
     for (let i = 0; i < 10; i++) store.insert(`k${i}`, v(`k${i}`));
     expect(store.size).toBe(10);
     expired.add('k3');
@@ -100,11 +100,11 @@ describe('KeyStore under one KeyBudget', () => {
   it('second chance: a key used since it was inserted is passed over once', () => {
     const evicted: string[] = [];
     const budget = new KeyBudget(10);
-    const store = new KeyStore<V>(
-      budget,
-      () => false,
-      (k) => evicted.push(k),
-    );
+    const store = new KeyStore<V>(budget, {
+      isExpired: () => false,
+      onEvict: (k) => evicted.push(k),
+      takeUsed: takeRef,
+    });
     for (let i = 0; i < 10; i++) store.insert(`k${i}`, v(`k${i}`));
     store.get('k0')!.ref = true;
     store.insert('n0', v('n0'));
@@ -116,8 +116,8 @@ describe('KeyStore under one KeyBudget', () => {
 
   it('maxKeys is one cap over every store: a flood in one evicts from the largest, never past the cap', () => {
     const budget = new KeyBudget(1000);
-    const a = new KeyStore<V>(budget, () => false);
-    const b = new KeyStore<V>(budget, () => false);
+    const a = new KeyStore<V>(budget, { isExpired: () => false, takeUsed: takeRef });
+    const b = new KeyStore<V>(budget, { isExpired: () => false, takeUsed: takeRef });
     for (let i = 0; i < 100; i++) b.insert(`b${i}`, v(`b${i}`));
     for (let i = 0; i < 100_000; i++) {
       a.insert(`k${i}`, v(`k${i}`));

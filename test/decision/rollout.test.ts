@@ -36,7 +36,14 @@ function run(
   const es = Array.from(
     { length: n },
     (_, i) =>
-      new Engine({ policies: policiesOf(i), clock, nodeId: `n${i}`, expectedMembers: n, sketchSeed: 1 }),
+      new Engine({
+        gossipIntervalMs: 10,
+        policies: policiesOf(i),
+        clock,
+        nodeId: `n${i}`,
+        expectedMembers: n,
+        sketchSeed: 1,
+      }),
   );
   const admitted: Record<string, number[]> = { a: [], b: [] };
   for (let t = 0; t < ms; t++) {
@@ -74,7 +81,13 @@ describe('per-policy versions: a changed policy does not split the others', () =
     const clock = new ManualClock(T0);
     const es = [0, 1, 2, 3].map(
       (i) =>
-        new Engine({ policies: [A, i < 2 ? B_OLD : renamed], clock, nodeId: `n${i}`, expectedMembers: 4 }),
+        new Engine({
+          gossipIntervalMs: 10,
+          policies: [A, i < 2 ? B_OLD : renamed],
+          clock,
+          nodeId: `n${i}`,
+          expectedMembers: 4,
+        }),
     );
     const times: number[] = [];
     for (let t = 0; t < 4000; t++) {
@@ -115,8 +128,20 @@ describe('per-policy versions: a changed policy does not split the others', () =
     const clock = new ManualClock(T0);
     // naive admission: the figures are the limit less the reservations, nothing else
     const naive = (p: PolicySpec): PolicySpec => ({ ...p, overAdmission: 'naive' });
-    const y = new Engine({ policies: [naive(A), naive(B_NEW)], clock, nodeId: 'y', staleAfterMs: 50 });
-    const x = new Engine({ policies: [naive(A), naive(B_OLD)], clock, nodeId: 'x', staleAfterMs: 50 });
+    const y = new Engine({
+      gossipIntervalMs: 10,
+      policies: [naive(A), naive(B_NEW)],
+      clock,
+      nodeId: 'y',
+      staleAfterMs: 50,
+    });
+    const x = new Engine({
+      gossipIntervalMs: 10,
+      policies: [naive(A), naive(B_OLD)],
+      clock,
+      nodeId: 'x',
+      staleAfterMs: 50,
+    });
     gossip(x, y);
     expect(y.stats().foreignVersion).toEqual({ b: 1 });
     // y reserves L/N = 150/2 of b for x; a is unaffected
@@ -150,8 +175,8 @@ describe('Engine.replacePolicies', () => {
 
   it('keeps unchanged policies (counts, local states, gossip), moves a changed one to its new version, adds and removes', () => {
     const clock = new ManualClock(T0);
-    const e = new Engine({ policies: [A, B_OLD, LOC], clock, nodeId: 'e' });
-    const peer = new Engine({ policies: [A, B_OLD], clock, nodeId: 'p' });
+    const e = new Engine({ gossipIntervalMs: 10, policies: [A, B_OLD, LOC], clock, nodeId: 'e' });
+    const peer = new Engine({ gossipIntervalMs: 10, policies: [A, B_OLD], clock, nodeId: 'p' });
     expect(spend(e, 'a', 'k', 30)).toBe(30);
     expect(spend(e, 'b', 'k', 20)).toBe(20);
     expect(spend(e, 'loc', 'k', 3)).toBe(3);
@@ -176,7 +201,7 @@ describe('Engine.replacePolicies', () => {
     // controlled mode: shared with the live peer until demands are gossiped (the peer lacks c: after a tick it is all e's)
     expect(spend(e, 'c', 'k', 20)).toBe(5);
     // gossip still carries a's own counts under a's row
-    const other = new Engine({ policies: [A], clock, nodeId: 'o' });
+    const other = new Engine({ gossipIntervalMs: 10, policies: [A], clock, nodeId: 'o' });
     gossip(e, other);
     expect(other.estimate('a', 'k')).toBe(30);
     expect(e.stats().policyReplacements).toBe(1);
@@ -184,7 +209,7 @@ describe('Engine.replacePolicies', () => {
 
   it('a changed window or bucket count starts the policy fresh (its counts are in other buckets)', () => {
     const clock = new ManualClock(T0);
-    const e = new Engine({ policies: [A, B_OLD], clock, nodeId: 'e' });
+    const e = new Engine({ gossipIntervalMs: 10, policies: [A, B_OLD], clock, nodeId: 'e' });
     spend(e, 'b', 'k', 20);
     spend(e, 'a', 'k', 5);
     const keys = e.stats().keys;
@@ -197,7 +222,7 @@ describe('Engine.replacePolicies', () => {
 
   it('a removed policy is dropped: unknown to checks, its keys freed', () => {
     const clock = new ManualClock(T0);
-    const e = new Engine({ policies: [A, B_OLD], clock, nodeId: 'e' });
+    const e = new Engine({ gossipIntervalMs: 10, policies: [A, B_OLD], clock, nodeId: 'e' });
     spend(e, 'a', 'k', 3);
     for (let i = 0; i < 10; i++) spend(e, 'b', `k${i}`, 1);
     expect(e.stats().keys).toBe(11);
@@ -211,7 +236,7 @@ describe('Engine.replacePolicies', () => {
 
   it('an invalid set is refused and changes nothing', () => {
     const clock = new ManualClock(T0);
-    const e = new Engine({ policies: [A, B_OLD], clock, nodeId: 'e' });
+    const e = new Engine({ gossipIntervalMs: 10, policies: [A, B_OLD], clock, nodeId: 'e' });
     spend(e, 'a', 'k', 30);
     const v = e.version;
     let err: unknown;
@@ -229,10 +254,10 @@ describe('Engine.replacePolicies', () => {
 
   it('a snapshot restores only the policies at the version they were saved under', () => {
     const clock = new ManualClock(T0);
-    const a = new Engine({ policies: [A, B_OLD], clock, nodeId: 'a' });
+    const a = new Engine({ gossipIntervalMs: 10, policies: [A, B_OLD], clock, nodeId: 'a' });
     spend(a, 'a', 'k', 5);
     spend(a, 'b', 'k', 6);
-    const b = new Engine({ policies: [A, B_NEW], clock, nodeId: 'b' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: [A, B_NEW], clock, nodeId: 'b' });
     expect(b.restoreSnapshot(a.snapshot())).toEqual({ ok: true, restored: 1 });
     expect(b.estimate('a', 'k')).toBe(5);
     expect(b.estimate('b', 'k')).toBe(0);
@@ -240,8 +265,8 @@ describe('Engine.replacePolicies', () => {
 
   it('members last heard on the old version of a changed policy count as on another version at once', () => {
     const clock = new ManualClock(T0);
-    const x = new Engine({ policies: [A, B_OLD], clock, nodeId: 'x' });
-    const y = new Engine({ policies: [A, B_OLD], clock, nodeId: 'y' });
+    const x = new Engine({ gossipIntervalMs: 10, policies: [A, B_OLD], clock, nodeId: 'x' });
+    const y = new Engine({ gossipIntervalMs: 10, policies: [A, B_OLD], clock, nodeId: 'y' });
     gossip(x, y);
     expect(y.stats().foreignVersion).toEqual({});
     y.replacePolicies([A, B_NEW]);

@@ -5,11 +5,16 @@ import type { PolicySpec } from '../../src/types.js';
 import { gossip, spend, T0 } from './helpers.js';
 
 const L = 90;
+/** These drills run at g = 10 ms, d = 10 ms: stale after 3g + 2d = 50 ms. */
+const G = 10;
 
 function mesh(n: number, spec: Partial<PolicySpec> = {}, opts: Partial<EngineOptions> = {}) {
   const clock = new ManualClock(T0);
   const policies: PolicySpec[] = [{ name: 'p', limit: L, windowMs: 1000, buckets: 10, ...spec }];
-  const es = Array.from({ length: n }, (_, i) => new Engine({ policies, clock, nodeId: `n${i}`, ...opts }));
+  const es = Array.from(
+    { length: n },
+    (_, i) => new Engine({ policies, clock, nodeId: `n${i}`, gossipIntervalMs: G, ...opts }),
+  );
   /** Everyone in `live` gossips to everyone else, `times` times, `everyMs` apart. */
   const rounds = (live: Engine[], times = 1, everyMs = 10) => {
     for (let r = 0; r < times; r++) {
@@ -21,9 +26,13 @@ function mesh(n: number, spec: Partial<PolicySpec> = {}, opts: Partial<EngineOpt
 }
 
 describe('staleness and fallback', () => {
-  it('defaults: stale after 3g + 2d = 50 ms', () => {
+  it('defaults: stale after 3g + 2d: 50 ms at g = 10, 320 ms at the default g = 100 (the mesh default too)', () => {
     const { es } = mesh(1);
     expect(es[0]!.staleAfterMs).toBe(50);
+    const dflt = new Engine({ policies: [{ name: 'p', limit: L, windowMs: 1000 }] });
+    expect(dflt.gossipIntervalMs).toBe(100);
+    expect(dflt.expectedDelayMs).toBe(10);
+    expect(dflt.staleAfterMs).toBe(320);
   });
 
   it('every peer silent longer than staleAfterMs: fallback to floor(L/N) on own counts, then back to global', () => {
@@ -165,6 +174,37 @@ describe('staleness and fallback', () => {
     expect(spend(a, 'p', 'k', 200)).toBe(L / 3);
   });
 
+  it('one depart rule: with no member live, a peer departs only once its connection has been gone departAfterMs too', () => {
+    const { es, clock, rounds } = mesh(3, {}, { departAfterMs: 300 });
+    const a = es[0]!;
+    rounds(es, 3);
+    // n1 stays connected but quiet; n2's connection is gone
+    a.peerConnection('n1', true);
+    a.peerConnection('n2', false);
+    clock.advance(200);
+    a.peerConnection('n2', false); // reported on every sweep: the first report counts
+    clock.advance(150);
+    // both silent 350 ms > 300 and no member live: n2 has been disconnected for 350 ms, n1 not at all
+    expect(a.stats()).toMatchObject({
+      livePeers: 0,
+      stalePeers: 1,
+      members: 3,
+      peersDeparted: 1,
+      fallback: true,
+    });
+    expect(a.peerViews().map((v) => v.id)).toEqual(['n1']);
+    // a reconnected peer is not departed for its silence alone
+    a.peerConnection('n1', false);
+    a.peerConnection('n1', true);
+    clock.advance(1000);
+    expect(a.stats()).toMatchObject({ stalePeers: 1, peersDeparted: 1 });
+    // gone for departAfterMs: it departs too, and the survivor decides alone
+    a.peerConnection('n1', false);
+    clock.advance(301);
+    expect(a.stats()).toMatchObject({ livePeers: 0, stalePeers: 0, peersDeparted: 2, fallback: false });
+    expect(a.check('p', 'k').mode).toBe('global');
+  });
+
   it('peerDeparted (the transport saw it leave) removes a member at once', () => {
     const { es, rounds } = mesh(3);
     const a = es[0]!;
@@ -190,7 +230,7 @@ describe('a node that expects peers (restart)', () => {
   it('enforces L/N with N = expectedMembers until it hears a peer, then decides globally', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const fresh = new Engine({ policies, clock, nodeId: 'fresh', expectedMembers: 4 });
+    const fresh = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'fresh', expectedMembers: 4 });
     let admitted = 0;
     for (let i = 0; i < 100; i++) {
       const d = fresh.check('p', 'k');
@@ -199,7 +239,7 @@ describe('a node that expects peers (restart)', () => {
     }
     expect(admitted).toBe(25);
     const peers = ['p1', 'p2', 'p3'].map(
-      (id) => new Engine({ policies, clock, nodeId: id, expectedMembers: 4 }),
+      (id) => new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: id, expectedMembers: 4 }),
     );
     expect(fresh.receiveGossip('p1', peers[0]!.buildGossip())).toEqual({ ok: true });
     // one of three expected peers heard: the others' shares are unseen, still L/N
@@ -216,11 +256,11 @@ describe('a node that expects peers (restart)', () => {
   it('in fallback, counts it already holds still bound it by L: a restarted node that pulled a full window admits only what is left', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const busy = new Engine({ policies, clock, nodeId: 'busy' });
+    const busy = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'busy' });
     let spent = 0;
     for (let i = 0; i < 90; i++) if (busy.check('p', 'k').allowed) spent++;
     expect(spent).toBe(90);
-    const fresh = new Engine({ policies, clock, nodeId: 'fresh', expectedMembers: 4 });
+    const fresh = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'fresh', expectedMembers: 4 });
     // it hears one of three expected peers (carrying 'busy''s window): still in L/N fallback
     expect(fresh.receiveGossip('busy', busy.buildGossip())).toEqual({ ok: true });
     let admitted = 0;
@@ -256,8 +296,8 @@ describe('a node that expects peers (restart)', () => {
   it('a sync answer counts as hearing the responder', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const fresh = new Engine({ policies, clock, nodeId: 'fresh', expectedMembers: 2 });
-    const peer = new Engine({ policies, clock, nodeId: 'peer' });
+    const fresh = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'fresh', expectedMembers: 2 });
+    const peer = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'peer' });
     expect(fresh.check('p', 'k').mode).toBe('fallback');
     const answer = peer.answerSync('fresh', fresh.buildSyncRequest());
     expect(answer).toBeInstanceOf(Uint8Array);
@@ -267,7 +307,12 @@ describe('a node that expects peers (restart)', () => {
 
   it('rejects a bad expectedMembers', () => {
     expect(
-      () => new Engine({ policies: [{ name: 'p', limit: 1, windowMs: 1000 }], expectedMembers: 0 }),
+      () =>
+        new Engine({
+          gossipIntervalMs: 10,
+          policies: [{ name: 'p', limit: 1, windowMs: 1000 }],
+          expectedMembers: 0,
+        }),
     ).toThrow(/expectedMembers/);
   });
 });
@@ -276,10 +321,10 @@ describe('a peer claiming old send times', () => {
   it('cannot switch over-admission control off by stretching the unseen horizon', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const self = new Engine({ policies, clock, nodeId: 'self' });
+    const self = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'self' });
     // a rogue clock 10 s behind: every message looks 10 s old when it arrives
     const rogueClock = { now: () => clock.now() - 10_000 };
-    const rogue = new Engine({ policies, clock: rogueClock, nodeId: 'rogue' });
+    const rogue = new Engine({ gossipIntervalMs: 10, policies, clock: rogueClock, nodeId: 'rogue' });
     for (let i = 0; i < 40; i++) rogue.check('p', 'k');
     expect(self.receiveGossip('rogue', rogue.buildGossip())).toEqual({ ok: true });
     // its clock is 10 s off, past maxClockOffsetMs: it counts as stale, so we fall back to L/N
@@ -295,9 +340,9 @@ describe('a peer claiming old send times', () => {
   it('a rogue 900 ms behind (within maxClockOffsetMs) is placed by its offset: the control stays on', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const self = new Engine({ policies, clock, nodeId: 'self' });
+    const self = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'self' });
     const rogueClock = { now: () => clock.now() - 900 };
-    const rogue = new Engine({ policies, clock: rogueClock, nodeId: 'rogue' });
+    const rogue = new Engine({ gossipIntervalMs: 10, policies, clock: rogueClock, nodeId: 'rogue' });
     for (let i = 0; i < 40; i++) rogue.check('p', 'k');
     expect(self.receiveGossip('rogue', rogue.buildGossip())).toEqual({ ok: true });
     // its 40 are in our window, and it demands as much as we do: about half the headroom is ours
@@ -315,9 +360,9 @@ describe('a departed peer leaves the table and its slot is reused clean', () => 
   it('after its counts left every window, a new peer takes its slot without inheriting its counts or demand', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const self = new Engine({ policies, clock, nodeId: 'self', departAfterMs: 200 });
-    const keep = new Engine({ policies, clock, nodeId: 'keep' });
-    const old = new Engine({ policies, clock, nodeId: 'old' });
+    const self = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'self', departAfterMs: 200 });
+    const keep = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'keep' });
+    const old = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'old' });
     for (let i = 0; i < 30; i++) old.check('p', 'k');
     self.receiveGossip('old', old.buildGossip());
     expect(self.estimate('p', 'k')).toBe(30);
@@ -329,7 +374,7 @@ describe('a departed peer leaves the table and its slot is reused clean', () => 
     const s = self.stats();
     expect(s.peerTable).toBe(1);
     expect(s.peersForgotten).toBe(1);
-    const fresh = new Engine({ policies, clock, nodeId: 'fresh' });
+    const fresh = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'fresh' });
     fresh.check('p', 'k');
     self.receiveGossip('fresh', fresh.buildGossip());
     expect(self.estimate('p', 'k')).toBe(1);

@@ -21,7 +21,7 @@ function response(to: Engine, origins: string[], entries: Partial<WireEntry>[]):
 
 describe('sync is tied to identity', () => {
   it('a sync response claiming to be the receiving node is dropped and counted, never throws', () => {
-    const b = new Engine({ policies: P, clock: new ManualClock(T0), nodeId: 'b' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock: new ManualClock(T0), nodeId: 'b' });
     const forged = response(b, ['b'], [{ counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 50] }]);
     // at 459ce28 (before this work): TypeError (Cannot set properties of undefined)
     expect(b.receiveSyncResponse('b', forged)).toEqual({ ok: false, reason: 'sync-self' });
@@ -30,7 +30,7 @@ describe('sync is tied to identity', () => {
   });
 
   it('counts are credited to the responder only: third-party origins are skipped, never enter the peer table', () => {
-    const b = new Engine({ policies: P, clock: new ManualClock(T0), nodeId: 'b' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock: new ManualClock(T0), nodeId: 'b' });
     b.buildSyncRequest();
     const full = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 40];
     const res = response(
@@ -52,7 +52,7 @@ describe('sync is tied to identity', () => {
 
   it('what a responder says this node admitted counts here (bounded, as an unattributed floor) but is never gossiped as its own', () => {
     const clock = new ManualClock(T0);
-    const b = new Engine({ policies: P, clock, nodeId: 'b' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b' });
     b.buildSyncRequest();
     const res = response(b, ['a', 'b'], [{ origin: 1, counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2000] }]);
     expect(b.receiveSyncResponse('a', res)).toEqual({ ok: true });
@@ -66,13 +66,13 @@ describe('sync is tied to identity', () => {
 
   it('254 fake origins in one response fill no slot: a new honest member is still heard', () => {
     const clock = new ManualClock(T0);
-    const b = new Engine({ policies: P, clock, nodeId: 'b' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b' });
     b.buildSyncRequest();
     const origins = ['a', ...Array.from({ length: 254 }, (_, i) => `fake-${i}`)];
     const entries = origins.map((_, i) => ({ origin: i, counts: [1] }));
     expect(b.receiveSyncResponse('a', response(b, origins, entries))).toEqual({ ok: true });
     expect(b.stats().peerTable).toBe(1);
-    const honest = new Engine({ policies: P, clock, nodeId: 'honest' });
+    const honest = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'honest' });
     spend(honest, 'p', 'k', 3);
     expect(b.receiveGossip('honest', honest.buildGossip())).toEqual({ ok: true });
     expect(b.stats().peerTable).toBe(2);
@@ -80,10 +80,13 @@ describe('sync is tied to identity', () => {
 
   it('only an answer to a request of ours is merged, once: unsolicited and replayed answers are dropped', () => {
     const clock = new ManualClock(T0);
-    const a = new Engine({ policies: P, clock, nodeId: 'a' });
-    const b = new Engine({ policies: P, clock, nodeId: 'b' });
+    const a = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'a' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b' });
     spend(a, 'p', 'k', 7);
-    const unsolicited = a.answerSync('b', new Engine({ policies: P, clock, nodeId: 'z' }).buildSyncRequest());
+    const unsolicited = a.answerSync(
+      'b',
+      new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'z' }).buildSyncRequest(),
+    );
     expect(b.receiveSyncResponse('a', unsolicited as Uint8Array)).toEqual({
       ok: false,
       reason: 'sync-unsolicited',
@@ -98,11 +101,9 @@ describe('sync is tied to identity', () => {
 
   it('an honest answer carries only the responder and the asker, nothing of third parties', () => {
     const clock = new ManualClock(T0);
-    const [a, b, c] = ['a', 'b', 'c'].map((id) => new Engine({ policies: P, clock, nodeId: id })) as [
-      Engine,
-      Engine,
-      Engine,
-    ];
+    const [a, b, c] = ['a', 'b', 'c'].map(
+      (id) => new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: id }),
+    ) as [Engine, Engine, Engine];
     spend(b, 'p', 'k', 5);
     spend(c, 'p', 'k', 7);
     spend(a, 'p', 'k', 1);

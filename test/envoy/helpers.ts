@@ -1,11 +1,13 @@
 import { ManualClock } from '../../src/clock.js';
 import { Engine } from '../../src/decision/engine.js';
+import type { PeerView } from '../../src/decision/peers.js';
+import type { PolicyReplacement } from '../../src/decision/types.js';
 import { type EnvoyConfig, type EnvoyConfigOptions, parseEnvoyConfig } from '../../src/envoy/config.js';
 import { counterKey } from '../../src/envoy/key.js';
 import { type DescriptorEntry, matchDescriptor } from '../../src/envoy/matcher.js';
 import type { EnvoyRateLimit } from '../../src/envoy/tree.js';
 import { ErrorCodes, RateMeshError } from '../../src/errors.js';
-import type { MeshLimiter, MeshStats, PeerInfo, PolicyChange } from '../../src/mesh/types.js';
+import type { MeshLimiter, MeshStats } from '../../src/mesh/types.js';
 import type { PolicySet } from '../../src/policy/index.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../../src/types.js';
 import { emptyStats } from '../daemon/fake-limiter.js';
@@ -70,7 +72,7 @@ export class EngineLimiter implements MeshLimiter {
   multiaddrs(): string[] {
     return [];
   }
-  peers(): PeerInfo[] {
+  peers(): PeerView[] {
     return [];
   }
   stats(): MeshStats {
@@ -85,7 +87,7 @@ export class EngineLimiter implements MeshLimiter {
   policyVersions(): Record<string, string> {
     return this.engine.policyVersions();
   }
-  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyChange {
+  replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyReplacement {
     return this.engine.replacePolicies(policies);
   }
   check(policy: string, keys: string | readonly string[], cost?: number): Decision {

@@ -45,7 +45,7 @@ describe.each(FRAMEWORKS)('%s behind a trusted proxy', (fw) => {
       const { srv, logger } = await server(mode);
       const res = await fetch(srv.url, { headers: { 'x-forwarded-for': xff } });
       expect(res.status).toBe(mode === 'open' ? 200 : 503);
-      expect(srv.counters().failures).toEqual({ [reason]: 1 });
+      expect(srv.stats().failures).toEqual({ [reason]: 1 });
       expect(logger.lines).toHaveLength(1);
       expect(logger.lines[0]!.obj).toMatchObject({ reason, failureMode: mode });
     }
@@ -89,7 +89,7 @@ describe('a request with no socket address', () => {
     const ok = await guard(req, res);
     expect(ok).toBe(failureMode === 'open');
     if (failureMode === 'closed') expect(res.statusCode).toBe(503);
-    expect(guard.counters().failures).toEqual({ 'no-client-address': 1 });
+    expect(guard.stats().failures).toEqual({ 'no-client-address': 1 });
     expect(logger.lines[0]!.obj.reason).toBe('no-client-address');
   });
 });
@@ -111,6 +111,6 @@ describe.each(FRAMEWORKS)('%s with a logger that throws', (fw) => {
     });
     expect((await fetch(`${srv.url}/`)).status).toBe(200);
     expect((await fetch(`${srv.url}/closed`)).status).toBe(503);
-    expect(srv.counters()).toMatchObject({ failOpen: 1, failClosed: 1 });
+    expect(srv.stats()).toMatchObject({ failOpen: 1, failClosed: 1 });
   });
 });

@@ -36,7 +36,7 @@ describe('fastify route config', () => {
     const statuses = [];
     for (let i = 0; i < 4; i++) statuses.push((await fetch(url)).status);
     expect(statuses).toEqual([200, 200, 200, 429]);
-    expect(plugin.counters()).toMatchObject({ limited: 2, skipped: 5 });
+    expect(plugin.stats()).toMatchObject({ limited: 2, skipped: 5 });
   });
 
   it('with no top-level policies, only routes with a rule are limited', async () => {

@@ -44,7 +44,7 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
     const [rl] = params(res.headers.get('ratelimit'));
     // On a denial, t is the Retry-After point (draft-11 §6: Retry-After never earlier than t).
     expect(rl).toEqual({ name: 'per-ip', r: 0, t: retryAfter });
-    expect(srv.counters()).toMatchObject({ requests: 6, allowed: 5, limited: 1 });
+    expect(srv.stats()).toMatchObject({ requests: 6, allowed: 5, limited: 1 });
   });
 
   it.each([
@@ -125,7 +125,7 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
       expect(params(res.headers.get('ratelimit-policy')).map((m) => m.name)).toEqual(['per-ip']);
     }
     expect(statuses).toEqual([200, 200, 200, 200]);
-    expect(srv.counters()).toMatchObject({ allowed: 4, limited: 0, shadowLimited: 2 });
+    expect(srv.stats()).toMatchObject({ allowed: 4, limited: 0, shadowLimited: 2 });
     expect(logger.lines.filter((l) => l.level === 'info' && /shadow/.test(l.msg))).toHaveLength(2);
     expect(srv.served()).toBe(4);
   });
@@ -146,7 +146,7 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
     expect(closed.status).toBe(503);
     expect(closed.headers.get('retry-after')).toBe('1');
     expect(await closed.json()).toMatchObject({ error: 'rate_limiter_unavailable' });
-    expect(srv.counters()).toMatchObject({ failOpen: 1, failClosed: 1, failures: { 'not-ready': 2 } });
+    expect(srv.stats()).toMatchObject({ failOpen: 1, failClosed: 1, failures: { 'not-ready': 2 } });
     expect(logger.lines.map((l) => l.obj.reason)).toEqual(['not-ready', 'not-ready']);
     expect(limiter.calls).toBe(0);
   });
@@ -164,7 +164,7 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
     });
     expect((await fetch(`${srv.url}/`)).status).toBe(200);
     expect((await fetch(`${srv.url}/login`)).status).toBe(503);
-    expect(srv.counters().failures).toEqual({ 'limiter-error': 2 });
+    expect(srv.stats().failures).toEqual({ 'limiter-error': 2 });
     expect(logger.lines[0]!.obj.err).toMatchObject({ message: 'limiter exploded' });
   });
 
@@ -180,16 +180,16 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
     });
     const a = fetch(`${srv.url}/slow`);
     const b = fetch(`${srv.url}/slow`);
-    await waitFor(() => srv.counters().inFlight === 2);
+    await waitFor(() => srv.stats().inFlight === 2);
     const c = await fetch(`${srv.url}/slow`);
     expect(c.status).toBe(503);
     expect(c.headers.get('retry-after')).toBe('2');
     srv.release();
     expect((await a).status).toBe(200);
     expect((await b).status).toBe(200);
-    await waitFor(() => srv.counters().inFlight === 0);
+    await waitFor(() => srv.stats().inFlight === 0);
     expect((await fetch(`${srv.url}/`)).status).toBe(200);
-    expect(srv.counters()).toMatchObject({ overloaded: 1, inFlight: 0 });
+    expect(srv.stats()).toMatchObject({ overloaded: 1, inFlight: 0 });
   });
 
   it('releases a concurrency slot when the client aborts mid-request', async () => {
@@ -197,11 +197,11 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
     const srv = await up(fw, { limiter, policies: ['per-ip'], maxInFlight: 1, logger: false });
     const ac = new AbortController();
     const pending = fetch(`${srv.url}/slow`, { signal: ac.signal }).catch(() => 'aborted');
-    await waitFor(() => srv.counters().inFlight === 1);
+    await waitFor(() => srv.stats().inFlight === 1);
     expect((await fetch(srv.url)).status).toBe(503);
     ac.abort();
     expect(await pending).toBe('aborted');
-    await waitFor(() => srv.counters().inFlight === 0);
+    await waitFor(() => srv.stats().inFlight === 0);
     expect((await fetch(srv.url)).status).toBe(200);
     srv.release();
   });
@@ -231,7 +231,7 @@ describe.each(FRAMEWORKS)('%s', (fw) => {
     expect((await get('/closed', 'throw')).status).toBe(503);
     expect((await get('/closed', 'reject')).status).toBe(503);
     expect((await get('/closed', 'ok')).status).toBe(200);
-    expect(srv.counters().failures).toEqual({ 'key-error': 6 });
+    expect(srv.stats().failures).toEqual({ 'key-error': 6 });
     expect(logger.lines.map((l) => l.obj.err)).toContainEqual({ name: 'Error', message: 'async boom' });
   });
 

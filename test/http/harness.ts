@@ -7,8 +7,9 @@ import Fastify from 'fastify';
 import { afterEach } from 'vitest';
 import { type Clock, ManualClock } from '../../src/clock.js';
 import { Engine } from '../../src/decision/engine.js';
-import type { HttpCounters, HttpLogger, RateMeshHttpOptions } from '../../src/http/index.js';
+import type { HttpStats, RateMeshHttpOptions } from '../../src/http/index.js';
 import { rateMeshExpress, rateMeshFastify, rateMeshGuard } from '../../src/http/index.js';
+import type { WarnLogger } from '../../src/logger.js';
 import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec, RateLimiter } from '../../src/types.js';
 
 export type Framework = 'node' | 'express' | 'fastify';
@@ -40,21 +41,21 @@ export function makeLimiter(policies: PolicySpec[], clock: Clock = new ManualClo
 }
 
 /** Collects log lines instead of printing them. */
-export function memoryLogger(): HttpLogger & {
+export function memoryLogger(): WarnLogger & {
   lines: { level: string; obj: Record<string, unknown>; msg: string }[];
 } {
   const lines: { level: string; obj: Record<string, unknown>; msg: string }[] = [];
   return {
     lines,
-    warn: (obj, msg) => lines.push({ level: 'warn', obj, msg }),
-    info: (obj, msg) => lines.push({ level: 'info', obj, msg }),
+    warn: (obj, msg) => lines.push({ level: 'warn', obj: obj as Record<string, unknown>, msg: msg ?? '' }),
+    info: (obj, msg) => lines.push({ level: 'info', obj: obj as Record<string, unknown>, msg: msg ?? '' }),
   };
 }
 
 export interface Running {
   url: string;
   port: number;
-  counters(): HttpCounters;
+  stats(): HttpStats;
   close(): Promise<void>;
   /** Resolve to let held requests (path /slow) finish. */
   release(): void;
@@ -100,7 +101,7 @@ export async function start(
     return {
       url: `http://127.0.0.1:${port}`,
       port,
-      counters: guard.counters,
+      stats: guard.stats,
       release,
       served: () => served,
       close: async () => {
@@ -123,7 +124,7 @@ export async function start(
     return {
       url: `http://127.0.0.1:${port}`,
       port,
-      counters: mw.counters,
+      stats: mw.stats,
       release,
       served: () => served,
       close: async () => {
@@ -142,7 +143,7 @@ export async function start(
   return {
     url: `http://127.0.0.1:${port}`,
     port,
-    counters: plugin.counters,
+    stats: plugin.stats,
     release,
     served: () => served,
     close: async () => {

@@ -76,7 +76,7 @@ describe('denial responses', () => {
     const broken = await fetch(srv.url, { headers: { 'x-break': '1' } });
     expect(broken.status).toBe(429);
     expect(await broken.json()).toMatchObject({ error: 'too_many_requests' });
-    expect(srv.counters().handlerErrors).toBe(1);
+    expect(srv.stats().handlerErrors).toBe(1);
   });
 });
 
@@ -152,7 +152,7 @@ describe('routes and skip', () => {
     expect((await fetch(`${srv.url}/api/x?y=1`)).status).toBe(200);
     expect((await fetch(`${srv.url}/api/z`)).status).toBe(429);
     expect((await fetch(`${srv.url}/re/12`)).status).toBe(429); // same api key (ip), spent above
-    expect(srv.counters().skipped).toBe(2);
+    expect(srv.stats().skipped).toBe(2);
   });
 
   it('skip (sync and async) bypasses the limiter; a throwing skip follows the failure policy', async () => {
@@ -175,7 +175,7 @@ describe('routes and skip', () => {
     }
     expect(limiter.calls).toBe(0);
     expect((await fetch(srv.url, { headers: { 'x-skip': 'throw' } })).status).toBe(503);
-    expect(srv.counters()).toMatchObject({ skipped: 5, failClosed: 1, failures: { 'skip-error': 1 } });
+    expect(srv.stats()).toMatchObject({ skipped: 5, failClosed: 1, failures: { 'skip-error': 1 } });
   });
 
   it('leaky-bucket delayMs holds the request before it proceeds', async () => {
@@ -242,7 +242,7 @@ describe('failure-mode precedence and exemptions', () => {
     expect(await st('/pay-open')).toBe(200);
     expect(await st('/strict')).toBe(503);
     expect(await st('/')).toBe(200);
-    expect(srv.counters()).toMatchObject({ skipped: 1, failClosed: 2, failOpen: 2 });
+    expect(srv.stats()).toMatchObject({ skipped: 1, failClosed: 2, failOpen: 2 });
   });
 });
 
@@ -259,6 +259,6 @@ describe('a lone shadow policy', () => {
       expect(res.headers.get('ratelimit')).toBeNull();
       expect(res.headers.get('retry-after')).toBeNull();
     }
-    expect(srv.counters()).toMatchObject({ allowed: 3, shadowLimited: 2, limited: 0 });
+    expect(srv.stats()).toMatchObject({ allowed: 3, shadowLimited: 2, limited: 0 });
   });
 });

@@ -32,7 +32,7 @@ function heardSince(node: MeshLimiter, peer: MeshLimiter, t: number): boolean {
 }
 
 function engineGossipIn(node: MeshLimiter): number {
-  return (node.stats().engine as { gossipIn: number }).gossipIn;
+  return node.stats().engine.gossipIn;
 }
 
 function configError(fn: () => unknown): string | undefined {
@@ -156,8 +156,8 @@ describe('live mesh on loopback', () => {
       expect(s.gossip.msgsOut).toBeGreaterThan(0);
       expect(s.gossip.msgsIn).toBeGreaterThan(0);
       // Under CPU load a tick may be skipped (publish-backlog); nothing else may be dropped.
-      expect(Object.keys(s.drops).filter((r) => r !== 'publish-backlog')).toEqual([]);
-      expect(Object.keys(s.gossip.rejected).filter((r) => r !== 'duplicate')).toEqual([]);
+      expect(Object.keys(s.dropped).filter((r) => r !== 'publish-backlog')).toEqual([]);
+      expect(Object.keys(s.gossip.dropped).filter((r) => r !== 'duplicate')).toEqual([]);
       // One process, one clock: the sync round trip's offset estimate is within a few ms.
       for (const p of n.peers()) expect(Math.abs(p.clockOffsetMs)).toBeLessThan(250);
     }
@@ -185,7 +185,7 @@ describe('live mesh on loopback', () => {
       expect(g.relayed).toBe(before[i]!.relayed);
       expect(g.notRelayed).toBeGreaterThan(before[i]!.notRelayed + 20);
       // nothing arrives twice: without relays each message comes once, from its origin
-      expect(g.rejected.duplicate ?? 0).toBe(before[i]!.rejected.duplicate ?? 0);
+      expect(g.dropped.duplicate ?? 0).toBe(before[i]!.dropped.duplicate ?? 0);
     });
   });
 
@@ -313,7 +313,7 @@ describe('live mesh on loopback', () => {
     const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
     // A key long enough that b's gossip exceeds a's 64-byte cap.
     for (let i = 0; i < 3; i++) b.check('api', `k-${'x'.repeat(80)}-${i}`);
-    await waitFor('a drops oversize gossip', () => (a.stats().drops.oversize ?? 0) >= 1);
+    await waitFor('a drops oversize gossip', () => (a.stats().dropped.oversize ?? 0) >= 1);
     expect(engineGossipIn(b)).toBeGreaterThanOrEqual(0);
   });
 

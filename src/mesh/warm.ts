@@ -1,6 +1,6 @@
 import { ManualClock } from '../clock.js';
 import type { PolicySpec } from '../types.js';
-import { Engine } from './engine.js';
+import type { EngineFactory } from './engine-port.js';
 
 /** What {@link warmUp} did: decisions made and how long it took (ms, on the real clock). */
 export interface WarmUpReport {
@@ -10,8 +10,8 @@ export interface WarmUpReport {
 }
 
 /**
- * Runs the decision path and the gossip codec on throwaway engines with the
- * same policies, so V8 has compiled and optimised them before the first real
+ * Runs the decision path and the gossip codec on two throwaway engines with the
+ * same policies, built by the node's own engine factory (the engine it will run), so V8 has compiled and optimised them before the first real
  * request. Without it a service's first few thousand decisions run in V8's
  * interpreter: on a quiet node (one request every few ms) that keeps `check()`
  * in the tens of µs for seconds instead of about 1 µs.
@@ -20,12 +20,17 @@ export interface WarmUpReport {
  * own keys), so it cannot change any real decision. About 5 ms of CPU at the
  * default size.
  */
-export function warmUp(policies: readonly PolicySpec[], decisions = 20_000): WarmUpReport {
+export function warmUp(
+  factory: EngineFactory,
+  policies: readonly PolicySpec[],
+  decisions = 20_000,
+): WarmUpReport {
   const t0 = performance.now();
   const clock = new ManualClock(1_700_000_000_000);
-  const a = new Engine({ policies, clock, nodeId: 'warm-a', gossipIntervalMs: 50 });
-  const b = new Engine({ policies, clock, nodeId: 'warm-b', gossipIntervalMs: 50 });
-  const names = a.policies.policies.map((p) => p.name);
+  const init = { policies, clock, gossipIntervalMs: 50, expectedDelayMs: 10, departAfterMs: 5_000 };
+  const a = factory({ ...init, nodeId: 'warm-a' });
+  const b = factory({ ...init, nodeId: 'warm-b' });
+  const names = policies.map((p) => p.name);
   const keys = ['warm:0', 'warm:1', 'warm:2', 'warm:3'];
   let n = 0;
   let messages = 0;

@@ -1,9 +1,17 @@
-import { ErrorCodes, RateMeshError } from '../errors.js';
+import { type ErrorCode, ErrorCodes, RateMeshError } from './errors.js';
 
 /**
- * Small validators for untrusted configuration and request bodies. Each takes
- * the value and the path that names it (`config.http.port`, `--http`,
- * `body.cost`) and throws a {@link RateMeshError} whose `field` is that path.
+ * The one family of validators for everything a user hands ratemesh: engine, mesh and
+ * middleware options, daemon config files and flags, request bodies, algorithm and policy
+ * parameters. Each takes the value and the path that names it (`maxKeys`,
+ * `config.http.port`, `--http`, `body.cost`, `routes[1].statusCode`) and throws a
+ * {@link RateMeshError} whose `field` is that path and whose `reason` says what is wrong and
+ * what was got; the code is CONFIG_INVALID unless the caller names another (POLICY_INVALID,
+ * KEY_INVALID, ...). A default for an absent value goes through {@link optional}.
+ *
+ * Two renderings of the value got: {@link shown} shows it (strings, numbers, small lists and
+ * objects, all capped: config and request bodies, where the content helps), and
+ * {@link describeValue} names its kind (policies, keys, costs: API inputs of any type).
  */
 
 /**
@@ -57,9 +65,19 @@ export function jsonDepth(value: unknown, limit: number): number {
   return deepest;
 }
 
-/** Throws a CONFIG_INVALID (or the given code) error naming `path`. */
-export function fail(path: string, message: string, code = ErrorCodes.CONFIG_INVALID): never {
-  throw new RateMeshError(code, message, path);
+/** Throws a CONFIG_INVALID (or the given code) error naming `path`; `reason` says what is wrong. */
+export function fail(path: string, reason: string, code: ErrorCode = ErrorCodes.CONFIG_INVALID): never {
+  throw new RateMeshError(code, reason, path);
+}
+
+/** {@link fail} with the value got named by {@link describeValue}: `${reason} (got ${kind})`. */
+export function invalid(path: string, reason: string, got: unknown, code: ErrorCode): never {
+  throw new RateMeshError(code, `${reason} (got ${describeValue(got)})`, path);
+}
+
+/** `value` checked by `check`, or `dflt` when it is undefined (an option left out). */
+export function optional<T, D = T>(value: unknown, dflt: D, check: (v: unknown) => T): T | D {
+  return value === undefined ? dflt : check(value);
 }
 
 export function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -79,22 +97,58 @@ export function objectOf(v: unknown, path: string, allowed: readonly string[]): 
   return v;
 }
 
-export function integer(v: unknown, path: string, min: number, max: number): number {
+/** An integer in `min..max` (no upper bound but the exact integers when `max` is left out). */
+export function integer(
+  v: unknown,
+  path: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+  code: ErrorCode = ErrorCodes.CONFIG_INVALID,
+): number {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    fail(path, `must be an integer ${min}..${max} (got ${shown(v)})`);
+    const range = max === Number.MAX_SAFE_INTEGER ? `>= ${min}` : `${min}..${max}`;
+    fail(path, `must be an integer ${range} (got ${shown(v)})`, code);
   }
   return v;
 }
 
-export function finite(v: unknown, path: string, min: number, max: number): number {
+/** A finite number in `min..max` (no upper bound when `max` is left out). */
+export function finite(
+  v: unknown,
+  path: string,
+  min: number,
+  max = Number.MAX_VALUE,
+  code: ErrorCode = ErrorCodes.CONFIG_INVALID,
+): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) {
-    fail(path, `must be a number ${min}..${max} (got ${shown(v)})`);
+    const range = max === Number.MAX_VALUE ? `>= ${min}` : `${min}..${max}`;
+    fail(path, `must be a number ${range} (got ${shown(v)})`, code);
+  }
+  return v;
+}
+
+/** A finite number above 0. */
+export function positive(v: unknown, path: string, code: ErrorCode = ErrorCodes.CONFIG_INVALID): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {
+    fail(path, `must be a finite number > 0 (got ${shown(v)})`, code);
   }
   return v;
 }
 
 export function boolean(v: unknown, path: string): boolean {
   if (typeof v !== 'boolean') fail(path, `must be true or false (got ${shown(v)})`);
+  return v;
+}
+
+/** A function (a callback option). */
+export function func<T>(v: unknown, path: string): T {
+  if (typeof v !== 'function') fail(path, `must be a function (got ${shown(v)})`);
+  return v as T;
+}
+
+/** A non-empty byte array (a key, a psk). */
+export function bytes(v: unknown, path: string): Uint8Array {
+  if (!(v instanceof Uint8Array) || v.byteLength === 0) fail(path, 'must be a non-empty Uint8Array');
   return v;
 }
 
@@ -113,7 +167,12 @@ export function oneOf<T extends string>(v: unknown, path: string, values: readon
   return v as T;
 }
 
-export function stringArray(v: unknown, path: string, maxItems: number, maxLength = 1024): string[] {
+export function stringArray(
+  v: unknown,
+  path: string,
+  maxItems = Number.MAX_SAFE_INTEGER,
+  maxLength = 1024,
+): string[] {
   if (!Array.isArray(v)) fail(path, `must be a list of strings (got ${shown(v)})`);
   if (v.length > maxItems) fail(path, `must hold at most ${maxItems} entries (got ${v.length})`);
   return v.map((s, i) => string(s, `${path}[${i}]`, maxLength));
@@ -124,4 +183,36 @@ export function numberText(s: string, path: string): number {
   const t = s.trim();
   if (!/^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/.test(t)) fail(path, `must be a number (got ${shown(s)})`);
   return Number(t);
+}
+
+/** Longest piece of a string value quoted by describeValue. */
+const MAX_DESCRIBED = 48;
+
+/**
+ * A short, safe rendering of an untrusted value for an error message: strings
+ * are JSON-quoted (so control characters show as escapes) and truncated,
+ * objects are named by kind rather than dumped.
+ */
+export function describeValue(value: unknown): string {
+  switch (typeof value) {
+    case 'string': {
+      if (value.length <= MAX_DESCRIBED) return JSON.stringify(value);
+      return `${JSON.stringify(value.slice(0, MAX_DESCRIBED))}… (${value.length} characters)`;
+    }
+    case 'number':
+      return Object.is(value, -0) ? '-0' : String(value);
+    case 'bigint':
+      return `${value}n (a bigint)`;
+    case 'boolean':
+    case 'undefined':
+      return String(value);
+    case 'symbol':
+      return 'a symbol';
+    case 'function':
+      return 'a function';
+    default:
+      if (value === null) return 'null';
+      if (Array.isArray(value)) return value.length === 0 ? 'an empty array' : `an array of ${value.length}`;
+      return 'an object';
+  }
 }

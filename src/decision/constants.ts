@@ -1,0 +1,53 @@
+/**
+ * Defaults of the engine's options, in one place: the mesh (src/mesh/constants.ts) takes the
+ * ones it shares with the engine from here, so a knob has one default whichever layer fills it.
+ */
+
+/**
+ * Gossip tick interval g, ms: the mesh's, and the engine's when it runs alone. 100 ms is the
+ * smallest 8 signed nodes on 2 cores sustain (mesh-test/README.md); the simulator and the
+ * decision tests pass 10.
+ */
+export const DEFAULT_GOSSIP_INTERVAL_MS = 100;
+/** Expected one-way gossip delay d, ms. */
+export const DEFAULT_EXPECTED_DELAY_MS = 10;
+
+/** A peer is stale when its newest data is older than this: three ticks and two delays. */
+export function defaultStaleAfterMs(gossipIntervalMs: number, expectedDelayMs: number): number {
+  return 3 * gossipIntervalMs + 2 * expectedDelayMs;
+}
+
+/** The shortest default silence after which a peer departs, ms. */
+export const MIN_DEPART_AFTER_MS = 5_000;
+
+/** A silent peer departs after ten staleness periods, and never sooner than {@link MIN_DEPART_AFTER_MS}. */
+export function defaultDepartAfterMs(staleAfterMs: number): number {
+  return Math.max(MIN_DEPART_AFTER_MS, 10 * staleAfterMs);
+}
+
+/** Cap on tracked keys over all policies (the key store's default). */
+export { DEFAULT_MAX_KEYS } from '../keys/key-store.js';
+/** Cap on known origins (peers). */
+export const DEFAULT_MAX_PEERS = 256;
+/** A touched key is carried in this many more ticks. */
+export const DEFAULT_REPEAT_TICKS = 3;
+/** Every this many ticks every key with own counts is carried (anti-entropy). */
+export const DEFAULT_ANTI_ENTROPY_TICKS = 50;
+/** Early publish when a key's unsent own count reaches this fraction of its limit. */
+export const DEFAULT_EARLY_PUBLISH_FRACTION = 0.05;
+/** Most keys one gossip message may carry. */
+export const DEFAULT_MAX_KEYS_PER_MESSAGE = 2048;
+/** Capped messages within a window before a peer is ignored. */
+export const DEFAULT_STRIKES_TO_IGNORE = 3;
+/** Width of each policy's eviction sketch. */
+export const DEFAULT_SKETCH_WIDTH = 8192;
+/** A peer whose clock is further off than this is treated as stale, ms. */
+export const DEFAULT_MAX_CLOCK_OFFSET_MS = 1000;
+
+/** How long a peer that sent counts it could not have admitted is ignored, ms. */
+export function defaultIgnoreMs(longestWindowMs: number): number {
+  return Math.max(60_000, 2 * longestWindowMs);
+}
+
+/** The largest time (epoch ms, either sign) an engine accepts: bucket ids stay exact integers. */
+export const MAX_TIME = 2 ** 50;

@@ -1,0 +1,425 @@
+import { createAlgorithm } from '../algorithms/index.js';
+import { type AlgoResult, type LocalAlgorithm, newAlgoResult } from '../algorithms/types.js';
+import { checkTime } from '../clock.js';
+import type { WirePolicy } from '../crdt/codec.js';
+import { ErrorCodes, RateMeshError } from '../errors.js';
+import { KeyBudget, KeyStore, takeRef } from '../keys/key-store.js';
+import { type PolicySet, policyVersion } from '../policy/index.js';
+import type { Policy } from '../types.js';
+import { defaultIgnoreMs, MAX_TIME } from './constants.js';
+import { EvictedSketch } from './evicted-sketch.js';
+import { KeyState, type LocalKeyState } from './key-state.js';
+import type { EngineConfig } from './options.js';
+import { type PeerState, PeerTable } from './peers.js';
+import { type EngineStats, emptyEngineStats, type ReceiveResult } from './types.js';
+
+/** One policy in force and its keys. */
+export interface PolicyRuntime {
+  readonly policy: Policy;
+  /** {@link policyVersion} of the policy: what the wire carries for it. */
+  readonly version: string;
+  /** Position in the policy set (KeyState.policy); changes when the set is replaced. */
+  idx: number;
+  /** Bucket width W / k. */
+  readonly bw: number;
+  /** Front local algorithm (global scope) or the algorithm (local scope). */
+  readonly algo: LocalAlgorithm<unknown> | undefined;
+  /** Unsent own cost of a key that asks for an early publish. */
+  readonly earlyAt: number;
+  readonly local: boolean;
+  /** Row of this policy in our messages' policy table (global policies, name-sorted); -1 for a local one. */
+  wire: number;
+  /** The last key decided on and its state: a hot key skips the map lookup. Cleared when the key is dropped. */
+  hotKey: string | undefined;
+  hotKs: KeyState | undefined;
+  windows: KeyStore<KeyState>;
+  locals: KeyStore<LocalKeyState>;
+  /** What evicted keys had counted (created on the first live eviction). */
+  sketch: EvictedSketch | undefined;
+  /**
+   * Members that said, in their newest message, that they run another version
+   * of this policy: their counts for it are not merged, and each counts as
+   * spending at least L/N (see foreignReserve). Parallel arrays (no allocation
+   * on the decision path): the peer, when it last said so (ours), its version.
+   */
+  foreign: PeerState[];
+  foreignAt: number[];
+  foreignVer: string[];
+}
+
+/**
+ * The state every part of the engine shares (the rule, gossip, sync, policy replacement) and
+ * what they do to it in common: time, the peer view, the policies in force and their key
+ * stores, foreign-version marks, counters. {@link Engine} is the public face over it.
+ */
+export class EngineCore {
+  readonly cfg: EngineConfig;
+  readonly nodeId: string;
+  /** The policies in force. */
+  policySet: PolicySet;
+  readonly peers: PeerTable;
+  readonly budget: KeyBudget;
+  readonly counters: EngineStats = emptyEngineStats();
+  /** Keys touched since they were last carried in gossip, or still due a repeat. */
+  readonly dirty = new Set<KeyState>();
+  readonly algoOut: AlgoResult = newAlgoResult();
+  rts: PolicyRuntime[] = [];
+  rtByName = new Map<string, PolicyRuntime>();
+  /** The policy of the last check: a caller checking one policy skips the name lookup. */
+  lastRt: PolicyRuntime | undefined;
+  /** Our global policies by their row in our messages' policy table. */
+  rtByWire: PolicyRuntime[] = [];
+  /** The policy table our messages carry: every global policy, name-sorted, with its version. */
+  wireTable: WirePolicy[] = [];
+  maxWindowMs = 0;
+  /** A departed peer is forgotten once its newest data is this old: its counts have left every window. */
+  retainMs = 0;
+  ignoreMs = 0;
+  /** The latest time used; an earlier one counts as standing still. */
+  lastNow = Number.NEGATIVE_INFINITY;
+  private nextRefresh = Number.NEGATIVE_INFINITY;
+  tick = 0;
+  seq = 0;
+  /** Changes whenever the view changes (gossip in, own tick): demand shares are recomputed. */
+  stamp = 0;
+  /** Some key's unsynced own count crossed its early-publish threshold. */
+  early = false;
+  /** Min over live peers of the time (ours) their newest data was sent. */
+  oldestSent = Number.POSITIVE_INFINITY;
+  /** (peer, policy, version) marks already logged. */
+  private readonly warnedForeign = new Set<string>();
+
+  constructor(cfg: EngineConfig) {
+    this.cfg = cfg;
+    this.nodeId = cfg.nodeId;
+    this.policySet = cfg.policySet;
+    this.windowBounds();
+    this.peers = new PeerTable(
+      cfg.nodeId,
+      cfg.staleAfterMs,
+      cfg.departAfterMs,
+      cfg.maxPeers,
+      cfg.expectedMembers,
+      cfg.expectedDelayMs,
+    );
+    this.budget = new KeyBudget(cfg.maxKeys);
+    this.installRts(this.policySet.policies.map((policy, idx) => this.makeRt(policy, idx)));
+  }
+
+  // ---- policies in force
+
+  /** The runtime of one policy of the set in force, with empty stores. */
+  makeRt(policy: Policy, idx: number): PolicyRuntime {
+    const rt = {
+      policy,
+      version: this.policySet.versionOf(policy.name) ?? policyVersion(policy),
+      idx,
+      bw: policy.windowMs / policy.buckets,
+      algo:
+        policy.local === undefined ? undefined : (createAlgorithm(policy.local) as LocalAlgorithm<unknown>),
+      earlyAt: Math.max(1, Math.ceil(policy.limit * this.cfg.earlyPublishFraction)),
+      local: policy.scope === 'local',
+      wire: -1,
+      hotKey: undefined,
+      hotKs: undefined,
+      sketch: undefined,
+      foreign: [],
+      foreignAt: [],
+      foreignVer: [],
+    } as unknown as PolicyRuntime;
+    rt.windows = new KeyStore<KeyState>(this.budget, {
+      isExpired: (ks) => this.windowExpired(rt, ks),
+      onEvict: (key, ks, live) => this.forget(rt, key, ks, live),
+      takeUsed: takeRef,
+    });
+    rt.locals = new KeyStore<LocalKeyState>(this.budget, {
+      isExpired: (e) => rt.algo?.isIdle(e.state, this.lastNow) === true,
+      onEvict: (key, e, live) => this.forgetLocal(rt, key, e, live),
+      takeUsed: takeRef,
+    });
+    return rt;
+  }
+
+  /** Make `rts` the policies in force: lookups, the wire table (global policies, name-sorted). */
+  installRts(rts: PolicyRuntime[]): void {
+    this.rts = rts;
+    this.rtByName = new Map(rts.map((rt) => [rt.policy.name, rt]));
+    this.lastRt = undefined;
+    this.rtByWire = rts
+      .filter((rt) => !rt.local)
+      .sort((a, b) => (a.policy.name < b.policy.name ? -1 : a.policy.name > b.policy.name ? 1 : 0));
+    for (const rt of rts) rt.wire = -1;
+    this.rtByWire.forEach((rt, i) => {
+      rt.wire = i;
+    });
+    this.wireTable = this.rtByWire.map((rt) => ({ name: rt.policy.name, version: rt.version }));
+  }
+
+  /** Window-derived bounds: the longest window, how long departed peers are kept, the ignore period. */
+  windowBounds(): void {
+    let maxW = 0;
+    let maxBw = 0;
+    for (const p of this.policySet.policies) {
+      if (p.windowMs > maxW) maxW = p.windowMs;
+      if (p.windowMs / p.buckets > maxBw) maxBw = p.windowMs / p.buckets;
+    }
+    this.maxWindowMs = maxW;
+    // a departed peer's newest counts sit at most in our bucket c + 1 of when we heard it
+    this.retainMs = maxW + 2 * maxBw + 1;
+    this.ignoreMs = this.cfg.ignoreMs ?? defaultIgnoreMs(maxW);
+  }
+
+  // ---- time
+
+  /** The clock's reading, validated and never earlier than one already used. */
+  now(): number {
+    return this.at(this.cfg.clock.now());
+  }
+
+  /** `t` validated and never earlier than a time already used (an earlier one counts as standing still). */
+  at(t: number): number {
+    // NaN fails this comparison: checkTime throws the clear error
+    if (!(t >= this.lastNow)) {
+      checkTime(t);
+      this.counters.clockBackwards++;
+      return this.lastNow;
+    }
+    if (t >= this.nextRefresh) {
+      checkTime(t); // +Infinity lands here: nextRefresh is always finite once set
+      // Bucket ids must stay exact integers (a ring loop at 2^60 ms would never end).
+      if (!(t <= MAX_TIME && t >= -MAX_TIME)) {
+        throw new RateMeshError(
+          ErrorCodes.CLOCK_INVALID,
+          `time must be within ±2^50 ms of the epoch (got ${String(t)})`,
+        );
+      }
+      this.refresh(t);
+    }
+    this.lastNow = t;
+    return t;
+  }
+
+  /** Re-derive the view at `now`: foreign marks, freshness and departures, forgotten peers, the horizon. */
+  refresh(now: number): void {
+    this.expireForeign(now);
+    const departed = this.peers.refresh(now);
+    if (departed.length > 0) {
+      this.stamp++;
+      for (const id of departed) this.departed(id);
+    }
+    const freed = this.peers.forgetDeparted(now, this.retainMs);
+    if (freed.length > 0) this.clearOrigins(freed);
+    this.nextRefresh = now + Math.max(1, Math.min(this.cfg.gossipIntervalMs, this.cfg.staleAfterMs / 4));
+    this.updateOldestSent();
+  }
+
+  /** Count and log a member's departure. */
+  departed(id: string): void {
+    this.counters.peersDeparted++;
+    this.cfg.logger?.info?.({ peer: id }, 'ratemesh peer departed');
+  }
+
+  /** Departed peers were forgotten: clear their origin slots in every window, so a slot is reused clean. */
+  private clearOrigins(freed: readonly number[]): void {
+    this.counters.peersForgotten += freed.length;
+    for (const rt of this.rts) {
+      for (const ks of rt.windows.map.values()) {
+        for (const o of freed) ks.window.dropOrigin(o);
+      }
+    }
+  }
+
+  /**
+   * Recompute the unseen horizon, and refresh no later than the moment the
+   * first live peer turns stale, so the view goes stale exactly on time.
+   */
+  updateOldestSent(): void {
+    let oldest = Number.POSITIVE_INFINITY;
+    let firstStale = Number.POSITIVE_INFINITY;
+    for (const p of this.peers.live) {
+      // A peer whose clock is far behind (or a rogue claiming old send times)
+      // must not stretch the horizon past the window and switch the control
+      // off: its delay counts for at most one staleness period.
+      const sent = p.lastHeard - Math.min(p.delayMs, this.cfg.staleAfterMs);
+      if (sent < oldest) oldest = sent;
+      // a peer is stale once its data age passes staleAfterMs
+      const due = this.peers.staleAt(p);
+      if (due < firstStale) firstStale = due;
+    }
+    this.oldestSent = oldest;
+    const due = firstStale + 1e-6;
+    if (due < this.nextRefresh) this.nextRefresh = due;
+  }
+
+  // ---- foreign-version marks
+
+  /** Record that peer `p` runs version `version` of `rt`'s policy (another than ours), as of `at`. */
+  markForeign(rt: PolicyRuntime, p: PeerState, version: string, at: number): void {
+    const i = rt.foreign.indexOf(p);
+    if (i >= 0) {
+      rt.foreignAt[i] = at;
+      rt.foreignVer[i] = version;
+      return;
+    }
+    rt.foreign.push(p);
+    rt.foreignAt.push(at);
+    rt.foreignVer.push(version);
+    this.stamp++;
+    // once per (peer, policy, version): a mark that expires and returns is not news
+    const said = `${p.id}\u0000${rt.policy.name}\u0000${version}`;
+    if (this.warnedForeign.has(said)) return;
+    if (this.warnedForeign.size >= 4096) this.warnedForeign.clear();
+    this.warnedForeign.add(said);
+    this.cfg.logger?.warn(
+      { peer: p.id, policy: rt.policy.name, theirVersion: version, ourVersion: rt.version },
+      'ratemesh peer runs another version of a policy: its counts for it are not merged, it counts as spending at least L/N of it',
+    );
+  }
+
+  private unmarkForeign(rt: PolicyRuntime, i: number): void {
+    const last = rt.foreign.length - 1;
+    rt.foreign[i] = rt.foreign[last]!;
+    rt.foreignAt[i] = rt.foreignAt[last]!;
+    rt.foreignVer[i] = rt.foreignVer[last]!;
+    rt.foreign.pop();
+    rt.foreignAt.pop();
+    rt.foreignVer.pop();
+    this.stamp++;
+  }
+
+  /**
+   * A peer's newest policy table: for each of our global policies, it runs the
+   * same version (merged), another one (marked foreign), or does not have it
+   * (ignored: it never spends on it). Returns, per row of the table, our policy
+   * when the versions match, else undefined (its entries are not merged).
+   */
+  mapTable(
+    p: PeerState | undefined,
+    table: readonly WirePolicy[],
+    at: number,
+  ): (PolicyRuntime | undefined)[] {
+    const map: (PolicyRuntime | undefined)[] = new Array(table.length);
+    // their version of each of our global policies, by our wire row (names are unique in a table)
+    const theirs: (string | undefined)[] = new Array(this.rtByWire.length);
+    for (let i = 0; i < table.length; i++) {
+      const row = table[i]!;
+      const rt = this.rtByName.get(row.name);
+      if (rt === undefined || rt.local) continue;
+      theirs[rt.wire] = row.version;
+      map[i] = rt.version === row.version ? rt : undefined;
+    }
+    if (p === undefined) return map;
+    p.policies = table;
+    for (const rt of this.rtByWire) {
+      const v = theirs[rt.wire];
+      if (v !== undefined && v !== rt.version) this.markForeign(rt, p, v, at);
+      else {
+        const i = rt.foreign.indexOf(p);
+        if (i >= 0) this.unmarkForeign(rt, i);
+      }
+    }
+    return map;
+  }
+
+  /** Forget foreign-version marks that expired (not repeated within staleAfterMs) or whose peer left. */
+  private expireForeign(now: number): void {
+    for (const rt of this.rtByWire) {
+      for (let i = rt.foreign.length - 1; i >= 0; i--) {
+        const p = rt.foreign[i]!;
+        if (!p.member || now - rt.foreignAt[i]! > this.cfg.staleAfterMs || this.peers.get(p.id) !== p)
+          this.unmarkForeign(rt, i);
+      }
+    }
+  }
+
+  // ---- keys
+
+  /** A new key of a global policy (the key already validated); a key evicted before starts from its sketch. */
+  createKey(rt: PolicyRuntime, key: string): KeyState {
+    const ks = new KeyState(rt.policy.buckets, rt.idx, key);
+    const now = this.lastNow;
+    ks.created = now;
+    rt.windows.insert(key, ks);
+    const sk = rt.sketch;
+    if (sk !== undefined) {
+      // evicted before with counts in its window: it starts from at least those
+      const had = sk.estimate(key, now);
+      if (had > 0) {
+        const kw = ks.window;
+        kw.roll(Math.floor(now / rt.bw));
+        kw.mergeFloor(kw.cur, Math.min(had, rt.policy.limit));
+      }
+    }
+    return ks;
+  }
+
+  /** Mark a key changed locally: it goes in the next gossip (and a few repeats). */
+  touch(ks: KeyState): void {
+    ks.touchTick = this.tick;
+    if (!ks.inDirty) {
+      ks.inDirty = true;
+      this.dirty.add(ks);
+    }
+  }
+
+  /** A policy's eviction sketch, created on first use. */
+  sketch(rt: PolicyRuntime): EvictedSketch {
+    let sk = rt.sketch;
+    if (sk === undefined) {
+      sk = new EvictedSketch(rt.policy.windowMs, this.cfg.sketchSeed ^ rt.idx, 4, this.cfg.sketchWidth);
+      rt.sketch = sk;
+    }
+    return sk;
+  }
+
+  /** A key leaves the store: a live one's counts go to the policy's sketch first. */
+  private forget(rt: PolicyRuntime, key: string, ks: KeyState, live: boolean): void {
+    if (rt.hotKs === ks) {
+      rt.hotKey = undefined;
+      rt.hotKs = undefined;
+    }
+    if (ks.inDirty) {
+      this.dirty.delete(ks);
+      ks.inDirty = false;
+    }
+    if (!live) return;
+    const kw = ks.window;
+    const now = this.lastNow;
+    const c = Math.floor(now / rt.bw);
+    if (c > kw.cur) kw.roll(c);
+    const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
+    // the floor came from the sketch, which still holds it for as long as its counts can be in a window
+    const counts = kw.estimate(w) - kw.floorEstimate(w);
+    if (counts > 1e-9) {
+      this.sketch(rt).add(key, counts, now);
+      this.counters.evictedLive++;
+    }
+  }
+
+  /** A local-scope state leaves the store: what it had used goes to the policy's sketch. */
+  private forgetLocal(rt: PolicyRuntime, key: string, e: LocalKeyState, live: boolean): void {
+    if (!live) return;
+    const algo = rt.algo!;
+    const r = this.algoOut;
+    algo.check(e.state, 1, this.lastNow, r);
+    const left = r.allowed ? r.remaining + 1 : r.remaining;
+    const used = algo.capacity - left;
+    if (used > 0) {
+      this.sketch(rt).add(key, used, this.lastNow);
+      this.counters.evictedLive++;
+    }
+  }
+
+  private windowExpired(rt: PolicyRuntime, ks: KeyState): boolean {
+    const kw = ks.window;
+    const c = Math.floor(this.lastNow / rt.bw);
+    if (c > kw.cur + kw.k + 1) return true;
+    return c === kw.cur && kw.isEmpty();
+  }
+
+  /** Count a refused message by reason. */
+  drop(reason: string): ReceiveResult {
+    this.counters.dropped[reason] = (this.counters.dropped[reason] ?? 0) + 1;
+    return { ok: false, reason };
+  }
+}

@@ -1,0 +1,264 @@
+import {
+  decodeMessage,
+  encodeGossip,
+  LIMITS,
+  peekGossipEntries,
+  TYPE_GOSSIP,
+  type WireEntry,
+} from '../crdt/codec.js';
+import { FLOOR } from '../crdt/window.js';
+import { validateKey } from '../keys/key.js';
+import type { EngineCore, PolicyRuntime } from './core.js';
+import type { KeyState } from './key-state.js';
+import { appliedOffset, type PeerState, sampleOffset } from './peers.js';
+import type { ReceiveResult } from './types.js';
+
+/**
+ * Gossip on bytes: the message of each tick (own counts of recently touched keys, and a
+ * heartbeat), and the merge of a peer's message (validated whole first, counts capped to what
+ * its origin could have admitted, moved by its clock offset). Also the merge helpers sync uses.
+ */
+export class Gossip {
+  constructor(private readonly core: EngineCore) {}
+
+  /**
+   * The message for this tick: every recently touched key's full window of own
+   * counts (so a lost message is repaired by the next) and its demand; an idle
+   * node sends only the header (a heartbeat). `reach`: see {@link Engine.buildGossip}.
+   */
+  build(now: number, reach: number | undefined): Uint8Array {
+    const core = this.core;
+    const { repeatTicks, antiEntropyTicks, maxKeysPerMessage: max } = core.cfg;
+    core.tick++;
+    core.stamp++;
+    core.early = false;
+    const tick = core.tick;
+    const anti = tick % antiEntropyTicks === 0;
+    const entries: WireEntry[] = [];
+    const dirty = core.dirty;
+    // When more keys wait than a message may carry, three passes: first the
+    // keys whose unsent admissions reached the early-publish threshold, then
+    // those with any unsent admission or left out before, then the repeats.
+    // A key left out stays due (`pending`) and goes in a next tick.
+    for (let pass = dirty.size > max ? 0 : 2; pass < 3; pass++) {
+      for (const ks of dirty) {
+        const rt = core.rts[ks.policy]!;
+        if (pass === 0 && ks.unsynced < rt.earlyAt) continue;
+        if (pass === 1 && ks.unsynced === 0 && !ks.pending) continue;
+        if (ks.sentTick === tick) continue;
+        const kw = ks.window;
+        const c = Math.floor(now / rt.bw);
+        if (c > kw.cur) kw.roll(c);
+        const ownLeft = kw.ownEstimate(1);
+        const recent = tick - ks.touchTick <= repeatTicks + 1 || ks.pending;
+        if (!recent && ownLeft === 0) {
+          dirty.delete(ks);
+          ks.inDirty = false;
+          continue;
+        }
+        if (!recent && !anti) continue;
+        if (entries.length >= max) {
+          // a repeat that did not fit is no loss; unsent admissions are
+          if (pass < 2) ks.pending = true;
+          continue;
+        }
+        const e = ownEntry(ks, rt, now);
+        entries.push(e);
+        ks.sentDemand = e.demand;
+        ks.unsynced = 0;
+        ks.pending = false;
+        ks.sentTick = tick;
+      }
+    }
+    core.seq++;
+    const live = core.peers.live.length;
+    const bytes = encodeGossip({
+      policies: core.wireTable,
+      seq: core.seq,
+      sentAt: now,
+      members: live + 1,
+      reach: reach === undefined ? live + 1 : Math.max(1, Math.min(LIMITS.origins, Math.floor(reach) || 1)),
+      entries,
+    });
+    core.counters.gossipOut++;
+    core.counters.gossipBytesOut += bytes.length;
+    return bytes;
+  }
+
+  /**
+   * Merge a peer's gossip. The message is decoded and every entry validated
+   * before anything is merged: a bad message is dropped whole and counted by
+   * reason. Counts above what the origin could have admitted are capped.
+   */
+  receive(from: string, bytes: Uint8Array, now: number): ReceiveResult {
+    const core = this.core;
+    const max = core.cfg.maxKeysPerMessage;
+    if (typeof from !== 'string' || from.length === 0 || from.length > 128) return core.drop('bad-sender');
+    if (from === core.nodeId) return core.drop('self');
+    const known = core.peers.get(from);
+    if (known !== undefined && now < known.ignoredUntil) return core.drop('peer-ignored');
+    // refused from the header alone: a message with too many keys costs no decoding
+    if (peekGossipEntries(bytes) > max) return core.drop('too-many-keys');
+    const dec = decodeMessage(bytes);
+    if (!dec.ok) return core.drop(dec.reason);
+    const m = dec.message;
+    if (m.type !== TYPE_GOSSIP) return core.drop('bad-type');
+    if (m.entries.length > max) return core.drop('too-many-keys');
+    const map = core.mapTable(undefined, m.policies, now);
+    const bad = validateEntries(m.entries, map);
+    if (bad !== undefined) return core.drop(bad);
+    const peer = known ?? core.peers.ensure(from);
+    if (peer === undefined) return core.drop('too-many-peers');
+    // A restarted peer starts its sequence again: accept when its clock moved on.
+    if (m.seq <= peer.seq && m.sentAt <= peer.lastSentAt) return core.drop('duplicate');
+    core.counters.gossipIn++;
+    core.counters.gossipBytesIn += bytes.length;
+    core.mapTable(peer, m.policies, now);
+    const off = sampleOffset(peer, m.sentAt, now, core.cfg.expectedDelayMs);
+    if (this.checkSkew(peer, off)) {
+      const shift = appliedOffset(peer, core.cfg.expectedDelayMs);
+      let capped = false;
+      for (const e of m.entries) {
+        const rt = map[e.policy];
+        if (rt === undefined) core.counters.foreignEntries++;
+        else if (this.merge(rt, peer.idx, e, now, shift)) capped = true;
+      }
+      if (capped) this.strike(peer, now);
+    }
+    const wasMember = peer.member;
+    peer.member = true;
+    peer.messages++;
+    peer.seq = m.seq;
+    peer.lastSentAt = m.sentAt;
+    peer.lastHeard = now;
+    peer.members = m.members;
+    const delay = now - (m.sentAt - peer.clockOffsetMs);
+    peer.delayMs = delay < 0 ? 0 : Math.min(delay, 60_000);
+    core.stamp++;
+    if (!wasMember || peer.stale) core.refresh(now);
+    else core.updateOldestSent();
+    return { ok: true };
+  }
+
+  /** False (and the peer marked skewed, counted, logged once) when its offset is past maxClockOffsetMs. */
+  checkSkew(p: PeerState, off: number): boolean {
+    const core = this.core;
+    const maxClockOffsetMs = core.cfg.maxClockOffsetMs;
+    const skewed = !(Math.abs(off) <= maxClockOffsetMs);
+    if (skewed) core.counters.clockSkewed++;
+    if (skewed !== p.skewed) {
+      p.skewed = skewed;
+      core.stamp++;
+      if (skewed)
+        core.cfg.logger?.warn(
+          { peer: p.id, clockOffsetMs: off, maxClockOffsetMs },
+          'ratemesh peer clock is too far off: its counts are not merged and it counts as stale',
+        );
+    }
+    return !skewed;
+  }
+
+  /**
+   * A peer's message was capped: count it, and past `strikesToIgnore` capped
+   * messages within a window ignore the peer for `ignoreMs` (it turns stale,
+   * so it is counted as spending at least L/N, which is safe).
+   */
+  strike(peer: PeerState, now: number): void {
+    const core = this.core;
+    core.counters.capped++;
+    if (now - peer.strikeSince > core.maxWindowMs) {
+      peer.strikes = 0;
+      peer.strikeSince = now;
+    }
+    peer.strikes++;
+    if (peer.strikes < core.cfg.strikesToIgnore) return;
+    peer.strikes = 0;
+    peer.ignoredUntil = now + core.ignoreMs;
+    core.counters.peersIgnored++;
+    core.cfg.logger?.warn(
+      { peer: peer.id, ignoreMs: core.ignoreMs, strikes: core.cfg.strikesToIgnore },
+      'ratemesh peer sent counts it could not have admitted: ignored for a while',
+    );
+  }
+
+  /**
+   * Merge one entry into origin `origin`'s slot (FLOOR: the unattributed
+   * floor). What one origin holds for a key is capped over the whole ring,
+   * across every message it sent, not per message: at most L in a bucket,
+   * L + maxCost over the full-weight buckets (an honest node's own estimate
+   * never passes L) and 2L over the ring (the oldest bucket may still hold up
+   * to L while the rest refills). Its demand is capped at L, as every node caps
+   * its own. Returns true when anything was capped.
+   */
+  merge(rt: PolicyRuntime, origin: number, e: WireEntry, now: number, offsetMs = 0): boolean {
+    // Its bucket b covers our time [b·bw - off, (b+1)·bw - off): moved to the
+    // later of the two of ours it overlaps (its counts then stay in our window
+    // at least as long as they should); a tenth of a bucket is tolerated.
+    const shift = offsetMs === 0 ? 0 : -Math.floor(offsetMs / rt.bw + 0.1);
+    const L = rt.policy.limit;
+    const fullCap = L + Math.min(rt.policy.maxCost, L);
+    const ringCap = 2 * L;
+    let ks = rt.windows.get(e.key);
+    if (ks === undefined) ks = this.core.createKey(rt, e.key);
+    const kw = ks.window;
+    const c = Math.floor(now / rt.bw);
+    if (c > kw.cur) kw.roll(c);
+    const capped = kw.mergeCapped(origin, e.base, shift, e.counts, L, fullCap, ringCap);
+    // the share rule uses at most L of it (computeShare); the stale reserve bounds it by L - seen
+    if (origin !== FLOOR) kw.setDemand(origin, Math.min(e.demand, 1000 * L), now);
+    return capped;
+  }
+}
+
+/** A key's wire entry of our own counts (origin 0) and demand, in the policy's wire row. */
+export function ownEntry(ks: KeyState, rt: PolicyRuntime, now: number): WireEntry {
+  const kw = ks.window;
+  return {
+    origin: 0,
+    policy: rt.wire,
+    key: ks.key,
+    base: kw.cur - kw.k,
+    counts: kw.ownCounts(),
+    demand: Math.ceil(demandPerWindow(ks, now, rt.policy.windowMs, rt.bw)),
+  };
+}
+
+/**
+ * Every entry, merged or not, must hold a valid key; one of a policy we run
+ * at the same version (`map`) at most buckets + 2 counts. Entries of policies
+ * we do not run, or run at another version, are not an error: they are
+ * skipped when merging.
+ */
+export function validateEntries(
+  entries: readonly WireEntry[],
+  map: readonly (PolicyRuntime | undefined)[],
+): string | undefined {
+  for (const e of entries) {
+    if (!isValidKey(e.key)) return 'bad-key';
+    const rt = map[e.policy];
+    if (rt !== undefined && e.counts.length > rt.policy.buckets + 2) return 'bad-field';
+  }
+  return undefined;
+}
+
+/**
+ * This node's demand for a key in cost per window: what it was offered in the
+ * window, scaled up while the key is younger than a window so that nodes that
+ * compare demands compare rates.
+ */
+function demandPerWindow(ks: KeyState, now: number, W: number, bw: number): number {
+  const kw = ks.window;
+  const w = Math.min(1, 1 - (now - kw.cur * bw) / bw);
+  const offered = kw.offeredEstimate(w);
+  const age = now - ks.created;
+  return age >= W ? offered : (offered * W) / Math.max(age, bw);
+}
+
+function isValidKey(key: string): boolean {
+  try {
+    validateKey(key);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,55 @@
+import { KeyWindow } from '../crdt/window.js';
+
+/**
+ * What the engine keeps for one key of a global policy: the key's windowed G-counter and the
+ * engine's own bookkeeping around it (demand share, gossip scheduling, eviction), so one map
+ * lookup finds both while the counter stays a pure CRDT.
+ */
+export class KeyState {
+  /** The key's windowed G-counter: every origin's counts. */
+  readonly window: KeyWindow;
+  /** Controlled mode: this node's demand-weighted share of the key's headroom. */
+  share = 0;
+  /** The view stamp the share belongs to (-1: none yet). */
+  shareStamp = -1;
+  /** Gossip: the last tick this key changed locally (own counts or demand). */
+  touchTick = -1;
+  /** Gossip: whether the key is in the engine's dirty set. */
+  inDirty = false;
+  /** Own cost admitted since the last gossip that carried this key. */
+  unsynced = 0;
+  /** Gossip: left out of a full message, so due in the next one. */
+  pending = false;
+  /** Gossip: the tick whose message carried it. */
+  sentTick = -1;
+  /** Own demand (offered cost per window) as the last gossip carried it. */
+  sentDemand = 0;
+  /** When this node first saw the key (its time). */
+  created = 0;
+  /** A local front limiter's state, when the policy has one. */
+  local: unknown = undefined;
+  /** Used since inserted or last passed over by eviction (second chance). */
+  ref = false;
+
+  /**
+   * @param buckets buckets per window (k)
+   * @param policy the index of the policy in the set in force
+   * @param key the key
+   */
+  constructor(
+    buckets: number,
+    public policy: number,
+    readonly key: string,
+  ) {
+    this.window = new KeyWindow(buckets);
+  }
+}
+
+/** What the engine keeps for one key of a local-scope policy. */
+export interface LocalKeyState {
+  /** The policy algorithm's state. */
+  state: unknown;
+  last: number;
+  /** Used since inserted or last passed over by eviction (second chance). */
+  ref: boolean;
+}

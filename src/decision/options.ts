@@ -1,0 +1,184 @@
+import { type Clock, systemClock } from '../clock.js';
+import type { WarnLogger } from '../logger.js';
+import { compilePolicies, type PolicySet } from '../policy/index.js';
+import type { PolicySpec } from '../types.js';
+import { fail, integer, optional, shown } from '../validate.js';
+import {
+  DEFAULT_ANTI_ENTROPY_TICKS,
+  DEFAULT_EARLY_PUBLISH_FRACTION,
+  DEFAULT_EXPECTED_DELAY_MS,
+  DEFAULT_GOSSIP_INTERVAL_MS,
+  DEFAULT_MAX_CLOCK_OFFSET_MS,
+  DEFAULT_MAX_KEYS,
+  DEFAULT_MAX_KEYS_PER_MESSAGE,
+  DEFAULT_MAX_PEERS,
+  DEFAULT_REPEAT_TICKS,
+  DEFAULT_SKETCH_WIDTH,
+  DEFAULT_STRIKES_TO_IGNORE,
+  defaultDepartAfterMs,
+  defaultStaleAfterMs,
+} from './constants.js';
+
+/** Options of {@link Engine}; validated at construction. */
+export interface EngineOptions {
+  /** Policy specs (validated here) or an already compiled set. */
+  policies: readonly PolicySpec[] | PolicySet;
+  /** This node's id (its libp2p peer id in a mesh). Default 'local'. */
+  nodeId?: string;
+  clock?: Clock;
+  /** Gossip tick interval g, ms. Default 100 (the mesh's default too). */
+  gossipIntervalMs?: number;
+  /** Expected one-way gossip delay d, ms. Default 10. */
+  expectedDelayMs?: number;
+  /** A peer is stale when its newest data is older than this. Default 3g + 2d. */
+  staleAfterMs?: number;
+  /**
+   * A silent member departs after this: while another member is live, or once the transport
+   * has also reported its connection gone this long (see {@link Engine.peerConnection}).
+   * Default max(5 s, 10 × staleAfter).
+   */
+  departAfterMs?: number;
+  /**
+   * Members this node expects, itself included (a mesh node: 1 + its bootstrap
+   * peers). Until it hears any peer it enforces L/N with this N, so a node that
+   * starts or restarts does not spend the whole limit alone. Default 1 (standalone).
+   */
+  expectedMembers?: number;
+  /** Cap on tracked keys over all policies. Default 100,000. */
+  maxKeys?: number;
+  /** Cap on known origins (peers). Default 256. */
+  maxPeers?: number;
+  /** A touched key is carried in this many more ticks, so a lost message is repaired. Default 3. */
+  repeatTicks?: number;
+  /** Every this many ticks, every key with own counts in its window is carried (anti-entropy). Default 50. */
+  antiEntropyTicks?: number;
+  /** Ask for an early publish when a key's unsynced own count reaches this fraction of its limit. Default 0.05. */
+  earlyPublishFraction?: number;
+  /**
+   * Most keys one gossip message may carry: a received message with more is
+   * dropped whole before anything is merged (`too-many-keys`), and this node
+   * never sends more (the rest go in the next ticks). Default 2,048.
+   */
+  maxKeysPerMessage?: number;
+  /** A peer with this many capped messages within a window is ignored for {@link ignoreMs}. Default 3. */
+  strikesToIgnore?: number;
+  /** How long a peer that sent counts it could not have admitted is ignored, ms. Default max(60 s, 2 × the longest window). */
+  ignoreMs?: number;
+  /** Seed of the eviction sketch's hashing. Default: random per engine (an outsider cannot aim collisions). */
+  sketchSeed?: number;
+  /** Width of each policy's eviction sketch (a power of two; 4 rows of it, 5 time slots). Default 8,192. */
+  sketchWidth?: number;
+  /** Where the engine reports what an operator should see (a peer ignored, a peer departed): pino-compatible. Default none. */
+  logger?: WarnLogger;
+  /**
+   * A peer whose clock is estimated further off than this (ms, either way) is
+   * treated as stale: its counts are not merged, it counts as spending at
+   * least L/N, and it is logged. Within it, its counts are moved into our
+   * buckets by the estimated offset. Default 1,000.
+   */
+  maxClockOffsetMs?: number;
+}
+
+/** {@link EngineOptions} validated, every default filled in. */
+export interface EngineConfig {
+  readonly policySet: PolicySet;
+  readonly nodeId: string;
+  readonly clock: Clock;
+  readonly gossipIntervalMs: number;
+  readonly expectedDelayMs: number;
+  readonly staleAfterMs: number;
+  readonly departAfterMs: number;
+  readonly expectedMembers: number;
+  readonly maxKeys: number;
+  readonly maxPeers: number;
+  readonly repeatTicks: number;
+  readonly antiEntropyTicks: number;
+  readonly earlyPublishFraction: number;
+  readonly maxKeysPerMessage: number;
+  readonly strikesToIgnore: number;
+  /** Undefined: derived from the longest window (see defaultIgnoreMs). */
+  readonly ignoreMs: number | undefined;
+  readonly sketchSeed: number;
+  readonly sketchWidth: number;
+  readonly logger: WarnLogger | undefined;
+  readonly maxClockOffsetMs: number;
+}
+
+/** An integer option >= `min`, or `dflt` when left out. */
+function int(v: unknown, field: string, dflt: number, min = 1): number {
+  return optional(v, dflt, (x) => integer(x, field, min));
+}
+
+/** A compiled policy set (kept as is) or specs to compile. */
+export function policySetOf(policies: unknown, needVersionOf = false): PolicySet {
+  const ps = policies;
+  return ps !== null &&
+    typeof ps === 'object' &&
+    'version' in ps &&
+    'byName' in ps &&
+    (!needVersionOf || 'versionOf' in ps)
+    ? (ps as PolicySet)
+    : compilePolicies(ps);
+}
+
+/** Validates every option (a RateMeshError CONFIG_INVALID naming the field) and fills the defaults. */
+export function parseEngineOptions(opts: EngineOptions): EngineConfig {
+  if (opts === null || typeof opts !== 'object') fail('options', 'options must be an object');
+  const policySet = policySetOf(opts.policies);
+  const nodeId = opts.nodeId ?? 'local';
+  if (typeof nodeId !== 'string' || nodeId.length === 0 || nodeId.length > 128) {
+    fail('nodeId', 'must be a string of 1..128 characters');
+  }
+  const clock = opts.clock ?? systemClock;
+  const gossipIntervalMs = int(opts.gossipIntervalMs, 'gossipIntervalMs', DEFAULT_GOSSIP_INTERVAL_MS);
+  const expectedDelayMs = int(opts.expectedDelayMs, 'expectedDelayMs', DEFAULT_EXPECTED_DELAY_MS, 0);
+  const staleAfterMs = int(
+    opts.staleAfterMs,
+    'staleAfterMs',
+    defaultStaleAfterMs(gossipIntervalMs, expectedDelayMs),
+  );
+  const departAfterMs = int(opts.departAfterMs, 'departAfterMs', defaultDepartAfterMs(staleAfterMs));
+  const maxKeys = int(opts.maxKeys, 'maxKeys', DEFAULT_MAX_KEYS);
+  const maxPeers = int(opts.maxPeers, 'maxPeers', DEFAULT_MAX_PEERS);
+  const repeatTicks = int(opts.repeatTicks, 'repeatTicks', DEFAULT_REPEAT_TICKS, 0);
+  const antiEntropyTicks = int(opts.antiEntropyTicks, 'antiEntropyTicks', DEFAULT_ANTI_ENTROPY_TICKS);
+  const earlyPublishFraction = opts.earlyPublishFraction ?? DEFAULT_EARLY_PUBLISH_FRACTION;
+  if (typeof earlyPublishFraction !== 'number' || !(earlyPublishFraction > 0 && earlyPublishFraction <= 1)) {
+    fail('earlyPublishFraction', `must be in (0, 1] (got ${shown(earlyPublishFraction)})`);
+  }
+  const expectedMembers = int(opts.expectedMembers, 'expectedMembers', 1);
+  const maxKeysPerMessage = int(opts.maxKeysPerMessage, 'maxKeysPerMessage', DEFAULT_MAX_KEYS_PER_MESSAGE);
+  const strikesToIgnore = int(opts.strikesToIgnore, 'strikesToIgnore', DEFAULT_STRIKES_TO_IGNORE);
+  const ignoreMs = opts.ignoreMs === undefined ? undefined : int(opts.ignoreMs, 'ignoreMs', 1);
+  const sketchWidth = int(opts.sketchWidth, 'sketchWidth', DEFAULT_SKETCH_WIDTH, 16);
+  if (!Number.isInteger(Math.log2(sketchWidth))) {
+    fail('sketchWidth', 'must be a power of two');
+  }
+  const sketchSeed =
+    opts.sketchSeed === undefined
+      ? crypto.getRandomValues(new Uint32Array(1))[0]!
+      : int(opts.sketchSeed, 'sketchSeed', 0, 0) >>> 0;
+  const maxClockOffsetMs = int(opts.maxClockOffsetMs, 'maxClockOffsetMs', DEFAULT_MAX_CLOCK_OFFSET_MS, 0);
+  return {
+    policySet,
+    nodeId,
+    clock,
+    gossipIntervalMs,
+    expectedDelayMs,
+    staleAfterMs,
+    departAfterMs,
+    expectedMembers,
+    maxKeys,
+    maxPeers,
+    repeatTicks,
+    antiEntropyTicks,
+    earlyPublishFraction,
+    maxKeysPerMessage,
+    strikesToIgnore,
+    ignoreMs,
+    sketchSeed,
+    sketchWidth,
+    logger: opts.logger,
+    maxClockOffsetMs,
+  };
+}

@@ -1,0 +1,370 @@
+import { validateKey } from '../keys/key.js';
+import type { DecisionMode, DecisionRule } from '../types.js';
+import type { EngineCore, PolicyRuntime } from './core.js';
+import type { KeyState, LocalKeyState } from './key-state.js';
+
+/** Scratch result of evaluating one (policy, key). */
+export interface Eval {
+  allowed: boolean;
+  rule: DecisionRule;
+  mode: DecisionMode;
+  remaining: number;
+  retryAfterMs: number;
+  resetMs: number;
+  delayMs: number;
+  rt: PolicyRuntime | undefined;
+  key: string;
+  ks: KeyState | undefined;
+  entry: LocalKeyState | undefined;
+}
+
+export function newEval(): Eval {
+  return {
+    allowed: false,
+    rule: 'allow',
+    mode: 'global',
+    remaining: 0,
+    retryAfterMs: 0,
+    resetMs: 0,
+    delayMs: 0,
+    rt: undefined,
+    key: '',
+    ks: undefined,
+    entry: undefined,
+  };
+}
+
+/**
+ * The decision rule, over the windowed counter's queries and the peer view (README, "How a
+ * node decides"). For a global policy with limit L:
+ * - estimate E = sliding-window-counter sum over all origins;
+ * - naive: admit when E + cost <= L;
+ * - controlled (default): everything live peers admitted more than U ago has
+ *   reached us (U = the longest any live peer has gone unseen); what they
+ *   admitted since is unknown. The headroom left for the last U ms, L - E_old,
+ *   is shared by demand (offered cost, which every node gossips), and this node
+ *   admits only while its own admissions in the last U ms stay within its share.
+ *   Summed over the nodes that is at most L;
+ * - every member stale, or still starting and not all expected peers heard (and
+ *   fallback on): admit while own counts + cost <= L/N;
+ * - some members stale: each stale peer counts as spending max(seen + unseen,
+ *   L/N), unseen being what it may have admitted at its reported demand rate
+ *   until its own view went stale (see staleReserve).
+ * A local-scope policy is its algorithm alone. Nothing here allocates or awaits.
+ */
+export class Rule {
+  /** Scratch of KeyWindow.countsSince: all, own. */
+  private readonly since = new Float64Array(2);
+
+  constructor(private readonly core: EngineCore) {}
+
+  /** Evaluate `cost` on (`rt`, `key`) at `now` into `out`; nothing is spent (see {@link commit}). */
+  evaluate(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval): void {
+    out.rt = rt;
+    out.key = key;
+    out.delayMs = 0;
+    out.ks = undefined;
+    out.entry = undefined;
+    if (rt.local) {
+      this.evaluateLocal(rt, key, cost, now, out);
+      return;
+    }
+    const core = this.core;
+    const p = rt.policy;
+    const L = p.limit;
+    let ks: KeyState | undefined;
+    if (key === rt.hotKey && rt.hotKs !== undefined) {
+      ks = rt.hotKs;
+      ks.ref = true;
+    } else {
+      ks = rt.windows.get(key);
+      if (ks === undefined) ks = core.createKey(rt, validateKey(key));
+      else ks.ref = true;
+      rt.hotKey = key;
+      rt.hotKs = ks;
+    }
+    out.ks = ks;
+    const kw = ks.window;
+    const pos = now / rt.bw;
+    const c = Math.floor(pos);
+    if (c > kw.cur) kw.roll(c);
+    // weight of the oldest bucket still inside the window
+    // the fraction from the bucket start, not from now / bw: exact at epoch-sized times
+    const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
+    kw.addOffered(cost);
+    core.touch(ks);
+    out.resetMs = kw.hasCounts() ? Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now) : 0;
+
+    if (cost > L) {
+      deny(out, 'cost-exceeds-limit', 'global', Math.max(0, Math.floor(L - kw.estimate(w))), -1);
+      return;
+    }
+    const peers = core.peers;
+    if (peers.allStale && p.fallback) {
+      const share = Math.floor(L / peers.knownN);
+      const own = kw.ownEstimate(w);
+      if (own + cost > share + 1e-9) {
+        const retry = cost > share ? -1 : kw.timeToDrain(own + cost - share, true, now, rt.bw);
+        deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), retry);
+        return;
+      }
+      // What the view does hold still counts: a node starting with its peers'
+      // windows pulled by sync, or cut off with their last counts, never admits
+      // past L on them (the counts are real admissions; they only age out).
+      const seen = kw.estimate(w);
+      if (this.overLimit(out, ks, seen, cost, now, rt, 'fallback')) return;
+      if (!this.frontAllows(rt, ks, cost, now, out, 'fallback')) return;
+      allow(out, 'fallback', Math.floor(Math.min(share - own, L - seen) - cost + 1e-9));
+      out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
+      return;
+    }
+    let est = kw.estimate(w);
+    if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(ks, w, L, now, p.windowMs);
+    if (rt.foreign.length > 0) est += this.foreignReserve(rt, ks, w, L);
+    if (this.overLimit(out, ks, est, cost, now, rt, 'global')) return;
+    if (p.overAdmission === 'controlled' && peers.live.length > 0) {
+      // Everything peers admitted more than U ago has reached us (U = the
+      // longest any live peer has been unseen); what they admitted since is
+      // unknown. So the headroom left for the last U ms, L - E_old, is shared
+      // by demand, and this node's own admissions in the last U ms may not
+      // exceed its share. Summed over nodes that is at most L.
+      const U = now - core.oldestSent;
+      if (U < p.windowMs) {
+        if (ks.shareStamp !== core.stamp) this.computeShare(ks, rt);
+        const tU = now - Math.max(U, 0);
+        const cU = Math.floor(tU / rt.bw);
+        // In the bucket that straddles the horizon, peers' counts count wholly
+        // as old (they may all precede the horizon; when the limit closes they
+        // do, and a pro-rata split would under-count E_old) and our own wholly
+        // as recent (they may all follow it). Both err on the safe side.
+        const since = this.since;
+        kw.countsSince(cU, since);
+        const recentAll = since[0]!;
+        const ownRecent = since[1]!;
+        const allowance = ks.share * (L - est + recentAll);
+        if (ownRecent + cost > allowance) {
+          deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), core.cfg.gossipIntervalMs);
+          return;
+        }
+      }
+    }
+    if (!this.frontAllows(rt, ks, cost, now, out, 'global')) return;
+    allow(out, 'global', Math.floor(L - est - cost + 1e-9));
+    out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
+  }
+
+  /** Spend `cost` on an evaluation that allowed. */
+  commit(e: Eval, cost: number, now: number): void {
+    const rt = e.rt!;
+    if (rt.local) {
+      rt.algo!.commit(e.entry!.state, cost, now);
+      e.entry!.last = now;
+      return;
+    }
+    const ks = e.ks!;
+    const kw = ks.window;
+    kw.addOwn(cost, now / rt.bw - kw.cur);
+    ks.unsynced += cost;
+    if (ks.local !== undefined) rt.algo!.commit(ks.local, cost, now);
+    if (ks.unsynced >= rt.earlyAt) this.core.early = true;
+  }
+
+  /** Denies with rule global-limit (in `mode`) when `est + cost` passes L; true when it did. */
+  private overLimit(
+    out: Eval,
+    ks: KeyState,
+    est: number,
+    cost: number,
+    now: number,
+    rt: PolicyRuntime,
+    mode: DecisionMode,
+  ): boolean {
+    const L = rt.policy.limit;
+    // the tolerance absorbs float error of the bucket weight at whole-ms boundaries
+    if (est + cost <= L + 1e-9) return false;
+    deny(
+      out,
+      'global-limit',
+      mode,
+      Math.max(0, Math.floor(L - est)),
+      ks.window.timeToDrain(est + cost - L, false, now, rt.bw),
+    );
+    return true;
+  }
+
+  private frontAllows(
+    rt: PolicyRuntime,
+    ks: KeyState,
+    cost: number,
+    now: number,
+    out: Eval,
+    mode: DecisionMode,
+  ): boolean {
+    const algo = rt.algo;
+    if (algo === undefined || cost === 0) return true;
+    if (ks.local === undefined) ks.local = algo.init(now);
+    const r = this.core.algoOut;
+    if (!algo.check(ks.local, cost, now, r)) {
+      deny(out, 'local-limit', mode, r.remaining, r.retryAfterMs);
+      return false;
+    }
+    out.delayMs = r.delayMs;
+    return true;
+  }
+
+  private evaluateLocal(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval): void {
+    const algo = rt.algo!;
+    const store = rt.locals;
+    let entry = store.get(key);
+    if (entry === undefined) {
+      entry = { state: algo.init(now), last: now, ref: false };
+      store.insert(validateKey(key), entry);
+      // a key evicted with state left starts from at least what it had used
+      const sk = rt.sketch;
+      if (sk !== undefined) {
+        const used = Math.min(sk.estimate(key, now), algo.capacity);
+        if (used >= 1 && algo.check(entry.state, Math.floor(used), now, this.core.algoOut)) {
+          algo.commit(entry.state, Math.floor(used), now);
+        }
+      }
+    } else entry.ref = true;
+    out.entry = entry;
+    const r = this.core.algoOut;
+    if (cost === 0) {
+      // A look without spending (checkAll with a list of costs): 0 never goes
+      // over. The algorithms take costs from 1, so ask what 1 would leave.
+      algo.check(entry.state, 1, now, r);
+      out.resetMs = r.resetMs;
+      out.delayMs = 0;
+      allow(out, 'local', r.allowed ? r.remaining + 1 : r.remaining);
+      return;
+    }
+    algo.check(entry.state, cost, now, r);
+    out.resetMs = r.resetMs;
+    out.delayMs = r.delayMs;
+    if (r.allowed) allow(out, 'local', r.remaining);
+    else
+      deny(
+        out,
+        cost > algo.capacity ? 'cost-exceeds-limit' : 'local-limit',
+        'local',
+        r.remaining,
+        r.retryAfterMs,
+      );
+  }
+
+  /** Controlled mode: this node's demand-weighted share for a key, until the view changes. */
+  private computeShare(ks: KeyState, rt: PolicyRuntime): void {
+    const W = rt.policy.windowMs;
+    // Our demand as we last gossiped it, not as it is now: the peers share the
+    // headroom by the demands they have heard, so the shares sum to one only
+    // when every node uses the same numbers. A node whose demand just rose
+    // (a restart, a new burst) waits one tick before claiming the larger share.
+    // Every demand counts for at most L, ours as well, the same on every node
+    // (so the shares still sum to one): a claim of demand backed by no counts
+    // can take at most the share of a node offering L, never starve the others.
+    const L = rt.policy.limit;
+    const kw = ks.window;
+    const own = Math.min(ks.sentDemand, L);
+    let total = own;
+    const live = this.core.peers.live;
+    // members on another version of the policy are not sharers: foreignReserve counts them
+    let sharers = live.length + 1;
+    for (let i = 0; i < live.length; i++) {
+      if (rt.foreign.length > 0 && rt.foreign.indexOf(live[i]!) >= 0) {
+        sharers--;
+        continue;
+      }
+      const o = live[i]!.idx;
+      if (kw.hasOrigin(o)) total += reportedDemand(kw.demandOf(o), kw.demandAt(o), live[i]!.lastHeard, W, L);
+    }
+    ks.share = total > 0 ? own / total : 1 / sharers;
+    ks.shareStamp = this.core.stamp;
+  }
+
+  /**
+   * Extra count assumed for stale members. A stale peer may have admitted,
+   * unseen, from its newest data we hold until its own view went stale as
+   * well (about staleAfter + d later; it then falls back to L/N on its own
+   * counts): at most its offered rate for the key over that stretch, the part
+   * of it still inside the window, and never more than L less what we saw.
+   * From then on it keeps its own window total within max(what it had, L/N).
+   * So a stale peer counts as spending max(seen + unseen, L/N).
+   */
+  private staleReserve(ks: KeyState, w: number, L: number, now: number, W: number): number {
+    const { peers, cfg } = this.core;
+    const perPeer = L / peers.knownN;
+    const kw = ks.window;
+    let extra = 0;
+    for (const p of peers.stale) {
+      const seen = kw.peerEstimate(p.idx, w);
+      let unseen = 0;
+      const demand = kw.demandOf(p.idx);
+      if (demand > 0) {
+        const sent = p.lastHeard - Math.min(p.delayMs, cfg.expectedDelayMs);
+        const end = Math.min(now, sent + cfg.staleAfterMs + cfg.expectedDelayMs);
+        const span = end - Math.max(sent, now - W);
+        if (span > 0) unseen = Math.min((demand / W) * span, Math.max(0, L - seen));
+      }
+      extra += Math.max(unseen, perPeer - seen);
+    }
+    return extra;
+  }
+
+  /**
+   * Extra count assumed for members on another version of the policy (a
+   * rolling change of its definition): their counts for it are not merged, so
+   * each counts as spending at least L/N (our L), less what we still hold of
+   * it from before it changed. A stale one is left to staleReserve, which
+   * counts it at least as much. Summed over the mesh, the nodes on each
+   * version then admit at most their L times their share of the members, so
+   * the total stays within max(L_old, L_new) while the rollout runs.
+   */
+  private foreignReserve(rt: PolicyRuntime, ks: KeyState, w: number, L: number): number {
+    const perPeer = L / this.core.peers.knownN;
+    const skipStale = rt.policy.fallback;
+    const kw = ks.window;
+    let extra = 0;
+    for (let i = 0; i < rt.foreign.length; i++) {
+      const p = rt.foreign[i]!;
+      if (!p.member || (p.stale && skipStale)) continue;
+      const seen = kw.peerEstimate(p.idx, w);
+      if (perPeer > seen) extra += perPeer - seen;
+    }
+    return extra;
+  }
+}
+
+function allow(out: Eval, mode: DecisionMode, remaining: number): void {
+  out.allowed = true;
+  out.rule = 'allow';
+  out.mode = mode;
+  out.remaining = Math.max(remaining, 0);
+  out.retryAfterMs = 0;
+}
+
+function deny(
+  out: Eval,
+  rule: DecisionRule,
+  mode: DecisionMode,
+  remaining: number,
+  retryAfterMs: number,
+): void {
+  out.allowed = false;
+  out.rule = rule;
+  out.mode = mode;
+  out.remaining = Math.max(remaining, 0);
+  out.retryAfterMs = retryAfterMs < 0 ? -1 : Math.max(1, Math.ceil(retryAfterMs));
+}
+
+/**
+ * A peer's reported demand for a key (cost offered over a window), fading over
+ * one window after the report (made at `reportedAt`), by the report's age at `at`
+ * (the peer's newest message: a peer that keeps sending without the key fades
+ * it, a silent one does not).
+ */
+function reportedDemand(demand: number, reportedAt: number, at: number, W: number, cap: number): number {
+  const age = at - reportedAt;
+  if (!(age < W)) return 0;
+  return Math.min(demand, cap) * (1 - age / W);
+}

@@ -1,0 +1,155 @@
+import type { Message, TopicValidatorFn } from '@libp2p/gossipsub';
+import { TopicValidatorResult } from '@libp2p/gossipsub';
+import type { PeerId } from '@libp2p/interface';
+import type { MeshEngine } from './engine-port.js';
+import type { PeerLinks } from './links.js';
+import type { MeshConfig } from './options.js';
+import type { MeshStats } from './types.js';
+
+/** Count one more under `reason`. */
+export function bump(counts: Record<string, number>, reason: string): void {
+  counts[reason] = (counts[reason] ?? 0) + 1;
+}
+
+/** xorshift32: the injected-loss draw, seeded so experiment runs repeat. */
+function xorshift32(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x >>>= 0;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    x >>>= 0;
+    return x / 0x1_0000_0000;
+  };
+}
+
+/** What {@link GossipIn} needs of the node it serves. */
+export interface GossipInHost {
+  readonly cfg: MeshConfig;
+  readonly engine: MeshEngine;
+  readonly links: PeerLinks;
+  readonly peerId: string;
+  readonly topic: string;
+  /** Timers to clear on stop (injected delays). */
+  readonly timers: Set<NodeJS.Timeout>;
+  /** The node's counters this path fills. */
+  readonly counters: Pick<MeshStats, 'gossip' | 'dropped' | 'injected'>;
+  running(): boolean;
+  /** TESTS/DRILLS ONLY: every gossip message in and out is dropped. */
+  isolated(): boolean;
+}
+
+/**
+ * The path of a received gossip message through the transport: gossipsub's topic validator,
+ * the relay decision, what is not for us (self, wrong topic, isolation, experiments' injected
+ * loss and delay) dropped and counted, the rest handed to the engine with the authenticated
+ * sender. The mesh decodes nothing: the engine reads the bytes, and the relay decision's one
+ * header field (`reach`) with them.
+ */
+export class GossipIn {
+  private readonly rng: () => number;
+
+  constructor(private readonly host: GossipInHost) {
+    this.rng = xorshift32(host.cfg.injectSeed);
+  }
+
+  /**
+   * Every message on our topic that passed gossipsub's signature check comes
+   * here exactly once (gossipsub drops duplicates before). It goes to the
+   * engine, and the answer tells gossipsub whether to relay it: Reject for a
+   * message that is unsigned, oversized or whose header does not parse (never
+   * relayed), Accept to relay it to our mesh peers, Ignore not to.
+   */
+  readonly validate: TopicValidatorFn = (_peer, msg) => {
+    if (msg.type !== 'signed') {
+      bump(this.host.counters.dropped, 'unsigned');
+      return TopicValidatorResult.Reject;
+    }
+    if (msg.data.byteLength > this.host.cfg.maxMessageBytes) {
+      bump(this.host.counters.dropped, 'oversize');
+      return TopicValidatorResult.Reject;
+    }
+    this.receive(msg);
+    return this.relayDecision(msg.data);
+  };
+
+  /**
+   * Relay or not. The origin published straight to every subscriber it is
+   * connected to (floodPublish) and says how many that was (`reach`, itself
+   * included). When that is at least the number of members this node knows,
+   * everyone here already has the message from the origin and a relay would
+   * only make duplicates (in a full mesh of N nodes, relaying multiplies what
+   * each node receives by up to D + 1). When the origin reaches fewer, some
+   * member is not connected to it and the message is relayed through the mesh.
+   */
+  private relayDecision(data: Uint8Array): TopicValidatorResult {
+    const g = this.host.counters.gossip;
+    if (this.host.isolated()) return TopicValidatorResult.Ignore;
+    const mode = this.host.cfg.relay;
+    if (mode !== 'always') {
+      const reach = this.host.engine.gossipReach(data);
+      if (reach === 0) return TopicValidatorResult.Reject; // the engine counted why
+      if (mode === 'never' || reach >= this.host.engine.memberCount()) {
+        g.notRelayed++;
+        return TopicValidatorResult.Ignore;
+      }
+    }
+    g.relayed++;
+    return TopicValidatorResult.Accept;
+  }
+
+  private receive(msg: Message): void {
+    if (msg.topic !== this.host.topic) {
+      bump(this.host.counters.dropped, 'wrong-topic');
+      return;
+    }
+    if (msg.type !== 'signed') {
+      bump(this.host.counters.dropped, 'unsigned');
+      return;
+    }
+    const from = msg.from.toString();
+    if (from === this.host.peerId) {
+      bump(this.host.counters.dropped, 'self');
+      return;
+    }
+    if (this.host.isolated()) {
+      bump(this.host.counters.dropped, 'isolated-in');
+      return;
+    }
+    const { injectLoss, injectDelayMs } = this.host.cfg;
+    if (injectLoss > 0 && this.rng() < injectLoss) {
+      this.host.counters.injected.dropped++;
+      return;
+    }
+    if (injectDelayMs > 0) {
+      this.host.counters.injected.delayed++;
+      const t = setTimeout(() => {
+        this.host.timers.delete(t);
+        this.deliver(from, msg.from, msg.data);
+      }, injectDelayMs);
+      this.host.timers.add(t);
+      return;
+    }
+    this.deliver(from, msg.from, msg.data);
+  }
+
+  private deliver(from: string, peerId: PeerId, data: Uint8Array): void {
+    if (!this.host.running()) {
+      bump(this.host.counters.dropped, 'stopped');
+      return;
+    }
+    if (this.host.isolated()) {
+      // held by the injected delay when the cut began: in flight, so lost with the cut
+      bump(this.host.counters.dropped, 'isolated-in');
+      return;
+    }
+    const now = this.host.cfg.clock.now();
+    const g = this.host.counters.gossip;
+    g.msgsIn++;
+    g.bytesIn += data.byteLength;
+    this.host.links.heard(from, peerId);
+    const r = this.host.engine.receiveGossip(from, data, now);
+    if (!r.ok) bump(g.dropped, r.reason ?? 'refused');
+  }
+}
