@@ -219,6 +219,14 @@ export class EngineCore {
     this.cfg.logger?.info?.({ peer: id }, 'ratemesh peer departed');
   }
 
+  /** Put an ignored peer outside the mesh: its counts dropped, no member until heard again after the ignore. */
+  ignore(p: PeerState, now: number): void {
+    for (const rt of this.rts) for (const ks of rt.windows.map.values()) ks.window.dropOrigin(p.idx);
+    this.peers.expel(p);
+    this.stamp++;
+    this.refresh(now);
+  }
+
   /** Departed peers were forgotten: clear their origin slots in every window, so a slot is reused clean. */
   private clearOrigins(freed: readonly number[]): void {
     this.counters.peersForgotten += freed.length;
