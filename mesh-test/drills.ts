@@ -41,6 +41,7 @@ import {
 import type { RunReport } from './protocol.js';
 import { figures, replayLive, round, sum, worstRollingIn } from './replay.js';
 import { rolloutDrill } from './rollout-drill.js';
+import { skewDrill } from './skew-drill.js';
 
 const L = SEED_POLICY.limit;
 const BOUND = Math.round(L * 1.02);
@@ -366,7 +367,7 @@ async function main(): Promise<void> {
       'gossip-ms': { type: 'string', default: '100' },
       'delay-ms': { type: 'string', default: '10' },
       seconds: { type: 'string', default: '10' },
-      only: { type: 'string', default: 'restart,restart-ungated,cut,rogue,churn,flood,rollout' },
+      only: { type: 'string', default: 'restart,restart-ungated,cut,rogue,churn,flood,skew,rollout' },
       'churn-ids': { type: 'string', default: '300' },
       'flood-keys': { type: 'string', default: '1000000' },
     },
@@ -398,6 +399,9 @@ async function main(): Promise<void> {
   const churnIds = Number(values['churn-ids']);
   await run('churn', () => churnDrill(liveTrace(4, seconds), g, d, { churnIds }));
   await run('flood', () => keyFloodDrill({ keys: Number(values['flood-keys']) }));
+  // The busiest node's clock off by ±250 ms (offsets estimated and applied) and ±2 s (past maxClockOffsetMs: stale, L/N).
+  for (const skew of [-250, 250, -2000, 2000])
+    await run(`skew${skew}`, () => skewDrill(trace, g, d, skew), 'skew');
   // Issue 12: a rolling change of one policy's limit, by restarts and by reloads in place.
   await run('rollout-restart', () => rolloutDrill({ mode: 'restart', g, d }), 'rollout');
   await run('rollout-reload', () => rolloutDrill({ mode: 'reload', g, d }), 'rollout');

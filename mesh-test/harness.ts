@@ -236,6 +236,8 @@ export interface MeshSpec {
   rogue?: boolean;
   heartbeatMs?: number;
   discoveryIntervalMs?: number;
+  /** Per node index: its clock's offset from true time, ms (a skew drill). */
+  skewMs?: readonly number[];
 }
 
 /** A mesh of node processes, with a work directory for keys and decision files. */
@@ -280,6 +282,7 @@ export class Mesh {
           ...(spec.discoveryIntervalMs === undefined
             ? {}
             : { discoveryIntervalMs: spec.discoveryIntervalMs }),
+          ...(spec.skewMs?.[i] ? { skewMs: spec.skewMs[i] } : {}),
         };
         // Honest nodes do not dial the rogue; it dials them.
         if (spec.rogue && i < spec.nodes)

@@ -134,6 +134,8 @@ async function init(c: ChildConfig): Promise<void> {
     ...(c.injectDelayMs > 0 ? { injectDelayMs: c.injectDelayMs } : {}),
     ...(c.heartbeatMs === undefined ? {} : { heartbeatMs: c.heartbeatMs }),
     ...(c.discoveryIntervalMs === undefined ? {} : { discoveryIntervalMs: c.discoveryIntervalMs }),
+    // the limiter's clock only: the replay keeps true time, so decisions are recorded in true time
+    ...(c.skewMs ? { clock: { now: () => systemClock.now() + c.skewMs! } } : {}),
     logger,
     ...(c.role === 'rogue'
       ? {
@@ -336,7 +338,9 @@ async function replay(run: RunSpec): Promise<RunReport> {
       byMode: eng.byMode,
       livePeers: eng.livePeers,
       members: eng.members,
+      skewedPeers: eng.skewedPeers,
     },
+    peers: l.peers().map((p) => ({ id: p.id, clockOffsetMs: p.clockOffsetMs, stale: p.stale })),
     servingFrom,
     ...(run.isolate ? { isolation: { onAt: isoOn, offAt: isoOff } } : {}),
     ...(rogue ? { rogue: { sent: { ...rogue.sent } } } : {}),

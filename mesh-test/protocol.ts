@@ -23,6 +23,8 @@ export interface ChildConfig {
   injectDelayMs: number;
   heartbeatMs?: number;
   discoveryIntervalMs?: number;
+  /** Drill: this node's clock runs this many ms ahead of true time (negative: behind). */
+  skewMs?: number;
 }
 
 /** One replay: request i at startAt + times[i] (wall-clock epoch ms), in-process `check(policy, key)`. */
@@ -96,7 +98,11 @@ export interface RunReport {
     byMode: Record<string, number>;
     livePeers: number;
     members: number;
+    /** Peers whose clocks are too far off to merge (they count as stale). */
+    skewedPeers: number;
   };
+  /** This node's view of its peers at the end of the run. */
+  peers: { id: string; clockOffsetMs: number; stale: boolean }[];
   /** When isolation was applied and lifted (ms since startAt). */
   isolation?: { onAt: number; offAt: number };
   /** When this node started serving (ms since startAt). */

@@ -472,13 +472,22 @@ export class KeyWindow {
     return this.sum[this.oldest] === 0 && this.offered[this.oldest] === 0;
   }
 
-  /** Forget origin `o` (it departed; its counts would age out anyway). */
-  dropOrigin(o: number): void {
+  /**
+   * Forget origin `o`. `fold` (a departed peer, forgotten while its counts may still be in a long
+   * window): its counts move into the unattributed floor, added, so the estimate stays the same
+   * and its origin slot is free; else (counts not believed) they are dropped.
+   */
+  dropOrigin(o: number, fold = false): void {
     const p = this.peers[o];
     if (p === undefined) return;
     for (let s = 0; s < this.r; s++) {
       const v = p[s]!;
       if (v === 0) continue;
+      if (fold) {
+        if (this.floor === undefined) this.floor = new Float64Array(this.r);
+        this.floor[s] = this.floor[s]! + v;
+        continue;
+      }
       this.sum[s] = this.sum[s]! - v;
       const b = this.ids[s]!;
       if (b > this.cur - this.k && b <= this.cur + 1) this.full -= v;

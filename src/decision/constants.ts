@@ -44,10 +44,16 @@ export const DEFAULT_SKETCH_WIDTH = 8192;
 /** A peer whose clock is further off than this is treated as stale, ms. */
 export const DEFAULT_MAX_CLOCK_OFFSET_MS = 1000;
 
-/** How long a peer that sent counts it could not have admitted is ignored, ms. */
+/** How long a peer that sent counts it could not have admitted is ignored, ms: two windows, 60 s to 1 h. */
 export function defaultIgnoreMs(longestWindowMs: number): number {
-  return Math.max(60_000, 2 * longestWindowMs);
+  return Math.min(3_600_000, Math.max(60_000, 2 * longestWindowMs));
 }
+
+/**
+ * Longest a departed peer keeps its slot in the peer table, ms (10 min). Its counts then move into
+ * each key's unattributed floor, where they stay counted until they leave the window.
+ */
+export const RETAIN_MAX_MS = 600_000;
 
 /** The largest time (epoch ms, either sign) an engine accepts: bucket ids stay exact integers. */
 export const MAX_TIME = 2 ** 50;

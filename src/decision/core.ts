@@ -6,7 +6,7 @@ import { ErrorCodes, RateMeshError } from '../errors.js';
 import { KeyBudget, KeyStore, takeRef } from '../keys/key-store.js';
 import { type PolicySet, policyVersion } from '../policy/index.js';
 import type { Policy } from '../types.js';
-import { defaultIgnoreMs, MAX_TIME } from './constants.js';
+import { defaultIgnoreMs, MAX_TIME, RETAIN_MAX_MS } from './constants.js';
 import { EvictedSketch } from './evicted-sketch.js';
 import { KeyState, type LocalKeyState } from './key-state.js';
 import type { EngineConfig } from './options.js';
@@ -164,8 +164,11 @@ export class EngineCore {
       if (p.windowMs / p.buckets > maxBw) maxBw = p.windowMs / p.buckets;
     }
     this.maxWindowMs = maxW;
-    // a departed peer's newest counts sit at most in our bucket c + 1 of when we heard it
-    this.retainMs = maxW + 2 * maxBw + 1;
+    // A departed peer's newest counts sit at most in our bucket c + 1 of when we heard it; it is
+    // kept that long, but no longer than RETAIN_MAX_MS: then its counts are folded into each key's
+    // unattributed floor (they stay counted until they leave the window) and its slot is free, so
+    // the table stays bounded by live members under churn however long the windows (a year).
+    this.retainMs = Math.min(maxW + 2 * maxBw + 1, RETAIN_MAX_MS);
     this.ignoreMs = this.cfg.ignoreMs ?? defaultIgnoreMs(maxW);
   }
 
@@ -219,12 +222,20 @@ export class EngineCore {
     this.cfg.logger?.info?.({ peer: id }, 'ratemesh peer departed');
   }
 
+  /** Put an ignored peer outside the mesh: its counts dropped, no member until heard again after the ignore. */
+  ignore(p: PeerState, now: number): void {
+    for (const rt of this.rts) for (const ks of rt.windows.map.values()) ks.window.dropOrigin(p.idx);
+    this.peers.expel(p);
+    this.stamp++;
+    this.refresh(now);
+  }
+
   /** Departed peers were forgotten: clear their origin slots in every window, so a slot is reused clean. */
   private clearOrigins(freed: readonly number[]): void {
     this.counters.peersForgotten += freed.length;
     for (const rt of this.rts) {
       for (const ks of rt.windows.map.values()) {
-        for (const o of freed) ks.window.dropOrigin(o);
+        for (const o of freed) ks.window.dropOrigin(o, true);
       }
     }
   }

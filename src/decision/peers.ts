@@ -182,6 +182,16 @@ export class PeerTable {
     return freed ?? NONE;
   }
 
+  /**
+   * Put a member outside the mesh (it is being ignored): no member, and N less
+   * one even while no other member is heard (N otherwise stays as last known).
+   */
+  expel(p: PeerState): void {
+    if (!p.member) return;
+    p.member = false;
+    if (this.knownN > 1) this.knownN--;
+  }
+
   /** Forget a peer entirely (its origin index may be reused). Returns its index. */
   remove(id: string): number {
     const p = this.byId.get(id);
@@ -242,7 +252,8 @@ export class PeerTable {
   views(now: number): PeerView[] {
     const out: PeerView[] = [];
     for (const p of this.byId.values()) {
-      if (!p.member) continue;
+      // an ignored peer is no member, but shown while ignored
+      if (!p.member && !(now < p.ignoredUntil)) continue;
       out.push({
         id: p.id,
         ageMs: Math.max(0, now - p.lastHeard),

@@ -115,7 +115,7 @@ export class Sync {
     if (foreign > 0)
       core.counters.dropped['sync-foreign-entry'] =
         (core.counters.dropped['sync-foreign-entry'] ?? 0) + foreign;
-    if (capped) this.gossip.strike(peer, now);
+    if (capped && this.gossip.strike(peer, now)) return { ok: true };
     // A sync answer is direct contact: the responder is a live member, and its
     // window is as of its answer (half the round trip ago).
     if (peer.lastHeard < now) {

@@ -99,7 +99,7 @@ interface NodeBuild {
  * `unlimited`, `unit_multiplier: 0`, unknown fields, floats, empty or
  * self-naming `replaces`, `share_threshold` without a wildcard, YAML errors,
  * duplicate YAML keys) and, beyond theirs, what ratemesh cannot enforce: a
- * window over one day, more than 10^9 requests per unit, `quota_mode: true`,
+ * window over 366 days, more than 10^9 requests per unit, `quota_mode: true`,
  * a `rate_limit` without `requests_per_unit` (theirs reads it as 0).
  */
 export function parseEnvoyConfig(
@@ -340,7 +340,7 @@ class Loader {
     if (windowMs > MAX_WINDOW_MS) {
       this.y.fail(
         unitMultiplier === 1 ? `${path}.unit` : `${path}.unit_multiplier`,
-        `ratemesh enforces windows of at most one day (86400 s); ${unitMultiplier} × ${unit} is ${windowMs / 1000} s`,
+        `ratemesh enforces windows of at most 366 days (${MAX_WINDOW_MS / 1000} s); ${unitMultiplier} × ${unit} is ${windowMs / 1000} s`,
         this.y.lineOf(multNode ?? f.get('unit') ?? rl),
       );
     }

@@ -5,6 +5,7 @@ import {
   DEFAULT_BUCKETS,
   MAX_BUCKETS,
   MAX_CELLS,
+  MAX_DEADLINE_MS,
   MAX_NAME_LENGTH,
   MAX_WINDOW_MS,
   MIN_WINDOW_MS,
@@ -245,9 +246,9 @@ function localAlgorithm(
       'deadlineMs',
       path,
       1,
-      MAX_WINDOW_MS,
-      `an integer number of milliseconds between 1 and ${MAX_WINDOW_MS}`,
-      windowMs,
+      MAX_DEADLINE_MS,
+      `an integer number of milliseconds between 1 and ${MAX_DEADLINE_MS}`,
+      Math.min(windowMs, MAX_DEADLINE_MS),
     ),
   });
 }

@@ -37,6 +37,26 @@ export interface SimOptions {
   syncAtStart?: boolean;
   /** Simulated start time (epoch ms); all times are relative to it. Default 1.7e12. */
   epochMs?: number;
+  /** Time the engine calls (adds a clock read around each). Default false. */
+  timeEngine?: boolean;
+  /**
+   * How gossip travels. `broadcast` (default): each node's message goes straight to every
+   * other node. `relay`: once a tick each node sends one batch to `fanout` random peers,
+   * holding its own message and every origin's message it learned since its last tick
+   * (the newest of each origin only); a receiver merges what is newer than it holds.
+   */
+  relay?: { fanout: number };
+}
+
+/** Bytes an origin's message costs inside a relay batch beyond its own: a signature, an origin reference, framing. */
+export const RELAY_ITEM_OVERHEAD = 64 + 4 + 2;
+
+interface RelayItem {
+  origin: number;
+  /** The origin's engine id when it sent it (a replaced node gets a new one). */
+  from: string;
+  seq: number;
+  bytes: Uint8Array;
 }
 
 /** A clock whose reading the simulator sets. */
@@ -68,6 +88,12 @@ export class Simulator {
   bytes = 0;
   delivered = 0;
   lost = 0;
+  /** Bytes of the messages delivered (received), over all nodes. */
+  deliveredBytes = 0;
+  /** The largest message sent, bytes. */
+  maxMessageBytes = 0;
+  /** Wall time spent in engine calls (decisions, building and receiving gossip), ms; counted when `timeEngine`. */
+  engineMs = 0;
 
   constructor(readonly opts: SimOptions) {
     const n = opts.nodes;
@@ -149,7 +175,9 @@ export class Simulator {
   /** A request at node `node` now; publishes early if the engine asks. */
   request(node: number, policy: string, key: string, cost = 1): Decision {
     const e = this.engines[node]!;
+    const t0 = this.opts.timeEngine ? performance.now() : 0;
     const d = e.check(policy, key, cost);
+    if (this.opts.timeEngine) this.engineMs += performance.now() - t0;
     if (this.opts.earlyPublish !== false && e.wantsEarlyPublish()) this.publish(node);
     return d;
   }
@@ -161,10 +189,23 @@ export class Simulator {
     });
   }
 
+  /** Relay: per node, the items to send in its next batch (newest per origin). */
+  private outbox: Map<number, RelayItem>[] = [];
+  /** Relay: per node, the newest sequence number held per origin id. */
+  private held: Map<string, number>[] = [];
+  private ownSeq: number[] = [];
+
   private publish(node: number): void {
+    const t0 = this.opts.timeEngine ? performance.now() : 0;
     const bytes = this.engines[node]!.buildGossip();
+    if (this.opts.timeEngine) this.engineMs += performance.now() - t0;
     this.messages++;
     this.bytes += bytes.length;
+    if (this.opts.relay !== undefined) {
+      this.relayPublish(node, bytes);
+      return;
+    }
+    if (bytes.length > this.maxMessageBytes) this.maxMessageBytes = bytes.length;
     const sent = this.time;
     const from = this.ids[node]!;
     for (let to = 0; to < this.engines.length; to++) {
@@ -188,7 +229,71 @@ export class Simulator {
         // a process replaced meanwhile never sees it
         if (this.engines[to] !== target) return;
         this.delivered++;
+        this.deliveredBytes += bytes.length;
+        const t1 = this.opts.timeEngine ? performance.now() : 0;
         target.receiveGossip(from, bytes);
+        if (this.opts.timeEngine) this.engineMs += performance.now() - t1;
+      });
+    }
+  }
+
+  private relayPublish(node: number, bytes: Uint8Array): void {
+    const n = this.engines.length;
+    while (this.outbox.length < n) {
+      this.outbox.push(new Map());
+      this.held.push(new Map());
+      this.ownSeq.push(0);
+    }
+    const seq = ++this.ownSeq[node]!;
+    const box = this.outbox[node]!;
+    box.set(node, { origin: node, from: this.ids[node]!, seq, bytes });
+    const items = [...box.values()];
+    box.clear();
+    let size = 4;
+    for (const it of items) size += it.bytes.length + RELAY_ITEM_OVERHEAD;
+    if (size > this.maxMessageBytes) this.maxMessageBytes = size;
+    const f = Math.min(this.opts.relay!.fanout, n - 1);
+    const sent = this.time;
+    // f distinct targets other than `node`, uniformly
+    const picked: number[] = [];
+    while (picked.length < f) {
+      let to = Math.floor(this.prng.next() * (n - 1));
+      if (to >= node) to++;
+      if (!picked.includes(to)) picked.push(to);
+    }
+    for (const to of picked) {
+      if (this.isCut(node, sent) || this.isCut(to, sent)) {
+        this.lost++;
+        continue;
+      }
+      if (this.opts.loss !== undefined && this.opts.loss > 0 && this.prng.next() < this.opts.loss) {
+        this.lost++;
+        continue;
+      }
+      const jitter = this.opts.jitterMs ? this.prng.next() * this.opts.jitterMs : 0;
+      const arrive = sent + this.opts.delayMs + jitter;
+      const target = this.engines[to]!;
+      this.at(arrive, () => {
+        if (this.isCut(node, arrive) || this.isCut(to, arrive)) {
+          this.lost++;
+          return;
+        }
+        if (this.engines[to] !== target) return;
+        this.delivered++;
+        this.deliveredBytes += size;
+        const held = this.held[to]!;
+        const out = this.outbox[to]!;
+        const t1 = this.opts.timeEngine ? performance.now() : 0;
+        for (const it of items) {
+          if (it.origin === to) continue;
+          const had = held.get(it.from);
+          if (had !== undefined && had >= it.seq) continue;
+          held.set(it.from, it.seq);
+          target.receiveGossip(it.from, it.bytes);
+          const queued = out.get(it.origin);
+          if (queued === undefined || queued.seq < it.seq || queued.from !== it.from) out.set(it.origin, it);
+        }
+        if (this.opts.timeEngine) this.engineMs += performance.now() - t1;
       });
     }
   }

@@ -46,12 +46,16 @@ describe('per-origin caps across messages', () => {
     expect(s.dropped['peer-ignored']).toBe(7);
     expect(warnings).toEqual([{ peer: 'x', ignoreMs: 5000, strikes: 3 }]);
     expect(b.peerViews().find((v) => v.id === 'x')!.ignoredMs).toBe(5000);
-    // an ignored peer turns stale: it is counted as spending at least L/N, never more than it sent
+    // an ignored peer is put outside the mesh: the counts it sent are dropped and no share is kept
+    // for it (before: it turned stale and was counted as L/N, never more than it sent)
+    expect(b.estimate('p', 'k')).toBe(0);
+    expect(b.memberCount()).toBe(1);
     clock.advance(100);
-    expect(b.check('p', 'k').allowed).toBe(false);
+    expect(b.check('p', 'k')).toMatchObject({ allowed: true, remaining: L - 1 });
     // after the ignore period it is heard again
     clock.advance(5000);
     expect(b.receiveGossip('x', msg(b, 100, [], T0 + 5100)).ok).toBe(true);
+    expect(b.memberCount()).toBe(2);
   });
 
   it('an honest peer is never capped: a full window of admissions arrives in full', () => {

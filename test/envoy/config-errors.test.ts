@@ -148,18 +148,16 @@ describe('config errors name the file, the YAML path and the reason', () => {
       /not supported by ratemesh/,
     ],
     [
-      'a week (longer than ratemesh enforces)',
-      ok('{ unit: week, requests_per_unit: 1 }'),
-      'descriptors[0].rate_limit.unit',
-      /at most one day/,
-    ],
-    ['a month', ok('{ unit: month, requests_per_unit: 1 }'), 'descriptors[0].rate_limit.unit', /2592000 s/],
-    ['a year', ok('{ unit: YEAR, requests_per_unit: 1 }'), 'descriptors[0].rate_limit.unit', /31536000 s/],
-    [
-      'a multiplied day',
-      ok('{ unit: day, requests_per_unit: 1, unit_multiplier: 2 }'),
+      'two years (longer than ratemesh enforces)',
+      ok('{ unit: year, requests_per_unit: 1, unit_multiplier: 2 }'),
       'descriptors[0].rate_limit.unit_multiplier',
-      /at most one day/,
+      /at most 366 days \(31622400 s\); 2 × year is 63072000 s/,
+    ],
+    [
+      'thirteen months',
+      ok('{ unit: month, requests_per_unit: 1, unit_multiplier: 13 }'),
+      'descriptors[0].rate_limit.unit_multiplier',
+      /at most 366 days/,
     ],
     [
       'more requests than ratemesh counts',

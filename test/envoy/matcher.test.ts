@@ -288,11 +288,17 @@ descriptors:
   - { key: d, rate_limit: { unit: day, requests_per_unit: 1 } }
   - { key: x, rate_limit: { unit: second, requests_per_unit: 1, unit_multiplier: 30 } }
   - { key: y, rate_limit: { unit: minute, requests_per_unit: 1, unit_multiplier: 5 } }
+  - { key: w, rate_limit: { unit: week, requests_per_unit: 1 } }
+  - { key: mo, rate_limit: { unit: MONTH, requests_per_unit: 1, unit_multiplier: 12 } }
+  - { key: yr, rate_limit: { unit: year, requests_per_unit: 1 } }
 `);
     const w = (k: string) => match(cfg, 'd', `${k}=v`)!.limit.windowMs;
     expect([w('s'), w('m'), w('h'), w('d'), w('x'), w('y')]).toEqual([
       1000, 60_000, 3_600_000, 86_400_000, 30_000, 300_000,
     ]);
+    // as theirs: a week is 7 days, a month 30, a year 365
+    expect([w('w'), w('mo'), w('yr')]).toEqual([604_800_000, 12 * 2_592_000_000, 31_536_000_000]);
+    expect(match(cfg, 'd', 'yr=v')!.limit.unit).toBe('year');
   });
 
   it('the algorithm is chosen per config: sliding window (global) by default, or a local one', () => {

@@ -1,0 +1,233 @@
+/**
+ * How the gossip plane scales (issue 13), in the simulator with the production engine:
+ *
+ * - nodes: N ∈ {8 … 1024}, one key, L = 1000 per 1 s, k = 50, 2,000 req/s spread
+ *   uniformly over the nodes, g = 100 ms, d = 10 ms, 10 s;
+ * - keys: K ∈ {1, 100, 1k, 10k, 100k} at N = 8 and N = 64, 5,000 req/s Zipf(1) over
+ *   the K keys, per-key L = 20 per 10 s, k = 10, g = 100 ms, d = 10 ms, 30 s.
+ *
+ * Every row: admitted against an exact central sliding-window log on the same
+ * arrivals (per key), the worst window over keys minus L, messages and bytes
+ * received per node per second, bytes received per node per cluster request,
+ * the largest message, and the engine's wall time per node per second.
+ *
+ *   npx tsx bench/scale.ts [--only nodes|keys] [--nodes 8,16] [--keys 1,100] [--seconds S]
+ *
+ * Writes bench/results/scale.json (merged by row: a partial run replaces its rows only).
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { round, slidingLogAdmits, worstRolling } from '../src/sim/metrics.js';
+import { Prng } from '../src/sim/prng.js';
+import { Simulator } from '../src/sim/simulator.js';
+import type { PolicySpec } from '../src/types.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const OUT = resolve(here, 'results/scale.json');
+
+/** The gossip design a row measures. */
+export type Design = 'broadcast' | 'relay';
+
+export interface ScaleRow {
+  design: Design;
+  nodes: number;
+  keys: number;
+  requests: number;
+  admitted: number;
+  exact: number;
+  admitted_vs_bound: number;
+  /** Worst over keys of (worst rolling window − L); negative when no window reached L. */
+  worst_1s: number;
+  msgs_in_per_s_node: number;
+  bytes_in_per_s_node: number;
+  bytes_in_per_request_node: number;
+  max_msg_bytes: number;
+  engine_ms_per_s_node: number;
+  /** Wall time of the row, s. */
+  wall_s: number;
+}
+
+interface Shape {
+  nodes: number;
+  keys: number;
+  rate: number;
+  limit: number;
+  windowMs: number;
+  buckets: number;
+  seconds: number;
+}
+
+/** Ranks 0..K-1 drawn with P(r) ∝ 1 / (r + 1). */
+function zipf(K: number, prng: Prng): () => number {
+  if (K === 1) return () => 0;
+  const cdf = new Float64Array(K);
+  let s = 0;
+  for (let r = 0; r < K; r++) {
+    s += 1 / (r + 1);
+    cdf[r] = s;
+  }
+  return () => {
+    const u = prng.next() * s;
+    let lo = 0;
+    let hi = K - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (cdf[mid]! < u) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+}
+
+export function runRow(design: Design, shape: Shape): ScaleRow {
+  const { nodes, keys, rate, limit, windowMs, buckets, seconds } = shape;
+  const policy: PolicySpec = {
+    name: 'p',
+    limit,
+    windowMs,
+    buckets,
+    overAdmission: 'controlled',
+    fallback: true,
+  };
+  const sim = new Simulator({
+    nodes,
+    policies: [policy],
+    gossipIntervalMs: 100,
+    delayMs: 10,
+    seed: 7,
+    timeEngine: true,
+    engine: { maxPeers: Math.max(256, nodes), ...(design === 'relay' ? { staleAfterMs: STALE } : {}) },
+    ...(design === 'relay' ? { relay: { fanout: FANOUT } } : {}),
+  });
+  const prng = new Prng(11);
+  const pick = zipf(keys, prng);
+  const n = Math.round(rate * seconds);
+  const step = 1000 / rate;
+  const arrivals: number[][] = Array.from({ length: keys }, () => []);
+  const admittedAt: number[][] = Array.from({ length: keys }, () => []);
+  const names = Array.from({ length: keys }, (_, k) => `k${k}`);
+  let admitted = 0;
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    const t = i * step;
+    const node = Math.floor(prng.next() * nodes);
+    const k = pick();
+    sim.runUntil(t);
+    arrivals[k]!.push(t);
+    if (sim.request(node, 'p', names[k]!).allowed) {
+      admitted++;
+      admittedAt[k]!.push(t);
+    }
+  }
+  const wall = (performance.now() - t0) / 1000;
+  let exact = 0;
+  let worst = Number.NEGATIVE_INFINITY;
+  for (let k = 0; k < keys; k++) {
+    if (arrivals[k]!.length === 0) continue;
+    exact += slidingLogAdmits(arrivals[k]!, limit, windowMs).length;
+    const w = worstRolling(admittedAt[k]!, windowMs) - limit;
+    if (w > worst) worst = w;
+  }
+  const durS = (n * step) / 1000;
+  return {
+    design,
+    nodes,
+    keys,
+    requests: n,
+    admitted,
+    exact,
+    admitted_vs_bound: round(admitted / exact),
+    worst_1s: worst,
+    msgs_in_per_s_node: round(sim.delivered / nodes / durS, 1),
+    bytes_in_per_s_node: Math.round(sim.deliveredBytes / nodes / durS),
+    bytes_in_per_request_node: round(sim.deliveredBytes / nodes / n, 1),
+    max_msg_bytes: sim.maxMessageBytes,
+    engine_ms_per_s_node: round(sim.engineMs / nodes / durS, 1),
+    wall_s: round(wall, 1),
+  };
+}
+
+const FANOUT = Number(process.env.FANOUT ?? 4);
+const STALE = Number(process.env.STALE ?? 600);
+export const NODE_COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024];
+export const KEY_COUNTS = [1, 100, 1_000, 10_000, 100_000];
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+function list(name: string, def: number[]): number[] {
+  const v = arg(name);
+  return v === undefined ? def : v.split(',').map(Number);
+}
+
+const COLS: (keyof ScaleRow)[] = [
+  'design',
+  'nodes',
+  'keys',
+  'admitted_vs_bound',
+  'worst_1s',
+  'msgs_in_per_s_node',
+  'bytes_in_per_s_node',
+  'bytes_in_per_request_node',
+  'max_msg_bytes',
+  'engine_ms_per_s_node',
+  'wall_s',
+];
+
+function printRow(r: ScaleRow): void {
+  console.log(COLS.map((c) => String(r[c]).padStart(c === 'design' ? 10 : 12)).join(' '));
+}
+
+function main(): void {
+  const only = arg('only');
+  const designs = (arg('design') ?? 'broadcast,relay').split(',') as Design[];
+  const seconds = arg('seconds');
+  const rows: ScaleRow[] = [];
+  console.log(COLS.map((c) => c.padStart(c === 'design' ? 10 : 12)).join(' '));
+  if (only === undefined || only === 'nodes') {
+    for (const design of designs)
+      for (const nodes of list('nodes', NODE_COUNTS)) {
+        const r = runRow(design, {
+          nodes,
+          keys: 1,
+          rate: 2000,
+          limit: 1000,
+          windowMs: 1000,
+          buckets: 50,
+          seconds: seconds ? Number(seconds) : 10,
+        });
+        rows.push(r);
+        printRow(r);
+      }
+  }
+  if (only === undefined || only === 'keys') {
+    for (const design of designs)
+      for (const nodes of [8, 64])
+        for (const keys of list('keys', KEY_COUNTS)) {
+          const r = runRow(design, {
+            nodes,
+            keys,
+            rate: 5000,
+            limit: 20,
+            windowMs: 10_000,
+            buckets: 10,
+            seconds: seconds ? Number(seconds) : 30,
+          });
+          rows.push(r);
+          printRow(r);
+        }
+  }
+  const old: ScaleRow[] = existsSync(OUT) ? JSON.parse(readFileSync(OUT, 'utf8')).rows : [];
+  const id = (r: ScaleRow) => `${r.design}/${r.nodes}/${r.keys}`;
+  const fresh = new Set(rows.map(id));
+  const merged = [...old.filter((r) => !fresh.has(id(r))), ...rows];
+  merged.sort((a, b) => a.design.localeCompare(b.design) || a.keys - b.keys || a.nodes - b.nodes);
+  mkdirSync(dirname(OUT), { recursive: true });
+  writeFileSync(OUT, `${JSON.stringify({ node: process.version, rows: merged }, null, 2)}\n`);
+  console.log(`wrote ${OUT}`);
+}
+
+main();
