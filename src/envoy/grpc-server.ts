@@ -181,8 +181,8 @@ export async function startRlsServer(opts: RlsServerOptions): Promise<RlsServer>
       const req = decodeHealthCheckRequest(message);
       if (!req.ok) return { code: GrpcStatus[req.code], message: req.message };
       const name = req.value.service;
-      let set = watchers.get(name);
-      if (set === undefined) watchers.set(name, (set = new Set()));
+      const set = watchers.get(name) ?? new Set<ServerStream>();
+      watchers.set(name, set);
       set.add(stream);
       stream.onClose(() => {
         set.delete(stream);

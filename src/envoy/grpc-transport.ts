@@ -319,7 +319,8 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
       if (answered) return;
       size += chunk.length;
       if (first === undefined) first = chunk;
-      else (chunks ??= [first]).push(chunk);
+      else if (chunks === undefined) chunks = [first, chunk];
+      else chunks.push(chunk);
       if (length < 0) {
         if (size < MESSAGE_PREFIX) return;
         const head = chunks === undefined ? first : Buffer.concat(chunks, size);
