@@ -266,7 +266,10 @@ describe('RateLimitRequest: decoded as protobufjs decodes it', () => {
         const bytes = shouldRateLimit.requestSerialize(req);
         const boundaries = new Set([0]);
         let at = 0;
-        for (const f of topFields(bytes)) boundaries.add((at += f.length));
+        for (const f of topFields(bytes)) {
+          at += f.length;
+          boundaries.add(at);
+        }
         for (let n = 0; n < bytes.length; n++) {
           const part = bytes.subarray(0, n);
           const ours = decodeRateLimitRequest(part);
