@@ -296,10 +296,15 @@ describe('the RLS gRPC server on node:http2', () => {
     expect(statusOf(await send(s, {}, frame(goodMessage))).code).toBe(0);
   });
 
-  it('advertises its max concurrent streams', async () => {
+  it('advertises its max concurrent streams and header list size; larger headers are refused', async () => {
     const { port } = await start({ maxConcurrentStreams: 7 });
     const s = await connect(port);
     expect(s.remoteSettings.maxConcurrentStreams).toBe(7);
+    expect(s.remoteSettings.maxHeaderListSize).toBe(16 * 1024);
+    const big = await send(s, { 'x-big': 'a'.repeat(20_000) }, frame(goodMessage));
+    expect(big.headers[':status']).toBeUndefined();
+    expect(big.rstCode).not.toBe(http2.constants.NGHTTP2_NO_ERROR);
+    expect(statusOf(await send(s, {}, frame(goodMessage))).code).toBe(0);
   });
 
   it('grpc-message is percent-encoded: a grpc-js client reads the message back as it was', async () => {
