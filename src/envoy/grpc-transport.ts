@@ -1,5 +1,5 @@
 /**
- * gRPC over node:http2, the little the RLS server needs: unary and
+ * gRPC over HTTP/2 (h2.ts), the little the RLS server needs: unary and
  * server-streaming methods, uncompressed, plaintext (h2c with prior
  * knowledge, as Envoy and @grpc/grpc-js connect). A call is an HTTP/2 POST
  * to `/<service>/<method>` with `content-type: application/grpc`; its body
@@ -14,11 +14,13 @@
  * `grpc-timeout` header. A call whose request has not fully arrived by its
  * deadline, or within `requestTimeoutMs`, is answered DEADLINE_EXCEEDED and
  * reset; one past its deadline when it arrives is not run. Streams the
- * client resets or cancels are dropped; no stream error reaches the process.
+ * client resets or cancels are dropped; no stream or connection error
+ * reaches the process.
  */
-import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import net from 'node:net';
 import { GrpcStatus } from './grpc-status.js';
+import { field, H2Connection, H2Error, type H2Stream, type RequestHead } from './h2.js';
+import { encodeHeaders } from './hpack.js';
 
 /** Bytes before each message: the compressed flag and the length. */
 export const MESSAGE_PREFIX = 5;
@@ -84,27 +86,20 @@ export interface GrpcServer {
   close(graceMs: number): Promise<void>;
 }
 
-/** How often waiting requests are checked against their deadlines. */
+/** How often waiting requests are checked against their deadlines, and connection budgets renewed. */
 const SWEEP_MS = 250;
+/** Ticks a connection may take to send its HTTP/2 preface. */
+const PREFACE_TICKS = 40;
 /** Longest grpc-message sent, characters before encoding. */
 const MAX_STATUS_MESSAGE = 1024;
+/** SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce. */
+export const MAX_HEADER_LIST = 16 * 1024;
 
-const OK_HEADERS = { ':status': 200, 'content-type': 'application/grpc' } as const;
-const OK_TRAILERS = { 'grpc-status': '0' } as const;
-/** A reply with messages: trailers follow them. */
-const RESPOND_MESSAGES = { waitForTrailers: true, sendDate: false } as const;
-/** A reply of headers alone. */
-const RESPOND_END = { endStream: true, sendDate: false } as const;
-
-function ignore(): void {}
-
-function sendOkTrailers(this: ServerHttp2Stream): void {
-  try {
-    this.sendTrailers(OK_TRAILERS);
-  } catch {
-    // reset by the client meanwhile
-  }
-}
+const OK_HEADERS = encodeHeaders([
+  [':status', '200'],
+  ['content-type', 'application/grpc'],
+]);
+const OK_TRAILERS = encodeHeaders([['grpc-status', '0']]);
 
 /** gRPC's percent-encoding of `grpc-message`: bytes outside printable ASCII, and `%`, as %XX of UTF-8. */
 export function percentEncode(text: string): string {
@@ -149,36 +144,41 @@ export function parseTimeout(value: string): number | undefined {
   }
 }
 
-/** Answers with a status and no message, in the headers (trailers-only). */
-function trailersOnly(stream: ServerHttp2Stream, code: number, message: string): void {
-  if (stream.destroyed || stream.closed || stream.headersSent) return;
-  const headers: Record<string, string | number> = {
-    ':status': 200,
-    'content-type': 'application/grpc',
-    'grpc-status': String(code),
-  };
-  if (message !== '') headers['grpc-message'] = percentEncode(message);
-  if (code === GrpcStatus.UNIMPLEMENTED) headers['grpc-accept-encoding'] = 'identity';
-  try {
-    stream.respond(headers, RESPOND_END);
-  } catch {
-    // reset by the client meanwhile
-  }
+/** The trailers of a status: grpc-status and grpc-message, with the headers first when `headers` (trailers-only). */
+function statusBlock(code: number, message: string, headers: boolean): Buffer {
+  const fields: [string, string][] = headers
+    ? [
+        [':status', '200'],
+        ['content-type', 'application/grpc'],
+      ]
+    : [];
+  fields.push(['grpc-status', String(code)]);
+  if (message !== '') fields.push(['grpc-message', percentEncode(message)]);
+  if (code === GrpcStatus.UNIMPLEMENTED) fields.push(['grpc-accept-encoding', 'identity']);
+  return encodeHeaders(fields);
 }
 
+/** Answers with a status and no message, in the headers (trailers-only); resets a request still coming. */
+function trailersOnly(stream: H2Stream, code: number, message: string): void {
+  if (stream.closed || stream.headersSent) return;
+  stream.respond(statusBlock(code, message, true), true);
+  // the rest of the request is not wanted: RST_STREAM(NO_ERROR) after the status (RFC 9113 section 8.1)
+  if (!stream.remoteEnded) stream.reset(H2Error.NO_ERROR);
+}
+
+const HTTP_STATUS = new Map<number, Buffer>(
+  [405, 415].map((s) => [s, encodeHeaders([[':status', String(s)]])]),
+);
+
 /** Answers an HTTP request that is not a gRPC call (wrong method or content type). */
-function notGrpc(stream: ServerHttp2Stream, status: number): void {
-  try {
-    stream.respond({ ':status': status }, RESPOND_END);
-    stream.close(http2.constants.NGHTTP2_NO_ERROR);
-  } catch {
-    // reset by the client meanwhile
-  }
+function notGrpc(stream: H2Stream, status: 405 | 415): void {
+  stream.respond(HTTP_STATUS.get(status)!, true);
+  if (!stream.remoteEnded) stream.reset(H2Error.NO_ERROR);
 }
 
 /** A call waiting for its request message. */
 interface Waiting {
-  stream: ServerHttp2Stream;
+  stream: H2Stream;
   /** The sweep count when it started. */
   epoch: number;
   /** performance.now() past which the client no longer waits; Infinity without grpc-timeout. */
@@ -186,16 +186,10 @@ interface Waiting {
   refuse(code: number, message: string): void;
 }
 
-/** Starts a gRPC server on node:http2 serving `methods`. */
+/** Starts a gRPC server serving `methods`. */
 export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServer> {
   const { methods, maxMessageBytes } = opts;
-  const server = http2.createServer({
-    settings: { maxConcurrentStreams: opts.maxConcurrentStreams, maxHeaderListSize: 16 * 1024 },
-    // streams past the limit are refused by HTTP/2 itself (REFUSED_STREAM); a client that
-    // keeps opening them is disconnected after this many (node's default, stated)
-    maxSessionRejectedStreams: 100,
-  });
-  const sessions = new Set<ServerHttp2Session>();
+  const connections = new Set<H2Connection>();
   const waiting = new Set<Waiting>();
   const open = new Set<ServerStream>();
   let stopping = false;
@@ -204,10 +198,11 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
 
   const sweep = setInterval(() => {
     epoch++;
+    for (const c of connections) c.tick(PREFACE_TICKS);
     if (waiting.size === 0) return;
     const now = performance.now();
     for (const w of waiting) {
-      if (w.stream.destroyed || w.stream.closed) waiting.delete(w);
+      if (w.stream.closed) waiting.delete(w);
       else if (now >= w.deadline)
         w.refuse(GrpcStatus.DEADLINE_EXCEEDED, 'the deadline passed before the request arrived');
       else if (epoch - w.epoch > sweepEpochs)
@@ -216,45 +211,35 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
   }, SWEEP_MS);
   sweep.unref();
 
-  server.on('session', (session: ServerHttp2Session) => {
-    sessions.add(session);
-    session.once('close', () => sessions.delete(session));
-    if (stopping) session.close();
-  });
-  server.on('sessionError', (err: Error) => opts.onSessionError?.(err));
-
-  server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
-    stream.on('error', ignore);
-    if (headers[':method'] !== 'POST') return notGrpc(stream, 405);
-    const ct = headers['content-type'];
+  const onStream = (stream: H2Stream, head: RequestHead) => {
+    if (head.method !== 'POST') return notGrpc(stream, 405);
+    const ct = field(head.fields, 'content-type');
     if (
-      typeof ct !== 'string' ||
+      ct === undefined ||
       !(ct === 'application/grpc' || ct.startsWith('application/grpc+') || ct.startsWith('application/grpc;'))
     ) {
       return notGrpc(stream, 415);
     }
-    const path = headers[':path'];
-    const method = typeof path === 'string' ? methods.get(path) : undefined;
-    if (method === undefined) {
-      trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${String(path).slice(0, 200)}`);
-      stream.close(http2.constants.NGHTTP2_NO_ERROR);
-      return;
-    }
+    const method = methods.get(head.path);
+    if (method === undefined)
+      return trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${head.path.slice(0, 200)}`);
     const done = method.done;
     if (stopping) {
       trailersOnly(stream, GrpcStatus.UNAVAILABLE, 'the server is stopping');
       done?.(GrpcStatus.UNAVAILABLE);
-      stream.close(http2.constants.NGHTTP2_NO_ERROR);
       return;
     }
     let deadline = Number.POSITIVE_INFINITY;
-    const timeout = headers['grpc-timeout'];
+    const timeout = field(head.fields, 'grpc-timeout');
     if (timeout !== undefined) {
-      const ms = typeof timeout === 'string' ? parseTimeout(timeout) : undefined;
+      const ms = parseTimeout(timeout);
       if (ms === undefined) {
-        trailersOnly(stream, GrpcStatus.INTERNAL, `malformed grpc-timeout header ${JSON.stringify(timeout)}`);
+        trailersOnly(
+          stream,
+          GrpcStatus.INTERNAL,
+          `malformed grpc-timeout header ${JSON.stringify(timeout.slice(0, 40))}`,
+        );
         done?.(GrpcStatus.INTERNAL);
-        stream.close(http2.constants.NGHTTP2_NO_ERROR);
         return;
       }
       deadline = performance.now() + ms;
@@ -266,111 +251,107 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
     let length = -1;
     let answered = false;
 
-    const refuse = (code: number, message: string): void => {
+    const refuse = (code: number, message: string) => {
       if (answered) return;
       answered = true;
       waiting.delete(call);
       trailersOnly(stream, code, message);
       done?.(code);
-      // the rest of the request is not wanted: RST_STREAM(NO_ERROR) once the status is out
-      if (!stream.readableEnded && !stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     };
     const call: Waiting = { stream, epoch, deadline, refuse };
     waiting.add(call);
-
-    const complete = (message: Buffer): void => {
+    stream.onAbort = () => {
       answered = true;
       waiting.delete(call);
-      if (stream.destroyed || stream.closed) return;
+    };
+
+    const complete = (message: Buffer) => {
+      answered = true;
+      waiting.delete(call);
+      if (stream.closed) return;
       if (deadline !== Number.POSITIVE_INFINITY && performance.now() >= deadline) {
         trailersOnly(stream, GrpcStatus.DEADLINE_EXCEEDED, 'the deadline passed before the request arrived');
         done?.(GrpcStatus.DEADLINE_EXCEEDED);
         return;
       }
-      if (method.kind === 'unary') {
-        let reply: Reply;
-        try {
-          reply = method.call(message);
-        } catch {
-          reply = { code: GrpcStatus.INTERNAL, message: 'internal error' };
-        }
-        if ('frame' in reply) {
-          const frame = reply.frame;
-          frame[0] = 0;
-          frame.writeUInt32BE(frame.length - MESSAGE_PREFIX, 1);
-          try {
-            stream.respond(OK_HEADERS, RESPOND_MESSAGES);
-            stream.on('wantTrailers', sendOkTrailers);
-            stream.end(frame);
-          } catch {
-            return;
-          }
-          done?.(GrpcStatus.OK);
-        } else {
-          trailersOnly(stream, reply.code, reply.message);
-          done?.(reply.code);
-        }
-        return;
+      if (method.kind === 'server-stream') return serverStream(stream, method, message);
+      let reply: Reply;
+      try {
+        reply = method.call(message);
+      } catch {
+        reply = { code: GrpcStatus.INTERNAL, message: 'internal error' };
       }
-      serverStream(stream, method, message);
+      if ('frame' in reply) {
+        const frame = reply.frame;
+        frame[0] = 0;
+        frame.writeUInt32BE(frame.length - MESSAGE_PREFIX, 1);
+        stream.respond(OK_HEADERS, false);
+        stream.write(frame);
+        stream.end(OK_TRAILERS);
+        done?.(GrpcStatus.OK);
+      } else {
+        trailersOnly(stream, reply.code, reply.message);
+        done?.(reply.code);
+      }
     };
 
-    stream.on('data', (chunk: Buffer) => {
+    stream.onData = (chunk: Buffer, end: boolean) => {
       if (answered) return;
-      size += chunk.length;
-      if (first === undefined) first = chunk;
-      else if (chunks === undefined) chunks = [first, chunk];
-      else chunks.push(chunk);
-      if (length < 0) {
-        if (size < MESSAGE_PREFIX) return;
-        const head = chunks === undefined ? first : Buffer.concat(chunks, size);
-        if (chunks !== undefined) {
-          chunks = undefined;
-          first = head;
+      if (chunk.length > 0) {
+        size += chunk.length;
+        if (first === undefined) first = chunk;
+        else if (chunks === undefined) chunks = [first, chunk];
+        else chunks.push(chunk);
+        if (length < 0 && size >= MESSAGE_PREFIX) {
+          const start = chunks === undefined ? first : Buffer.concat(chunks, size);
+          if (chunks !== undefined) {
+            chunks = undefined;
+            first = start;
+          }
+          const flag = start[0]!;
+          if (flag !== 0) {
+            return refuse(
+              flag === 1 ? GrpcStatus.UNIMPLEMENTED : GrpcStatus.INTERNAL,
+              flag === 1
+                ? `compressed messages are not supported (grpc-encoding ${field(head.fields, 'grpc-encoding') ?? 'unset'}): send them uncompressed`
+                : `invalid compressed flag ${flag}`,
+            );
+          }
+          length = start.readUInt32BE(1);
+          if (length > maxMessageBytes) {
+            return refuse(
+              GrpcStatus.RESOURCE_EXHAUSTED,
+              `the request message is larger than the maximum (${length} vs ${maxMessageBytes} bytes)`,
+            );
+          }
         }
-        const flag = head[0]!;
-        if (flag !== 0) {
-          return refuse(
-            flag === 1 ? GrpcStatus.UNIMPLEMENTED : GrpcStatus.INTERNAL,
-            flag === 1
-              ? `compressed messages are not supported (grpc-encoding ${String(headers['grpc-encoding'] ?? 'unset')}): send them uncompressed`
-              : `invalid compressed flag ${flag}`,
-          );
-        }
-        length = head.readUInt32BE(1);
-        if (length > maxMessageBytes) {
-          return refuse(
-            GrpcStatus.RESOURCE_EXHAUSTED,
-            `the request message is larger than the maximum (${length} vs ${maxMessageBytes} bytes)`,
-          );
+        if (length >= 0) {
+          const need = MESSAGE_PREFIX + length;
+          if (size > need)
+            return refuse(GrpcStatus.INTERNAL, 'more than one request message in a unary call');
+          if (size === need) {
+            const whole = chunks === undefined ? first! : Buffer.concat(chunks, size);
+            chunks = undefined;
+            first = undefined;
+            return complete(whole.subarray(MESSAGE_PREFIX, need));
+          }
         }
       }
-      const need = MESSAGE_PREFIX + length;
-      if (size < need) return;
-      if (size > need) return refuse(GrpcStatus.INTERNAL, 'more than one request message in a unary call');
-      const whole = chunks === undefined ? first : Buffer.concat(chunks, size);
-      chunks = undefined;
-      first = undefined;
-      complete(whole.subarray(MESSAGE_PREFIX, need));
-    });
-    stream.on('end', () => {
-      if (!answered) {
+      if (end)
         refuse(
           GrpcStatus.INTERNAL,
           size === 0 ? 'the request carried no message' : 'the request ended inside its message',
         );
-      }
-    });
-  });
+    };
+  };
 
   /** Runs a server-streaming call: headers now, messages as the method writes them, trailers at its end. */
-  const serverStream = (stream: ServerHttp2Stream, method: ServerStreamMethod, message: Buffer): void => {
+  const serverStream = (stream: H2Stream, method: ServerStreamMethod, message: Buffer) => {
     let ended = false;
     let closeFn: (() => void) | undefined;
-    let trailers: Record<string, string> = { ...OK_TRAILERS };
     const s: ServerStream = {
       write(frame) {
-        if (ended || stream.destroyed || stream.closed) return;
+        if (ended || stream.closed) return;
         frame[0] = 0;
         frame.writeUInt32BE(frame.length - MESSAGE_PREFIX, 1);
         stream.write(frame);
@@ -378,42 +359,45 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
       end(code, msg = '') {
         if (ended) return;
         ended = true;
-        trailers = { 'grpc-status': String(code) };
-        if (msg !== '') trailers['grpc-message'] = percentEncode(msg);
+        open.delete(s);
         method.done?.(code);
-        if (!stream.destroyed && !stream.closed) stream.end();
+        stream.end(statusBlock(code, msg, false));
       },
       onClose(fn) {
         closeFn = fn;
       },
     };
     open.add(s);
-    stream.once('close', () => {
-      open.delete(s);
+    stream.onAbort = () => {
       ended = true;
+      open.delete(s);
       closeFn?.();
-    });
-    try {
-      stream.respond(OK_HEADERS, RESPOND_MESSAGES);
-      stream.on('wantTrailers', () => {
-        try {
-          stream.sendTrailers(trailers);
-        } catch {
-          // reset by the client meanwhile
-        }
-      });
-    } catch {
-      return;
-    }
+    };
+    stream.respond(OK_HEADERS, false);
     const refused = method.open(message, s);
     if (refused !== undefined) s.end(refused.code, refused.message);
   };
+
+  const server = net.createServer({ noDelay: true }, (socket) => {
+    if (stopping) {
+      socket.destroy();
+      return;
+    }
+    const conn = new H2Connection(socket, {
+      maxConcurrentStreams: opts.maxConcurrentStreams,
+      maxHeaderListSize: MAX_HEADER_LIST,
+      onStream,
+      ...(opts.onSessionError === undefined ? {} : { onError: opts.onSessionError }),
+    });
+    connections.add(conn);
+    socket.once('close', () => connections.delete(conn));
+  });
 
   const port = await new Promise<number>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => {
       server.off('error', reject);
-      resolve((server.address() as AddressInfo).port);
+      resolve((server.address() as net.AddressInfo).port);
     });
   }).catch((err: NodeJS.ErrnoException) => {
     clearInterval(sweep);
@@ -429,13 +413,13 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
       clearInterval(sweep);
       for (const s of [...open]) s.end(GrpcStatus.UNAVAILABLE, 'the server is stopping');
       const timer = setTimeout(() => {
-        for (const session of sessions) session.destroy();
+        for (const c of connections) c.destroy();
       }, graceMs);
       server.close(() => {
         clearTimeout(timer);
         resolve();
       });
-      for (const session of sessions) session.close();
+      for (const c of connections) c.shutdown();
     });
     return closing;
   };
