@@ -337,11 +337,16 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
           }
         }
       }
-      if (end)
+      if (end) {
         refuse(
           GrpcStatus.INTERNAL,
           size === 0 ? 'the request carried no message' : 'the request ended inside its message',
         );
+      } else if (chunk.length > 0) {
+        // kept past this read: a copy, not a view that would keep the connection's whole read buffer alive
+        if (chunks === undefined) first = Buffer.from(first!);
+        else chunks[chunks.length - 1] = Buffer.from(chunk);
+      }
     };
   };
 

@@ -357,7 +357,8 @@ export class H2Connection {
         this.frame(type, flags, id, payload);
         if (this.closed) return;
       }
-      if (pos < data.length) this.rest = data.subarray(pos);
+      // a partial frame is copied: a view would keep the whole read buffer alive
+      if (pos < data.length) this.rest = Buffer.from(data.subarray(pos));
       if (this.nuisance > NUISANCE_BUDGET)
         this.fail(H2Error.ENHANCE_YOUR_CALM, 'too many frames that do nothing');
     } finally {
@@ -485,8 +486,10 @@ export class H2Connection {
     if (this.hdrSize > MAX_HEADER_BLOCK)
       return this.fail(H2Error.ENHANCE_YOUR_CALM, 'header block too large');
     if (fragment.length === 0 && (flags & END_HEADERS) === 0) this.nuisance++;
-    this.hdrParts.push(fragment);
-    if ((flags & END_HEADERS) !== 0) this.headerBlock();
+    if ((flags & END_HEADERS) !== 0) {
+      this.hdrParts.push(fragment);
+      this.headerBlock();
+    } else this.hdrParts.push(Buffer.from(fragment)); // kept past this read: a copy, not a view
   }
 
   private headerBlock() {
