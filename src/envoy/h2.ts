@@ -354,7 +354,13 @@ export class H2Connection {
         const id = data.readUInt32BE(pos + 5) & 0x7fffffff;
         const payload = data.subarray(pos + 9, pos + 9 + len);
         pos += 9 + len;
-        this.frame(type, flags, id, payload);
+        try {
+          this.frame(type, flags, id, payload);
+        } catch (err) {
+          // a bug of ours or of a stream handler: this connection goes, the process stays
+          this.opts.onError?.(err instanceof Error ? err : new Error(String(err)));
+          return this.fail(H2Error.INTERNAL_ERROR, 'internal error');
+        }
         if (this.closed) return;
       }
       // a partial frame is copied: a view would keep the whole read buffer alive
