@@ -1,7 +1,7 @@
 /**
  * Envoy RLS bench: one ratemesh daemon (the real mesh limiter, standalone,
  * on loopback) serving both its HTTP check API and the Envoy RLS v3 gRPC
- * server (node:http2, src/envoy/grpc-transport.ts), driven in the same run:
+ * server (its own HTTP/2 on node:net, src/envoy/h2.ts and grpc-transport.ts), driven in the same run:
  *
  *   http-check      POST /v1/check {policy, key}: one decision
  *   grpc-rls        ShouldRateLimit, one descriptor (remote_address): one decision
@@ -9,6 +9,7 @@
  *   grpc-rls-3      ShouldRateLimit, three descriptors: one decision over 3 keys
  *   floor-http      a bare node:http server: parse the JSON body, answer a fixed decision
  *   floor-grpc      the daemon's gRPC transport alone: decode the request, answer a fixed response
+ *   floor-grpc-h2   the same on node:http2 (the core stream API, as lean as it goes): the alternative
  *   floor-grpc-js   a bare @grpc/grpc-js server of the RLS service (the transport before): a fixed response
  *
  * Every request is allowed (limit 10^9 per minute) and each pair of variants
@@ -98,6 +99,7 @@ interface Ready {
   policies: Record<string, string>;
   floorHttp: number;
   floorGrpc: number;
+  floorGrpcH2: number;
   floorGrpcJs: number;
 }
 type FromChild = { ready: Ready } | { id: number; cpu: number };
@@ -156,7 +158,12 @@ const FIXED_RESPONSE: RlsResponse = {
  * the RLS service (the transport the daemon used before) answering the same.
  * What each costs per request is the floor under the daemon's figures.
  */
-async function floorServers(): Promise<{ floorHttp: number; floorGrpc: number; floorGrpcJs: number }> {
+async function floorServers(): Promise<{
+  floorHttp: number;
+  floorGrpc: number;
+  floorGrpcH2: number;
+  floorGrpcJs: number;
+}> {
   const answer = JSON.stringify({ allowed: true, limited: false, remaining: 1 });
   const h = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -188,6 +195,31 @@ async function floorServers(): Promise<{ floorHttp: number; floorGrpc: number; f
       ],
     ]),
   });
+  // node:http2's core API at its leanest: no Date header, the reply as soon as the message is in
+  const h2 = http2.createServer({ settings: { maxConcurrentStreams: 256 } });
+  const okHeaders = { ':status': 200, 'content-type': 'application/grpc' };
+  const okTrailers = { 'grpc-status': '0' };
+  // sendDate: node's option (processHeaders), not in @types/node's ServerStreamResponseOptions
+  const withTrailers = { waitForTrailers: true, sendDate: false };
+  const headersOnly = { endStream: true, sendDate: false };
+  h2.on('stream', (stream) => {
+    const chunks: Buffer[] = [];
+    stream.on('error', () => {});
+    stream.on('data', (c: Buffer) => {
+      chunks.push(c);
+      const b = chunks.length === 1 ? c : Buffer.concat(chunks);
+      if (b.length < 5 || b.length < 5 + b.readUInt32BE(1)) return;
+      const r = decodeRateLimitRequest(b.subarray(5, 5 + b.readUInt32BE(1)));
+      if (!r.ok) {
+        stream.respond({ ...okHeaders, 'grpc-status': '13' }, headersOnly);
+        return;
+      }
+      stream.respond(okHeaders, withTrailers);
+      stream.once('wantTrailers', () => stream.sendTrailers(okTrailers));
+      stream.end(fixed);
+    });
+  });
+  await new Promise<void>((r) => h2.listen(0, '127.0.0.1', r));
   const gj = new grpc.Server({ 'grpc.enable_channelz': 0 });
   gj.addService(rlsServiceDefinition(), {
     ShouldRateLimit: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) =>
@@ -198,7 +230,12 @@ async function floorServers(): Promise<{ floorHttp: number; floorGrpc: number; f
       err ? reject(err) : resolve(port),
     ),
   );
-  return { floorHttp: (h.address() as { port: number }).port, floorGrpc: g.port, floorGrpcJs };
+  return {
+    floorHttp: (h.address() as { port: number }).port,
+    floorGrpc: g.port,
+    floorGrpcH2: (h2.address() as { port: number }).port,
+    floorGrpcJs,
+  };
 }
 
 let nextId = 0;
@@ -498,6 +535,10 @@ async function main(): Promise<void> {
       domain: 'bench',
       descriptors: [entry('remote_address', '203.0.113.1')],
     }),
+    h2Variant('floor-grpc-h2', ready.floorGrpcH2, {
+      domain: 'bench',
+      descriptors: [entry('remote_address', '203.0.113.1')],
+    }),
     h2Variant('floor-grpc-js', ready.floorGrpcJs, {
       domain: 'bench',
       descriptors: [entry('remote_address', '203.0.113.1')],
@@ -652,11 +693,14 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>, codec: Record
   const fh = paced.get('floor-http');
   const fg = paced.get('floor-grpc');
   const fj = paced.get('floor-grpc-js');
+  const f2 = paced.get('floor-grpc-h2');
   let overFloor: { grpc: number; http: number } | undefined;
   if (g !== undefined && h !== undefined && fh !== undefined && fg !== undefined) {
     overFloor = { grpc: g.cpu_us - fg.cpu_us, http: h.cpu_us - fh.cpu_us };
     console.log(
-      `the transports alone (floor-*), at ${RATE} req/s: node:http2 gRPC ${fg.cpu_us.toFixed(1)} us${fj === undefined ? '' : ` (@grpc/grpc-js ${fj.cpu_us.toFixed(1)} us)`} vs node:http ${fh.cpu_us.toFixed(1)} us per request; ` +
+      `the transports alone (floor-*), at ${RATE} req/s: ratemesh's HTTP/2 gRPC ${fg.cpu_us.toFixed(1)} us` +
+        `${f2 === undefined ? '' : `, node:http2 ${f2.cpu_us.toFixed(1)} us`}${fj === undefined ? '' : `, @grpc/grpc-js ${fj.cpu_us.toFixed(1)} us`}` +
+        ` vs node:http ${fh.cpu_us.toFixed(1)} us per request; ` +
         `ratemesh's work on top (match, decide, answer, metrics): ${overFloor.grpc.toFixed(1)} us over gRPC vs ${overFloor.http.toFixed(1)} us over HTTP`,
     );
   }
