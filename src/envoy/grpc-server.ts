@@ -120,8 +120,8 @@ const ERROR_STATUS: Readonly<Record<RlsErrorCode, number>> = {
 /**
  * Serves `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and
  * the standard `grpc.health.v1.Health` service (Check, Watch, List) over
- * gRPC on node:http2 (grpc-transport.ts), plaintext: run it on a private
- * network or loopback, as envoyproxy/ratelimit's default.
+ * gRPC (grpc-transport.ts) on ratemesh's own HTTP/2 (h2.ts), plaintext: run
+ * it on a private network or loopback, as envoyproxy/ratelimit's default.
  */
 export async function startRlsServer(opts: RlsServerOptions): Promise<RlsServer> {
   const { service, logger } = opts;
