@@ -98,6 +98,8 @@ export interface H2Options {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** An HPACK dynamic table size update to 0. */
+const TABLE_SIZE_ZERO = Buffer.from([0x20]);
 
 /** The value of the first field named `name` (lower case), or undefined. */
 export function field(fields: readonly string[], name: string): string | undefined {
@@ -264,6 +266,9 @@ export class H2Connection {
   /** The peer's settings that matter to us. */
   private peerInitialWindow = DEFAULT_WINDOW;
   private peerMaxFrame = MAX_FRAME;
+  /** The peer's SETTINGS_HEADER_TABLE_SIZE, and whether it changed since our last header block. */
+  private peerTableSize = 4096;
+  private tableSizeChanged = false;
   private sendWindow = DEFAULT_WINDOW;
   private recvWindow = CONNECTION_WINDOW;
   private recvUnacked = 0;
@@ -547,6 +552,10 @@ export class H2Connection {
     for (let i = 0; i < p.length; i += 6) {
       const key = p.readUInt16BE(i);
       const value = p.readUInt32BE(i + 2);
+      if (key === 0x1 && value !== this.peerTableSize) {
+        this.peerTableSize = value;
+        this.tableSizeChanged = true;
+      }
       if (key === 0x2 && value > 1) return this.fail(H2Error.PROTOCOL_ERROR, 'ENABLE_PUSH not 0 or 1');
       if (key === 0x4) {
         if (value > MAX_WINDOW) return this.fail(H2Error.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE too large');
@@ -563,8 +572,8 @@ export class H2Connection {
           return this.fail(H2Error.PROTOCOL_ERROR, 'MAX_FRAME_SIZE out of range');
         this.peerMaxFrame = value;
       }
-      // HEADER_TABLE_SIZE (we never index what we send), MAX_CONCURRENT_STREAMS (no push),
-      // MAX_HEADER_LIST_SIZE (our headers are a few fields) and unknown settings: nothing to do
+      // MAX_CONCURRENT_STREAMS (no push), MAX_HEADER_LIST_SIZE (our headers are a few fields)
+      // and unknown settings: nothing to do
     }
     this.out.push(frame(SETTINGS, ACK, 0, EMPTY));
     this.flushBlocked();
@@ -604,6 +613,12 @@ export class H2Connection {
 
   /** Queues a header block on a stream (split into CONTINUATION frames past the peer's frame size). */
   sendHeaders(id: number, block: Buffer, endStream: boolean) {
+    if (this.tableSizeChanged) {
+      // the peer's decoder may now expect a table size update first (RFC 7541 section 4.2);
+      // 0 is within any setting, and we never index what we send
+      this.tableSizeChanged = false;
+      block = Buffer.concat([TABLE_SIZE_ZERO, block]);
+    }
     const max = this.peerMaxFrame;
     const flags0 = endStream ? END_STREAM : 0;
     if (block.length <= max) return this.sendFrame(frame(HEADERS, flags0 | END_HEADERS, id, block));

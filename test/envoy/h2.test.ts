@@ -396,6 +396,35 @@ describe('HTTP/2 streams', () => {
     expect(raw.frames.filter((f) => f.type === T.DATA)[0]!.payload.toString()).toBe('0123');
   });
 
+  it('a peer that changes its HPACK table size gets a table size update before our next header block', async () => {
+    const s = await server();
+    const raw = await Raw.open(s.port, false);
+    raw.send(PREFACE, frame(T.SETTINGS, 0, 0, setting(1, 0)));
+    await raw.until((f) => f.type === T.SETTINGS && f.flags === 1);
+    raw.send(frame(T.HEADERS, 4, 1, REQUEST), frame(T.DATA, 1, 1, Buffer.from('x')));
+    expect(await raw.headers(1)).toEqual([[':status', '200']]);
+    await raw.headers(1, 1);
+    // the response's block starts with the update (then :status 200, 0x88); the trailers' does not
+    const blocks = raw.frames.filter((f) => f.type === T.HEADERS).map((f) => [...f.payload.subarray(0, 2)]);
+    expect(blocks).toEqual([
+      [0x20, 0x88],
+      [0x00, 8],
+    ]);
+    // and nghttp2, told a table of 0, reads our replies
+    const c = http2.connect(`http://127.0.0.1:${s.port}`, { settings: { headerTableSize: 0 } });
+    clients.push(c);
+    for (let i = 0; i < 3; i++) {
+      const status = await new Promise<number | undefined>((resolve) => {
+        const st = c.request({ ':method': 'POST', ':path': '/t', 'content-type': 'application/grpc' });
+        st.on('response', (h) => resolve(h[':status']));
+        st.on('error', () => resolve(undefined));
+        st.resume();
+        st.end('x');
+      });
+      expect(status).toBe(200);
+    }
+  });
+
   it('a request larger than the stream window: the server opens it as it reads', async () => {
     const s = await server();
     const c = http2.connect(`http://127.0.0.1:${s.port}`);
