@@ -90,7 +90,7 @@ export interface GrpcServer {
 const SWEEP_MS = 250;
 /** Ticks a connection may take to send its HTTP/2 preface. */
 const PREFACE_TICKS = 40;
-/** Longest grpc-message sent, characters before encoding. */
+/** Longest grpc-message sent, characters after encoding. */
 const MAX_STATUS_MESSAGE = 1024;
 /** SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce. */
 export const MAX_HEADER_LIST = 16 * 1024;
@@ -101,26 +101,22 @@ const OK_HEADERS = encodeHeaders([
 ]);
 const OK_TRAILERS = encodeHeaders([['grpc-status', '0']]);
 
-/** gRPC's percent-encoding of `grpc-message`: bytes outside printable ASCII, and `%`, as %XX of UTF-8. */
+/**
+ * gRPC's percent-encoding of `grpc-message`: bytes outside printable ASCII,
+ * and `%`, as %XX of UTF-8; at most {@link MAX_STATUS_MESSAGE} characters
+ * encoded (cut with `...`), well within any client's metadata limit.
+ */
 export function percentEncode(text: string): string {
-  const s = text.length > MAX_STATUS_MESSAGE ? `${text.slice(0, MAX_STATUS_MESSAGE - 3)}...` : text;
-  let plain = true;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x20 || c > 0x7e || c === 0x25) {
-      plain = false;
-      break;
-    }
-  }
-  if (plain) return s;
   let out = '';
-  for (const b of Buffer.from(s, 'utf8')) {
-    out +=
+  for (const b of Buffer.from(text.slice(0, MAX_STATUS_MESSAGE), 'utf8')) {
+    const piece =
       b >= 0x20 && b <= 0x7e && b !== 0x25
         ? String.fromCharCode(b)
         : `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
+    if (out.length + piece.length > MAX_STATUS_MESSAGE - 3) return `${out}...`;
+    out += piece;
   }
-  return out;
+  return text.length > MAX_STATUS_MESSAGE ? `${out}...` : out;
 }
 
 /** `grpc-timeout` (1 to 8 digits and a unit H M S m u n) in ms; undefined when malformed. */
