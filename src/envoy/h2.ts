@@ -253,8 +253,10 @@ export class H2Connection {
   private readonly hpack = new HpackDecoder();
   private readonly streams = new Map<number, H2Stream>();
   private readonly blocked = new Set<H2Stream>();
-  /** Bytes of a frame not yet complete. */
-  private rest: Buffer | undefined;
+  /** Bytes of a frame not yet complete, and how many are needed to go on. */
+  private rest: Buffer[] = [];
+  private restSize = 0;
+  private restNeed = 0;
   private prefaceDone = false;
   private settingsSeen = false;
   private lastStreamId = 0;
@@ -334,21 +336,27 @@ export class H2Connection {
 
   private read(chunk: Buffer) {
     if (this.closed) return;
+    let data = chunk;
+    if (this.restSize > 0) {
+      // bytes of a frame not yet complete: joined only once the frame (or its header) is all in,
+      // so a peer sending a frame a byte at a time costs one copy of it, not one per byte
+      this.rest.push(chunk);
+      this.restSize += chunk.length;
+      if (this.restSize < this.restNeed) return;
+      data = Buffer.concat(this.rest, this.restSize);
+      this.rest = [];
+      this.restSize = 0;
+    }
     this.reading = true;
-    let data = this.rest === undefined ? chunk : Buffer.concat([this.rest, chunk]);
-    this.rest = undefined;
     let pos = 0;
     try {
       if (!this.prefaceDone) {
         const n = Math.min(data.length, PREFACE.length);
         if (data.compare(PREFACE, 0, n, 0, n) !== 0)
           return this.fail(H2Error.PROTOCOL_ERROR, 'not an HTTP/2 connection preface');
-        if (data.length < PREFACE.length) {
-          this.rest = data;
-          return;
-        }
+        if (data.length < PREFACE.length) return this.keep(data, PREFACE.length);
         this.prefaceDone = true;
-        data = data.subarray(PREFACE.length);
+        pos = PREFACE.length;
       }
       while (data.length - pos >= 9) {
         const len = (data[pos]! << 16) | (data[pos + 1]! << 8) | data[pos + 2]!;
@@ -368,14 +376,23 @@ export class H2Connection {
         }
         if (this.closed) return;
       }
-      // a partial frame is copied: a view would keep the whole read buffer alive
-      if (pos < data.length) this.rest = Buffer.from(data.subarray(pos));
+      if (pos < data.length) {
+        const left = data.subarray(pos);
+        this.keep(left, left.length < 9 ? 9 : 9 + ((left[0]! << 16) | (left[1]! << 8) | left[2]!));
+      }
       if (this.nuisance > NUISANCE_BUDGET)
         this.fail(H2Error.ENHANCE_YOUR_CALM, 'too many frames that do nothing');
     } finally {
       this.reading = false;
       this.flush();
     }
+  }
+
+  /** Keeps the start of a frame (or of the preface) until `need` bytes are in; a copy: a view would pin the read buffer. */
+  private keep(part: Buffer, need: number): void {
+    this.rest = [Buffer.from(part)];
+    this.restSize = part.length;
+    this.restNeed = need;
   }
 
   private frame(type: number, flags: number, id: number, p: Buffer) {

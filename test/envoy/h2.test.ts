@@ -425,6 +425,24 @@ describe('HTTP/2 streams', () => {
     }
   });
 
+  it('bytes that arrive a few at a time: the same frames', async () => {
+    const s = await server();
+    const raw = await Raw.open(s.port, false);
+    const bytes = Buffer.concat([
+      PREFACE,
+      frame(T.SETTINGS, 0, 0),
+      frame(T.HEADERS, 4, 1, REQUEST),
+      frame(T.DATA, 1, 1, Buffer.from('slow')),
+    ]);
+    for (let i = 0; i < bytes.length; i += 3) {
+      raw.send(bytes.subarray(i, i + 3));
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(await raw.headers(1)).toEqual([[':status', '200']]);
+    const data = await raw.until((f) => f.type === T.DATA && f.id === 1);
+    expect(data?.payload.toString()).toBe('slow');
+  });
+
   it('a request larger than the stream window: the server opens it as it reads', async () => {
     const s = await server();
     const c = http2.connect(`http://127.0.0.1:${s.port}`);
