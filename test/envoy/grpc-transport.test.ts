@@ -1,5 +1,5 @@
 /**
- * The RLS gRPC server's transport (node:http2) against what a client can
+ * The RLS gRPC server (grpc-server.ts on grpc-transport.ts and h2.ts) against what a client can
  * send: a raw HTTP/2 client for what @grpc/grpc-js never sends (wrong
  * frames, compression, malformed headers, resets), and the @grpc/grpc-js
  * client for the health service and grpc-message encoding.
@@ -135,7 +135,7 @@ function statusOf(a: Answer): { code: number; message: string } {
   };
 }
 
-describe('the RLS gRPC server on node:http2', () => {
+describe('the RLS gRPC server over HTTP/2', () => {
   it('answers a well-formed call: 200, application/grpc, one framed message, grpc-status 0 in the trailers', async () => {
     const { port } = await start();
     const s = await connect(port);
