@@ -281,7 +281,7 @@ export class H2Connection {
   private peerGoaway = false;
   /** Closed for good: no more reading or writing. */
   closed = false;
-  /** Ticks since the connection opened, while its preface has not arrived. */
+  /** Ticks since the connection opened, while its preface and first SETTINGS have not arrived. */
   private age = 0;
 
   constructor(
@@ -310,10 +310,10 @@ export class H2Connection {
     return this.streams.size;
   }
 
-  /** Called every few hundred ms: resets the budgets; a connection that never sent its preface goes after `maxAge` ticks. */
+  /** Called every few hundred ms: resets the budgets; a connection without its preface and SETTINGS after `maxAge` ticks goes. */
   tick(maxAge: number): void {
     this.nuisance = 0;
-    if (!this.prefaceDone && ++this.age > maxAge) this.destroy();
+    if (!this.settingsSeen && ++this.age > maxAge) this.destroy();
   }
 
   /** Stops taking streams (GOAWAY with NO_ERROR) and closes once the open ones are done. */
