@@ -276,6 +276,22 @@ describe('HTTP/2 connection: the handshake and the control frames', () => {
     expect(await raw.headers(1)).toEqual([[':status', '200']]);
   });
 
+  it('a connection without its preface and SETTINGS by the deadline is closed', async () => {
+    const s = await server();
+    const silent = await Raw.open(s.port, false);
+    const prefaceOnly = await Raw.open(s.port, false);
+    prefaceOnly.send(PREFACE);
+    const fine = await Raw.open(s.port);
+    await new Promise((r) => setTimeout(r, 20));
+    for (const c of s.conns) {
+      c.tick(1);
+      c.tick(1);
+    }
+    await silent.closedNow();
+    await prefaceOnly.closedNow();
+    expect(fine.closed).toBe(false);
+  });
+
   it('flood of frames that do nothing: ENHANCE_YOUR_CALM', async () => {
     const s = await server();
     const raw = await Raw.open(s.port);
