@@ -1,14 +1,16 @@
 /**
  * Envoy RLS bench: one ratemesh daemon (the real mesh limiter, standalone,
  * on loopback) serving both its HTTP check API and the Envoy RLS v3 gRPC
- * server (@grpc/grpc-js), driven in the same run:
+ * server (its own HTTP/2 on node:net, src/envoy/h2.ts and grpc-transport.ts), driven in the same run:
  *
  *   http-check      POST /v1/check {policy, key}: one decision
  *   grpc-rls        ShouldRateLimit, one descriptor (remote_address): one decision
  *   http-check-3    POST /v1/check {checks: [3 pairs]}: one decision over 3 keys
  *   grpc-rls-3      ShouldRateLimit, three descriptors: one decision over 3 keys
  *   floor-http      a bare node:http server: parse the JSON body, answer a fixed decision
- *   floor-grpc      a bare @grpc/grpc-js server of the RLS service: answer a fixed response
+ *   floor-grpc      the daemon's gRPC transport alone: decode the request, answer a fixed response
+ *   floor-grpc-h2   the same on node:http2 (the core stream API, as lean as it goes): the alternative
+ *   floor-grpc-js   a bare @grpc/grpc-js server of the RLS service (the transport before): a fixed response
  *
  * Every request is allowed (limit 10^9 per minute) and each pair of variants
  * decides exactly the same (policy, key) pairs: the HTTP variants name the
@@ -27,21 +29,35 @@
  *     waking the process falls alike on both, so this is the fair CPU
  *     comparison (closed-loop CPU per request falls as the rate rises: the
  *     faster variant looks cheaper).
+ * Then the codec alone, in this process: the RateLimitRequest decode and
+ * RateLimitResponse encode of the server (codec.ts), of @grpc/proto-loader
+ * (protobufjs with its object conversion), and of protobufjs' generated
+ * Type.decode / Type.encode (what a precompiled static codec runs).
  *
  * Writes bench/results/rls.json. npm run bench:rls
- *   (DURATION=2 SLICES=5 CONCURRENCY=32 CHANNELS=4 RATE=4000 to change)
+ *   (DURATION=2 SLICES=5 CONCURRENCY=32 CHANNELS=4 RATE=4000 to change;
+ *    VARIANTS=grpc-rls,http-check to run some; PROFILE=dir for the daemon's --cpu-prof)
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import http2 from 'node:http2';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import protobuf from 'protobufjs';
 import { loadConfig } from '../src/daemon/config.js';
 import { startDaemon } from '../src/daemon/daemon.js';
-import { rlsServiceDefinition } from '../src/envoy/grpc-server.js';
+import { decodeRateLimitRequest, encodeRateLimitResponse } from '../src/envoy/codec.js';
+import {
+  PROTO_INCLUDE_DIRS,
+  RLS_PROTO,
+  RLS_SERVICE,
+  rlsServiceDefinition,
+} from '../src/envoy/grpc-server.js';
+import { MESSAGE_PREFIX, startGrpcServer } from '../src/envoy/grpc-transport.js';
+import type { RlsResponse } from '../src/envoy/service.js';
 import { printTable } from './table.js';
 
 interface AutocannonResult {
@@ -83,6 +99,8 @@ interface Ready {
   policies: Record<string, string>;
   floorHttp: number;
   floorGrpc: number;
+  floorGrpcH2: number;
+  floorGrpcJs: number;
 }
 type FromChild = { ready: Ready } | { id: number; cpu: number };
 
@@ -118,13 +136,34 @@ async function serve(): Promise<void> {
   } satisfies FromChild);
 }
 
+/** The fixed reply of the floor servers, as the daemon answers one allowed descriptor. */
+const FIXED_RESPONSE: RlsResponse = {
+  overall_code: 'OK',
+  statuses: [
+    {
+      code: 'OK',
+      current_limit: { name: '', requests_per_unit: 1e9, unit: 'MINUTE' },
+      limit_remaining: 999_999_999,
+      duration_until_reset: { seconds: 60, nanos: 0 },
+    },
+  ],
+  response_headers_to_add: [],
+};
+
 /**
  * The transports alone, in the same process: a node:http server that parses
- * the JSON body and answers a fixed decision, and a @grpc/grpc-js server of
- * the same RLS service (same options) that answers a fixed response. What
- * each costs per request is the floor under the daemon's figures.
+ * the JSON body and answers a fixed decision; the daemon's gRPC transport
+ * (same options as the daemon's) that decodes the RateLimitRequest and
+ * answers a fixed response; and, for reference, a @grpc/grpc-js server of
+ * the RLS service (the transport the daemon used before) answering the same.
+ * What each costs per request is the floor under the daemon's figures.
  */
-async function floorServers(): Promise<{ floorHttp: number; floorGrpc: number }> {
+async function floorServers(): Promise<{
+  floorHttp: number;
+  floorGrpc: number;
+  floorGrpcH2: number;
+  floorGrpcJs: number;
+}> {
   const answer = JSON.stringify({ allowed: true, limited: false, remaining: 1 });
   const h = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -136,29 +175,67 @@ async function floorServers(): Promise<{ floorHttp: number; floorGrpc: number }>
     });
   });
   await new Promise<void>((r) => h.listen(0, '127.0.0.1', r));
-  const g = new grpc.Server({ 'grpc.enable_channelz': 0 });
-  const response = {
-    overall_code: 'OK',
-    statuses: [
-      {
-        code: 'OK',
-        current_limit: { name: '', requests_per_unit: 1e9, unit: 'MINUTE' },
-        limit_remaining: 999_999_999,
-        duration_until_reset: { seconds: 60, nanos: 0 },
-      },
-    ],
-    response_headers_to_add: [],
-  };
-  g.addService(rlsServiceDefinition(), {
-    ShouldRateLimit: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) =>
-      cb(null, response),
+  const fixed = encodeRateLimitResponse(FIXED_RESPONSE, MESSAGE_PREFIX);
+  const g = await startGrpcServer({
+    host: '127.0.0.1',
+    port: 0,
+    maxMessageBytes: 64 * 1024,
+    maxConcurrentStreams: 256,
+    requestTimeoutMs: 10_000,
+    methods: new Map([
+      [
+        `/${RLS_SERVICE}/ShouldRateLimit`,
+        {
+          kind: 'unary',
+          call: (message: Buffer) => {
+            const r = decodeRateLimitRequest(message);
+            return r.ok ? { frame: fixed } : { code: 13, message: r.message };
+          },
+        },
+      ],
+    ]),
   });
-  const floorGrpc = await new Promise<number>((resolve, reject) =>
-    g.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) =>
+  // node:http2's core API at its leanest: no Date header, the reply as soon as the message is in
+  const h2 = http2.createServer({ settings: { maxConcurrentStreams: 256 } });
+  const okHeaders = { ':status': 200, 'content-type': 'application/grpc' };
+  const okTrailers = { 'grpc-status': '0' };
+  // sendDate: node's option (processHeaders), not in @types/node's ServerStreamResponseOptions
+  const withTrailers = { waitForTrailers: true, sendDate: false };
+  const headersOnly = { endStream: true, sendDate: false };
+  h2.on('stream', (stream) => {
+    const chunks: Buffer[] = [];
+    stream.on('error', () => {});
+    stream.on('data', (c: Buffer) => {
+      chunks.push(c);
+      const b = chunks.length === 1 ? c : Buffer.concat(chunks);
+      if (b.length < 5 || b.length < 5 + b.readUInt32BE(1)) return;
+      const r = decodeRateLimitRequest(b.subarray(5, 5 + b.readUInt32BE(1)));
+      if (!r.ok) {
+        stream.respond({ ...okHeaders, 'grpc-status': '13' }, headersOnly);
+        return;
+      }
+      stream.respond(okHeaders, withTrailers);
+      stream.once('wantTrailers', () => stream.sendTrailers(okTrailers));
+      stream.end(fixed);
+    });
+  });
+  await new Promise<void>((r) => h2.listen(0, '127.0.0.1', r));
+  const gj = new grpc.Server({ 'grpc.enable_channelz': 0 });
+  gj.addService(rlsServiceDefinition(), {
+    ShouldRateLimit: (_call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) =>
+      cb(null, FIXED_RESPONSE),
+  });
+  const floorGrpcJs = await new Promise<number>((resolve, reject) =>
+    gj.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) =>
       err ? reject(err) : resolve(port),
     ),
   );
-  return { floorHttp: (h.address() as { port: number }).port, floorGrpc };
+  return {
+    floorHttp: (h.address() as { port: number }).port,
+    floorGrpc: g.port,
+    floorGrpcH2: (h2.address() as { port: number }).port,
+    floorGrpcJs,
+  };
 }
 
 let nextId = 0;
@@ -458,6 +535,14 @@ async function main(): Promise<void> {
       domain: 'bench',
       descriptors: [entry('remote_address', '203.0.113.1')],
     }),
+    h2Variant('floor-grpc-h2', ready.floorGrpcH2, {
+      domain: 'bench',
+      descriptors: [entry('remote_address', '203.0.113.1')],
+    }),
+    h2Variant('floor-grpc-js', ready.floorGrpcJs, {
+      domain: 'bench',
+      descriptors: [entry('remote_address', '203.0.113.1')],
+    }),
   );
   const only = process.env.VARIANTS?.split(',');
   if (only !== undefined)
@@ -466,20 +551,90 @@ async function main(): Promise<void> {
     for (const v of variants) await slice(child, v, 1); // warm-up
     const closed = await pass(child, variants, 'closed');
     const paced = await pass(child, variants, `${RATE}/s`, RATE);
-    report(closed, paced);
+    report(closed, paced, codecBench());
   } finally {
     child.disconnect();
   }
 }
 
-function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
+type CodecRow = { decode_ns: number; encode_ns: number };
+
+/** protobufjs' own Root of the vendored protos, resolved as @grpc/proto-loader resolves them. */
+function protobufRoot(): protobuf.Root {
+  const root = new protobuf.Root();
+  root.resolvePath = (origin, target) => {
+    if (isAbsolute(target)) return target;
+    for (const dir of PROTO_INCLUDE_DIRS) if (existsSync(join(dir, target))) return join(dir, target);
+    return protobuf.util.path.resolve(origin, target);
+  };
+  root.loadSync(RLS_PROTO, { keepCase: true });
+  root.resolveAll();
+  return root;
+}
+
+/**
+ * The codecs alone, ns per RateLimitRequest decode (one descriptor, as the
+ * grpc-rls variant sends) and per RateLimitResponse encode (one status, as the
+ * daemon answers it): median of 5 rounds of 100,000 after a warm-up.
+ */
+function codecBench(): Record<string, CodecRow> {
+  const def = (
+    rlsServiceDefinition() as unknown as Record<
+      string,
+      {
+        requestSerialize(v: unknown): Buffer;
+        requestDeserialize(b: Buffer): unknown;
+        responseSerialize(v: unknown): Buffer;
+      }
+    >
+  ).ShouldRateLimit!;
+  const bytes = def.requestSerialize({
+    domain: 'bench',
+    descriptors: [{ entries: [{ key: 'remote_address', value: '203.0.113.1' }] }],
+  });
+  const root = protobufRoot();
+  const Req = root.lookupType('envoy.service.ratelimit.v3.RateLimitRequest');
+  const Res = root.lookupType('envoy.service.ratelimit.v3.RateLimitResponse');
+  const message = Res.fromObject(FIXED_RESPONSE);
+  let sink = 0;
+  const time = (fn: () => unknown): number => {
+    const n = 100_000;
+    for (let i = 0; i < 20_000; i++) fn();
+    const rounds: number[] = [];
+    for (let r = 0; r < 5; r++) {
+      const t0 = process.hrtime.bigint();
+      for (let i = 0; i < n; i++) if (fn() !== undefined) sink++;
+      rounds.push(Number(process.hrtime.bigint() - t0) / n);
+    }
+    return median(rounds);
+  };
+  const rows: Record<string, CodecRow> = {
+    'ratemesh codec.ts': {
+      decode_ns: time(() => decodeRateLimitRequest(bytes)),
+      encode_ns: time(() => encodeRateLimitResponse(FIXED_RESPONSE, MESSAGE_PREFIX)),
+    },
+    '@grpc/proto-loader': {
+      decode_ns: time(() => def.requestDeserialize(bytes)),
+      encode_ns: time(() => def.responseSerialize(FIXED_RESPONSE)),
+    },
+    'protobufjs Type.decode/encode': {
+      decode_ns: time(() => Req.decode(bytes)),
+      encode_ns: time(() => Res.encode(message).finish()),
+    },
+  };
+  if (sink === 0) throw new Error('codec bench: nothing ran');
+  return rows;
+}
+
+function report(closed: Map<string, Row>, paced: Map<string, Row>, codec: Record<string, CodecRow>): void {
   console.log(
     `\nRLS bench: one daemon (mesh limiter, standalone), node ${process.version}, ${SLICES} interleaved slices of ${DURATION} s per variant (median)`,
   );
   console.log(
     `closed loop: ${CONCURRENCY} in flight (HTTP: connections; gRPC: streams over ${CHANNELS} HTTP/2 sessions); paced: ${RATE} req/s offered to each variant`,
   );
-  const pair = (name: string) => name.replace('grpc-rls', 'http-check').replace('floor-grpc', 'floor-http');
+  const pair = (name: string) =>
+    name.startsWith('floor-grpc') ? 'floor-http' : name.replace('grpc-rls', 'http-check');
   const vsHttp = (m: Map<string, Row>, name: string) =>
     pair(name) !== name && m.has(pair(name))
       ? `${((100 * m.get(name)!.cpu_us) / m.get(pair(name))!.cpu_us).toFixed(0)}%`
@@ -513,20 +668,40 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
       ];
     }),
   );
-  const g = paced.get('grpc-rls')!;
-  const h = paced.get('http-check')!;
-  const met = g.cpu_us <= h.cpu_us;
   console.log(
-    `\ntarget (a decision costs the gRPC server no more than POST /v1/check), at ${RATE} req/s: grpc-rls ${g.cpu_us.toFixed(1)} us vs http-check ${h.cpu_us.toFixed(1)} us of daemon CPU -> ${met ? 'met' : 'NOT met'}`,
+    '\ncodec alone, ns per call (RateLimitRequest of one descriptor; RateLimitResponse of one status)',
   );
+  printTable(
+    ['codec', 'decode ns', 'encode ns'],
+    Object.entries(codec).map(([name, c]) => [name, Math.round(c.decode_ns), Math.round(c.encode_ns)]),
+  );
+  const verdict = (grpcName: string, httpName: string): boolean | undefined => {
+    const g = paced.get(grpcName);
+    const h = paced.get(httpName);
+    if (g === undefined || h === undefined) return undefined;
+    const met = g.cpu_us <= h.cpu_us;
+    console.log(
+      `target (a decision costs the gRPC server no more than POST /v1/check), at ${RATE} req/s: ${grpcName} ${g.cpu_us.toFixed(1)} us vs ${httpName} ${h.cpu_us.toFixed(1)} us of daemon CPU -> ${met ? 'met' : 'NOT met'}`,
+    );
+    return met;
+  };
+  console.log('');
+  const met = verdict('grpc-rls', 'http-check');
+  const met3 = verdict('grpc-rls-3', 'http-check-3');
+  const g = paced.get('grpc-rls');
+  const h = paced.get('http-check');
   const fh = paced.get('floor-http');
   const fg = paced.get('floor-grpc');
+  const fj = paced.get('floor-grpc-js');
+  const f2 = paced.get('floor-grpc-h2');
   let overFloor: { grpc: number; http: number } | undefined;
-  if (fh !== undefined && fg !== undefined) {
+  if (g !== undefined && h !== undefined && fh !== undefined && fg !== undefined) {
     overFloor = { grpc: g.cpu_us - fg.cpu_us, http: h.cpu_us - fh.cpu_us };
     console.log(
-      `the transports alone (floor-*), at ${RATE} req/s: @grpc/grpc-js ${fg.cpu_us.toFixed(1)} us vs node:http ${fh.cpu_us.toFixed(1)} us per request; ` +
-        `ratemesh's work on top (parse, match, decide, answer, metrics): ${overFloor.grpc.toFixed(1)} us over gRPC vs ${overFloor.http.toFixed(1)} us over HTTP`,
+      `the transports alone (floor-*), at ${RATE} req/s: ratemesh's HTTP/2 gRPC ${fg.cpu_us.toFixed(1)} us` +
+        `${f2 === undefined ? '' : `, node:http2 ${f2.cpu_us.toFixed(1)} us`}${fj === undefined ? '' : `, @grpc/grpc-js ${fj.cpu_us.toFixed(1)} us`}` +
+        ` vs node:http ${fh.cpu_us.toFixed(1)} us per request; ` +
+        `ratemesh's work on top (match, decide, answer, metrics): ${overFloor.grpc.toFixed(1)} us over gRPC vs ${overFloor.http.toFixed(1)} us over HTTP`,
     );
   }
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
@@ -549,7 +724,9 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>): void {
     durationS: DURATION,
     closedLoop: { concurrency: CONCURRENCY, channels: CHANNELS, variants: figures(closed) },
     paced: { rate: RATE, variants: figures(paced) },
+    codecNs: codec,
     targetMet: met,
+    targetMet3: met3,
     overTransportFloorUs: overFloor,
   };
   writeFileSync(new URL('./results/rls.json', import.meta.url), `${JSON.stringify(out, null, 2)}\n`);

@@ -1,9 +1,27 @@
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import * as grpc from '@grpc/grpc-js';
-import { loadSync, type Options, type PackageDefinition } from '@grpc/proto-loader';
-import { HealthImplementation } from 'grpc-health-check';
+import type { ServiceDefinition } from '@grpc/grpc-js';
+import type { Options, PackageDefinition } from '@grpc/proto-loader';
 import type { Logger } from '../mesh/types.js';
-import type { RlsErrorCode, RlsService } from './service.js';
+import {
+  decodeEmpty,
+  decodeHealthCheckRequest,
+  decodeRateLimitRequest,
+  encodeHealthCheckResponse,
+  encodeHealthListResponse,
+  encodeRateLimitResponse,
+  type ServingStatus,
+} from './codec.js';
+import { GrpcStatus } from './grpc-status.js';
+import {
+  MESSAGE_PREFIX,
+  type Method,
+  type ServerStream,
+  type ServerStreamMethod,
+  startGrpcServer,
+  type UnaryMethod,
+} from './grpc-transport.js';
+import type { RlsErrorCode, RlsResult, RlsService } from './service.js';
 
 /** The vendored proto folders (see proto/README.md), from src/envoy or dist/envoy alike. */
 export const PROTO_INCLUDE_DIRS: readonly string[] = ['envoy-api', 'cncf-xds', 'protoc-gen-validate'].map(
@@ -13,11 +31,14 @@ export const PROTO_INCLUDE_DIRS: readonly string[] = ['envoy-api', 'cncf-xds', '
 export const RLS_PROTO = 'envoy/service/ratelimit/v3/rls.proto';
 /** The fully qualified service name (also its name in the health service). */
 export const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
+/** The standard health service. */
+export const HEALTH_SERVICE = 'grpc.health.v1.Health';
 
 /**
- * How the protos are decoded: field names as in the .proto (snake_case),
- * enums as their names, 64-bit integers as numbers (a hits_addend past 2^53
- * loses precision but is refused as too large all the same), defaults filled.
+ * How @grpc/proto-loader decodes the protos for clients (tests, bench,
+ * examples): field names as in the .proto (snake_case), enums as their
+ * names, 64-bit integers as numbers, defaults filled. The server's own codec
+ * (codec.ts) decodes to the same shape.
  */
 export const PROTO_LOADER_OPTIONS: Readonly<Options> = {
   keepCase: true,
@@ -30,18 +51,27 @@ export const PROTO_LOADER_OPTIONS: Readonly<Options> = {
 
 let cached: PackageDefinition | undefined;
 
-/** The RLS v3 package definition from the vendored protos (loaded once per process). */
+/**
+ * The RLS v3 package definition from the vendored protos, by
+ * @grpc/proto-loader (loaded once per process, and only when asked: the
+ * server does not need it).
+ */
 export function rlsPackageDefinition(): PackageDefinition {
-  cached ??= loadSync(RLS_PROTO, { ...PROTO_LOADER_OPTIONS });
+  if (cached === undefined) {
+    const { loadSync } = createRequire(import.meta.url)(
+      '@grpc/proto-loader',
+    ) as typeof import('@grpc/proto-loader');
+    cached = loadSync(RLS_PROTO, { ...PROTO_LOADER_OPTIONS });
+  }
   return cached;
 }
 
-/** The RateLimitService definition, for servers and clients alike. */
-export function rlsServiceDefinition(): grpc.ServiceDefinition {
+/** The RateLimitService definition, for @grpc/grpc-js clients. */
+export function rlsServiceDefinition(): ServiceDefinition {
   const def = rlsPackageDefinition()[RLS_SERVICE];
   if (def === undefined || !('ShouldRateLimit' in def))
     throw new Error(`${RLS_SERVICE} missing from ${RLS_PROTO}`);
-  return def as unknown as grpc.ServiceDefinition;
+  return def as unknown as ServiceDefinition;
 }
 
 /** Defaults of the gRPC server. */
@@ -49,6 +79,10 @@ export const GRPC_DEFAULTS = {
   host: '127.0.0.1',
   /** Largest request accepted, bytes; a larger one is refused with RESOURCE_EXHAUSTED. */
   maxMessageBytes: 64 * 1024,
+  /** Calls in flight on one connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: 256,
+  /** A request not fully arrived after this long is answered DEADLINE_EXCEEDED. */
+  requestTimeoutMs: 10_000,
 } as const;
 
 /** Options of {@link startRlsServer}. */
@@ -58,9 +92,11 @@ export interface RlsServerOptions {
   /** 0 picks a free port. */
   port: number;
   maxMessageBytes?: number;
+  maxConcurrentStreams?: number;
+  requestTimeoutMs?: number;
   logger: Logger;
-  /** Told of each call's status code (0 = OK) for metrics. */
-  onCall?: (code: grpc.status) => void;
+  /** Told of each ShouldRateLimit call's status code (0 = OK) for metrics. */
+  onCall?: (code: number) => void;
 }
 
 /** A running RLS gRPC server. */
@@ -74,85 +110,134 @@ export interface RlsServer {
   stop(graceMs: number): Promise<void>;
 }
 
-const ERROR_STATUS: Readonly<Record<RlsErrorCode, grpc.status>> = {
-  INVALID_ARGUMENT: grpc.status.INVALID_ARGUMENT,
-  NOT_FOUND: grpc.status.NOT_FOUND,
-  UNAVAILABLE: grpc.status.UNAVAILABLE,
-  INTERNAL: grpc.status.INTERNAL,
+const ERROR_STATUS: Readonly<Record<RlsErrorCode, number>> = {
+  INVALID_ARGUMENT: GrpcStatus.INVALID_ARGUMENT,
+  NOT_FOUND: GrpcStatus.NOT_FOUND,
+  UNAVAILABLE: GrpcStatus.UNAVAILABLE,
+  INTERNAL: GrpcStatus.INTERNAL,
 };
 
 /**
  * Serves `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and
- * the standard `grpc.health.v1.Health` service on @grpc/grpc-js, plaintext
- * (run it on a private network or loopback, as envoyproxy/ratelimit's default).
+ * the standard `grpc.health.v1.Health` service (Check, Watch, List) over
+ * gRPC (grpc-transport.ts) on ratemesh's own HTTP/2 (h2.ts), plaintext: run
+ * it on a private network or loopback, as envoyproxy/ratelimit's default.
  */
 export async function startRlsServer(opts: RlsServerOptions): Promise<RlsServer> {
-  const maxBytes = opts.maxMessageBytes ?? GRPC_DEFAULTS.maxMessageBytes;
-  const server = new grpc.Server({
-    'grpc.max_receive_message_length': maxBytes,
-    'grpc.max_send_message_length': 4 * 1024 * 1024,
-    // channelz keeps per-call statistics and traces: measurable CPU on every call, unused here
-    'grpc.enable_channelz': 0,
-  });
-  const { service, logger, onCall } = opts;
-  server.addService(rlsServiceDefinition(), {
-    ShouldRateLimit: (
-      call: grpc.ServerUnaryCall<unknown, unknown>,
-      callback: grpc.sendUnaryData<unknown>,
-    ) => {
-      let result: ReturnType<RlsService['shouldRateLimit']>;
+  const { service, logger } = opts;
+
+  const shouldRateLimit: UnaryMethod = {
+    kind: 'unary',
+    call(message) {
+      const req = decodeRateLimitRequest(message);
+      if (!req.ok) {
+        logger.debug({ code: req.code, message: req.message }, 'ShouldRateLimit refused');
+        return { code: GrpcStatus[req.code], message: req.message };
+      }
+      let result: RlsResult;
       try {
-        result = service.shouldRateLimit(call.request);
+        result = service.shouldRateLimit(req.value);
+        if (result.ok) return { frame: encodeRateLimitResponse(result.response, MESSAGE_PREFIX) };
       } catch (err) {
         // shouldRateLimit answers errors as values; this is only a last guard.
         logger.error(
           { err: { message: err instanceof Error ? err.message : String(err) } },
           'ShouldRateLimit failed',
         );
-        result = { ok: false, code: 'INTERNAL', message: 'internal error' };
+        return { code: GrpcStatus.INTERNAL, message: 'internal error' };
       }
-      if (result.ok) {
-        onCall?.(grpc.status.OK);
-        callback(null, result.response);
-      } else {
-        const code = ERROR_STATUS[result.code];
-        onCall?.(code);
-        if (code === grpc.status.INTERNAL)
-          logger.error({ message: result.message }, 'ShouldRateLimit failed');
-        else logger.debug({ code: result.code, message: result.message }, 'ShouldRateLimit refused');
-        callback({ code, details: result.message }, null);
-      }
+      const code = ERROR_STATUS[result.code];
+      if (code === GrpcStatus.INTERNAL) logger.error({ message: result.message }, 'ShouldRateLimit failed');
+      else logger.debug({ code: result.code, message: result.message }, 'ShouldRateLimit refused');
+      return { code, message: result.message };
     },
-  });
-  const health = new HealthImplementation({ '': 'NOT_SERVING', [RLS_SERVICE]: 'NOT_SERVING' });
-  health.addToServer(server);
+    ...(opts.onCall === undefined ? {} : { done: opts.onCall }),
+  };
 
-  const hostPort = opts.host.includes(':') ? `[${opts.host}]:${opts.port}` : `${opts.host}:${opts.port}`;
-  const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(hostPort, grpc.ServerCredentials.createInsecure(), (err, p) => {
-      if (err) reject(new Error(`cannot listen on ${hostPort} (gRPC): ${err.message}`));
-      else resolve(p);
-    });
+  // grpc.health.v1: the server ('') and the RLS service, as grpc-health-check's HealthImplementation
+  const health = new Map<string, ServingStatus>([
+    ['', 'NOT_SERVING'],
+    [RLS_SERVICE, 'NOT_SERVING'],
+  ]);
+  const watchers = new Map<string, Set<ServerStream>>();
+  const check: UnaryMethod = {
+    kind: 'unary',
+    call(message) {
+      const req = decodeHealthCheckRequest(message);
+      if (!req.ok) return { code: GrpcStatus[req.code], message: req.message };
+      const status = health.get(req.value.service);
+      if (status === undefined) {
+        return {
+          code: GrpcStatus.NOT_FOUND,
+          message: `Health status unknown for service ${req.value.service}`,
+        };
+      }
+      return { frame: encodeHealthCheckResponse(status, MESSAGE_PREFIX) };
+    },
+  };
+  const watch: ServerStreamMethod = {
+    kind: 'server-stream',
+    open(message, stream) {
+      const req = decodeHealthCheckRequest(message);
+      if (!req.ok) return { code: GrpcStatus[req.code], message: req.message };
+      const name = req.value.service;
+      const set = watchers.get(name) ?? new Set<ServerStream>();
+      watchers.set(name, set);
+      set.add(stream);
+      stream.onClose(() => {
+        set.delete(stream);
+        if (set.size === 0 && watchers.get(name) === set) watchers.delete(name);
+      });
+      stream.write(encodeHealthCheckResponse(health.get(name) ?? 'SERVICE_UNKNOWN', MESSAGE_PREFIX));
+      return undefined;
+    },
+  };
+  const list: UnaryMethod = {
+    kind: 'unary',
+    call(message) {
+      const req = decodeEmpty(message, 'HealthListRequest');
+      if (!req.ok) return { code: GrpcStatus[req.code], message: req.message };
+      return { frame: encodeHealthListResponse(health, MESSAGE_PREFIX) };
+    },
+  };
+
+  const methods = new Map<string, Method>([
+    [`/${RLS_SERVICE}/ShouldRateLimit`, shouldRateLimit],
+    [`/${HEALTH_SERVICE}/Check`, check],
+    [`/${HEALTH_SERVICE}/Watch`, watch],
+    [`/${HEALTH_SERVICE}/List`, list],
+  ]);
+  const server = await startGrpcServer({
+    host: opts.host,
+    port: opts.port,
+    methods,
+    maxMessageBytes: opts.maxMessageBytes ?? GRPC_DEFAULTS.maxMessageBytes,
+    maxConcurrentStreams: opts.maxConcurrentStreams ?? GRPC_DEFAULTS.maxConcurrentStreams,
+    requestTimeoutMs: opts.requestTimeoutMs ?? GRPC_DEFAULTS.requestTimeoutMs,
+    onSessionError: (err) => logger.debug({ err: { message: err.message } }, 'gRPC connection error'),
   });
 
+  const setStatus = (name: string, status: ServingStatus): void => {
+    if (health.get(name) === status) return;
+    health.set(name, status);
+    const set = watchers.get(name);
+    if (set === undefined) return;
+    for (const w of set) w.write(encodeHealthCheckResponse(status, MESSAGE_PREFIX));
+  };
   const setServing = (serving: boolean): void => {
     const s = serving ? 'SERVING' : 'NOT_SERVING';
-    health.setStatus('', s);
-    health.setStatus(RLS_SERVICE, s);
+    setStatus('', s);
+    setStatus(RLS_SERVICE, s);
   };
 
   let stopping: Promise<void> | undefined;
   const stop = (graceMs: number): Promise<void> => {
-    stopping ??= new Promise<void>((resolve) => {
+    stopping ??= (async () => {
       setServing(false);
-      const timer = setTimeout(() => server.forceShutdown(), graceMs);
-      server.tryShutdown(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+      await server.close(graceMs);
+    })();
     return stopping;
   };
 
-  return { port, host: opts.host, setServing, stop };
+  return { port: server.port, host: opts.host, setServing, stop };
 }

@@ -1,8 +1,8 @@
 /**
  * envoyproxy/ratelimit compatibility: their config files, their descriptor
  * matching, and the RLS v3 decision on a ratemesh limiter. The gRPC server
- * itself (`grpc-server.ts`) is left out of this barrel so that library users
- * do not load @grpc/grpc-js; the daemon starts it.
+ * itself (`grpc-server.ts`, with its HTTP/2 and codec) is left out of this
+ * barrel: the daemon starts it.
  */
 export {
   ENVOY_ALGORITHMS,

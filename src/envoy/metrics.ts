@@ -1,5 +1,5 @@
-import { status } from '@grpc/grpc-js';
 import { Counter, type Registry } from 'prom-client';
+import { grpcStatusName } from './grpc-status.js';
 
 /**
  * Registers `ratemesh_grpc_requests_total{method, code}` (RLS calls answered,
@@ -7,14 +7,21 @@ import { Counter, type Registry } from 'prom-client';
  * counts one ShouldRateLimit call. Decisions themselves are counted by the
  * daemon's `ratemesh_decisions_total`, as for the HTTP check API.
  */
-export function rlsCallCounter(registry: Registry): (code: status) => void {
+export function rlsCallCounter(registry: Registry): (code: number) => void {
   const counter = new Counter({
     name: 'ratemesh_grpc_requests_total',
     help: 'Envoy RLS gRPC calls answered, by method and gRPC status.',
     labelNames: ['method', 'code'],
     registers: [registry],
   });
-  const names = new Map<status, string>();
-  for (const [name, value] of Object.entries(status)) if (typeof value === 'number') names.set(value, name);
-  return (code) => counter.inc({ method: 'ShouldRateLimit', code: names.get(code) ?? String(code) });
+  // one labelled child per status, looked up by code: no label object per call
+  const children = new Map<number, { inc(): void }>();
+  return (code) => {
+    let child = children.get(code);
+    if (child === undefined) {
+      child = counter.labels({ method: 'ShouldRateLimit', code: grpcStatusName(code) });
+      children.set(code, child);
+    }
+    child.inc();
+  };
 }

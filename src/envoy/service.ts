@@ -151,10 +151,7 @@ export class RlsService {
       return invalid('descriptors', 'rate limit descriptor list must not be empty');
     }
     if (descriptors.length > MAX_DESCRIPTORS) {
-      return invalid(
-        'descriptors',
-        `at most ${MAX_DESCRIPTORS} descriptors per request (got ${descriptors.length})`,
-      );
+      return { ok: false, code: 'INVALID_ARGUMENT', message: tooManyDescriptors(descriptors.length) };
     }
     const requestHits = req.hits_addend ?? 0;
     if (!isHits(requestHits))
@@ -182,10 +179,7 @@ export class RlsService {
       if (!Array.isArray(entries) || entries.length === 0)
         return invalid(`${at(i)}.entries`, 'must hold at least one entry');
       if (entries.length > MAX_ENTRIES) {
-        return invalid(
-          `${at(i)}.entries`,
-          `at most ${MAX_ENTRIES} entries per descriptor (got ${entries.length})`,
-        );
+        return { ok: false, code: 'INVALID_ARGUMENT', message: tooManyEntries(i, entries.length) };
       }
       for (let j = 0; j < entries.length; j++) {
         const e = entries[j] as Record<string, unknown> | null;
@@ -348,6 +342,16 @@ function duration(ms: number): { seconds: number; nanos: number } {
 
 function isHits(v: unknown): v is number {
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_HITS;
+}
+
+/** The INVALID_ARGUMENT message of a request with `count` descriptors, over {@link MAX_DESCRIPTORS}. */
+export function tooManyDescriptors(count: number): string {
+  return `descriptors: at most ${MAX_DESCRIPTORS} descriptors per request (got ${count})`;
+}
+
+/** The INVALID_ARGUMENT message of descriptor `index` with `count` entries, over {@link MAX_ENTRIES}. */
+export function tooManyEntries(index: number, count: number): string {
+  return `descriptors[${index}].entries: at most ${MAX_ENTRIES} entries per descriptor (got ${count})`;
 }
 
 function invalid(field: string, reason: string): RlsResult {
