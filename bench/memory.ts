@@ -72,6 +72,33 @@ for (const k of [10, 50]) {
 }
 console.log(`bytes per tracked key, V8 heap + array buffers (${N} keys, node ${process.version}):`);
 printTable(['k', 'peers', 'bytes/key'], rows);
+/**
+ * Heap bytes per member of an engine hearing `members` peers, each gossiping counts for one key:
+ * its peer-table entry plus its window of that key (what each member costs before its keys).
+ */
+function perMember(k: number, members: number): number {
+  const clock = new ManualClock(T0);
+  const p = new Engine({ policies: policies(k), clock, nodeId: 'p', gossipIntervalMs: 100 });
+  p.check('api', 'acct:0');
+  const bytes = p.buildGossip();
+  const e = new Engine({ policies: policies(k), clock, nodeId: 'n', maxPeers: members });
+  e.check('api', 'acct:0');
+  const ids = Array.from({ length: members }, (_, i) => `12D3KooW${String(i).padStart(44, 'x')}`);
+  const before = heap();
+  for (const id of ids) {
+    const r = e.receiveGossip(id, bytes);
+    if (!r.ok) throw new Error(`member ${id}: ${r.reason}`);
+  }
+  const total = heap() - before;
+  if (e.stats().livePeers !== members) throw new Error(`expected ${members} live peers`);
+  return total / members;
+}
+
+const memberRows: (string | number)[][] = [];
+for (const k of [10, 50]) memberRows.push([k, 1024, Math.round(perMember(k, 1024))]);
+console.log('bytes per member (peer-table entry + its window of one key), V8 heap + array buffers:');
+printTable(['k', 'members', 'bytes/member'], memberRows);
+
 const sketch = 5 * 4 * 8192 * 8;
 console.log(
   `eviction sketch: ${sketch} bytes per policy (5 slots x 4 rows x 8,192 cells x 8 bytes), allocated on the first live eviction`,

@@ -97,7 +97,12 @@ export function runRow(design: Design, shape: Shape): ScaleRow {
     delayMs: 10,
     seed: 7,
     timeEngine: true,
-    engine: { maxPeers: Math.max(256, nodes), ...(design === 'relay' ? { staleAfterMs: STALE } : {}) },
+    // every node knows the mesh size at start (a deployment's expectedMembers): L/N until it hears everyone
+    engine: {
+      maxPeers: Math.max(256, nodes),
+      expectedMembers: nodes,
+      ...(design === 'relay' ? { staleAfterMs: STALE } : {}),
+    },
     ...(design === 'relay' ? { relay: { fanout: FANOUT } } : {}),
   });
   const prng = new Prng(11);

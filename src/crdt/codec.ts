@@ -28,7 +28,7 @@ export const LIMITS = {
   gossipBytes: 1 << 20,
   syncBytes: 16 << 20,
   entries: 100_000,
-  origins: 1024,
+  origins: 4096,
   keyBytes: 512,
   originIdBytes: 128,
   counts: 64,

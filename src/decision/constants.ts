@@ -27,8 +27,8 @@ export function defaultDepartAfterMs(staleAfterMs: number): number {
 
 /** Cap on tracked keys over all policies (the key store's default). */
 export { DEFAULT_MAX_KEYS } from '../keys/key-store.js';
-/** Cap on known origins (peers). */
-export const DEFAULT_MAX_PEERS = 256;
+/** Cap on known origins (peers): 1,024 members (about 1 KB each, `npm run bench:memory`). */
+export const DEFAULT_MAX_PEERS = 1024;
 /** A touched key is carried in this many more ticks. */
 export const DEFAULT_REPEAT_TICKS = 3;
 /** Every this many ticks every key with own counts is carried (anti-entropy). */

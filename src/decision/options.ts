@@ -46,7 +46,7 @@ export interface EngineOptions {
   expectedMembers?: number;
   /** Cap on tracked keys over all policies. Default 100,000. */
   maxKeys?: number;
-  /** Cap on known origins (peers). Default 256. */
+  /** Cap on known origins (peers). Default 1,024 (about 1 KB each, plus 300-650 B per key it touches). */
   maxPeers?: number;
   /** A touched key is carried in this many more ticks, so a lost message is repaired. Default 3. */
   repeatTicks?: number;

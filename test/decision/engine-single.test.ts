@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Clock, ManualClock } from '../../src/clock.js';
-import { decodeMessage, TYPE_GOSSIP } from '../../src/crdt/codec.js';
+import { decodeMessage, LIMITS, TYPE_GOSSIP } from '../../src/crdt/codec.js';
 import { Engine } from '../../src/decision/engine.js';
 import { ErrorCodes } from '../../src/errors.js';
 import { worstRolling } from '../../src/sim/metrics.js';
@@ -641,7 +641,7 @@ describe('gossip header', () => {
     expect(read(e.buildGossip(undefined, 5)).reach).toBe(5);
     expect(read(e.buildGossip(undefined, 0)).reach).toBe(1);
     expect(read(e.buildGossip(undefined, Number.NaN)).reach).toBe(1);
-    expect(read(e.buildGossip(undefined, 1e9)).reach).toBe(1024);
+    expect(read(e.buildGossip(undefined, 1e9)).reach).toBe(LIMITS.origins);
     expect(e.memberCount()).toBe(1);
   });
 });

@@ -83,3 +83,18 @@ describe('windows up to 366 days (envoyproxy/ratelimit week, month, year)', () =
     expect(spend(a, 'y', 'k', 100)).toBe(20);
   });
 });
+
+describe('1,024 members by default (issue 13)', () => {
+  it('hears 1,024 peers; the next is refused as too-many-peers', () => {
+    const clock = new ManualClock(T0);
+    const P: PolicySpec = { name: 'p', limit: 10_000, windowMs: 1000, buckets: 10 };
+    const src = new Engine({ gossipIntervalMs: 100, policies: [P], clock, nodeId: 'src' });
+    src.check('p', 'k');
+    const bytes = src.buildGossip();
+    const e = new Engine({ gossipIntervalMs: 100, policies: [P], clock, nodeId: 'n' });
+    for (let i = 0; i < 1024; i++) expect(e.receiveGossip(`peer-${i}`, bytes).ok).toBe(true);
+    expect(e.stats().livePeers).toBe(1024);
+    expect(e.estimate('p', 'k')).toBe(1024);
+    expect(e.receiveGossip('peer-1024', bytes)).toEqual({ ok: false, reason: 'too-many-peers' });
+  });
+});
