@@ -1,3 +1,5 @@
+import { ownLeftAt } from './own-left.js';
+
 /**
  * Windowed G-counter for one (policy, key).
  *
@@ -484,7 +486,7 @@ export class KeyWindow {
       const v = p[s]!;
       if (v === 0) continue;
       if (fold) {
-        if (this.floor === undefined) this.floor = new Float64Array(this.r);
+        this.floor ??= new Float64Array(this.r);
         this.floor[s] = this.floor[s]! + v;
         continue;
       }
@@ -494,13 +496,4 @@ export class KeyWindow {
     }
     this.peers[o] = undefined;
   }
-}
-
-/**
- * The part of own admissions spread over `first..last` of a bucket (fractions of it) still inside
- * the window when the part `cut` of the bucket is out: 1 before the first, 0 from the last on
- * (the tolerance absorbs float error at whole-ms boundaries), in between what is left of the span.
- */
-export function ownLeftAt(cut: number, first: number, last: number): number {
-  return cut + 1e-9 >= last ? 0 : cut < first ? 1 : (last - cut) / (last - first);
 }
