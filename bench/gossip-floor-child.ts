@@ -1,0 +1,273 @@
+/**
+ * One node process of `npm run bench:gossip-floor` (bench/gossip-floor.ts
+ * starts 8 per phase, IPC channel). Variants:
+ *
+ *   floor      bare TCP on 127.0.0.1, one socket to each peer, each message
+ *              signed with node:crypto Ed25519 (key object built once) and
+ *              verified on arrival, the real engine building and receiving
+ *   gossipsub  createMeshLimiter with transport 'gossipsub' (the mesh before issue 13)
+ *   direct     createMeshLimiter with transport 'direct' (src/mesh/direct-gossip.ts)
+ *
+ * Every variant calls check() on one key every g ms (its own timer) and
+ * gossips every g ms, so each message carries that key's window. Exits when
+ * the parent goes away.
+ */
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { privateKeyFromProtobuf } from '@libp2p/crypto/keys';
+import { systemClock } from '../src/clock.js';
+import { defaultEngineFactory } from '../src/mesh/default-engine.js';
+import type { MeshEngine } from '../src/mesh/engine-port.js';
+import { createMeshLimiter } from '../src/mesh/mesh-limiter.js';
+import { nativeSigner, nativeVerifier, type Signer, type Verifier } from '../src/mesh/native-ed25519.js';
+import { type GossipTransport, setDefaultGossipTransport } from '../src/mesh/node.js';
+import type { MeshLimiter } from '../src/mesh/types.js';
+import type { PolicySpec } from '../src/types.js';
+
+export type Variant = 'floor' | 'gossipsub' | 'direct';
+
+export interface ChildInit {
+  variant: Variant;
+  index: number;
+  g: number;
+  /** Protobuf private keys of every node (hex), so every peer id is known up front. */
+  keys: string[];
+  ports: number[];
+  policy: PolicySpec;
+  key: string;
+}
+
+export interface Counters {
+  msgsIn: number;
+  msgsOut: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+export interface Report extends Counters {
+  cpuUserUs: number;
+  cpuSystemUs: number;
+  wallMs: number;
+  detail: object;
+}
+
+export type ToChild =
+  | { op: 'init'; init: ChildInit }
+  | { op: 'status' }
+  | { op: 'mark' }
+  | { op: 'report' }
+  | { op: 'stop' };
+
+export type FromChild =
+  | { ev: 'started' }
+  | { ev: 'status'; peers: number }
+  | { ev: 'marked' }
+  | { ev: 'report'; report: Report }
+  | { ev: 'fatal'; message: string };
+
+const send = (m: FromChild): void => {
+  if (process.connected) process.send?.(m);
+};
+
+const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+
+interface Node {
+  peers(): number;
+  counters(): Counters;
+  detail(): object;
+  stop(): Promise<void>;
+}
+
+/** Frame on the floor's sockets: u32 length, u8 sender index, 64-byte signature, message. */
+const HEAD = 4 + 1 + 64;
+
+async function startFloor(init: ChildInit): Promise<Node> {
+  const n = init.keys.length;
+  const keys = init.keys.map((k) => privateKeyFromProtobuf(Buffer.from(k, 'hex')));
+  const ids = keys.map((k) => k.publicKey.toString());
+  const me = init.index;
+  const signer: Signer | undefined = nativeSigner(keys[me]!);
+  const verifiers: (Verifier | undefined)[] = keys.map((k) => nativeVerifier(k.publicKey));
+  if (signer === undefined || verifiers.some((v) => v === undefined))
+    throw new Error('floor needs Ed25519 keys');
+  const engine: MeshEngine = defaultEngineFactory({
+    policies: [init.policy],
+    nodeId: ids[me]!,
+    clock: systemClock,
+    gossipIntervalMs: init.g,
+    expectedDelayMs: 10,
+    expectedMembers: n,
+  });
+  const c: Counters = { msgsIn: 0, msgsOut: 0, bytesIn: 0, bytesOut: 0 };
+  const rejected: Record<string, number> = {};
+  let badSignatures = 0;
+  const inbound = new Set<Socket>();
+  const outbound = new Map<number, Socket>();
+
+  const onInbound = (sock: Socket): void => {
+    inbound.add(sock);
+    sock.setNoDelay(true);
+    let pending: Buffer | undefined;
+    sock.on('data', (chunk: Buffer) => {
+      const buf = pending === undefined ? chunk : Buffer.concat([pending, chunk]);
+      pending = undefined;
+      let off = 0;
+      while (buf.byteLength - off >= 4) {
+        const len = buf.readUInt32BE(off);
+        if (len < HEAD - 4 || len > 1 << 20) {
+          sock.destroy();
+          return;
+        }
+        if (buf.byteLength - off < 4 + len) break;
+        const sender = buf[off + 4]!;
+        const sig = buf.subarray(off + 5, off + HEAD);
+        const data = buf.subarray(off + HEAD, off + 4 + len);
+        off += 4 + len;
+        const v = verifiers[sender];
+        if (v === undefined || sender === me || !v.verify(data, sig)) {
+          badSignatures++;
+          continue;
+        }
+        c.msgsIn++;
+        c.bytesIn += data.byteLength;
+        const r = engine.receiveGossip(ids[sender]!, data, systemClock.now());
+        if (!r.ok) rejected[r.reason ?? 'rejected'] = (rejected[r.reason ?? 'rejected'] ?? 0) + 1;
+      }
+      if (off < buf.byteLength) pending = buf.subarray(off);
+    });
+    sock.on('error', () => undefined);
+    sock.on('close', () => inbound.delete(sock));
+  };
+  const server: Server = createServer(onInbound);
+  await new Promise<void>((res, rej) => {
+    server.once('error', rej);
+    server.listen(init.ports[me], '127.0.0.1', () => res());
+  });
+
+  const dial = (j: number): void => {
+    const s = connect({ host: '127.0.0.1', port: init.ports[j]! });
+    s.setNoDelay(true);
+    s.on('connect', () => outbound.set(j, s));
+    s.on('error', () => undefined);
+    s.on('close', () => {
+      if (outbound.get(j) === s) outbound.delete(j);
+      if (running) setTimeout(() => running && !outbound.has(j) && dial(j), 200);
+    });
+  };
+  let running = true;
+  // the other nodes may not listen yet: dial after a short pause, then redial on close
+  setTimeout(() => {
+    for (let j = 0; j < n; j++) if (j !== me) dial(j);
+  }, 500);
+
+  const traffic = setInterval(() => engine.check(init.policy.name, init.key), init.g);
+  const tick = setInterval(() => {
+    const data = engine.buildGossip(systemClock.now(), outbound.size + 1);
+    const sig = signer.sign(data);
+    const frame = Buffer.allocUnsafe(HEAD + data.byteLength);
+    frame.writeUInt32BE(HEAD - 4 + data.byteLength, 0);
+    frame[4] = me;
+    frame.set(sig, 5);
+    frame.set(data, HEAD);
+    for (const s of outbound.values()) s.write(frame);
+    c.msgsOut++;
+    c.bytesOut += data.byteLength;
+  }, init.g);
+
+  return {
+    peers: () => Math.min(outbound.size, inbound.size),
+    counters: () => ({ ...c }),
+    detail: () => ({ rejected: { ...rejected }, badSignatures, engine: engine.stats() }),
+    stop: async () => {
+      running = false;
+      clearInterval(traffic);
+      clearInterval(tick);
+      for (const s of [...outbound.values(), ...inbound]) s.destroy();
+      await new Promise((r) => server.close(r));
+    },
+  };
+}
+
+async function startMesh(init: ChildInit, transport: GossipTransport): Promise<Node> {
+  setDefaultGossipTransport(transport);
+  const me = init.index;
+  const ids = init.keys.map((k) => privateKeyFromProtobuf(Buffer.from(k, 'hex')).publicKey.toString());
+  const bootstrap = init.ports
+    .map((p, j) => (j === me ? undefined : `/ip4/127.0.0.1/tcp/${p}/p2p/${ids[j]}`))
+    .filter((a): a is string => a !== undefined);
+  const limiter: MeshLimiter = createMeshLimiter({
+    policies: [init.policy],
+    listen: [`/ip4/127.0.0.1/tcp/${init.ports[me]}`],
+    bootstrap,
+    privateKey: Buffer.from(init.keys[me]!, 'hex'),
+    gossipIntervalMs: init.g,
+    logger: quiet,
+  });
+  await limiter.start();
+  const traffic = setInterval(() => limiter.check(init.policy.name, init.key), init.g);
+  return {
+    peers: () => limiter.peers().filter((p) => !p.stale).length,
+    counters: () => {
+      const g = limiter.stats().gossip;
+      return { msgsIn: g.msgsIn, msgsOut: g.msgsOut, bytesIn: g.bytesIn, bytesOut: g.bytesOut };
+    },
+    detail: () => {
+      const s = limiter.stats();
+      return { gossip: s.gossip, drops: s.drops, peers: s.peers, sync: s.sync, transport };
+    },
+    stop: async () => {
+      clearInterval(traffic);
+      await limiter.stop();
+    },
+  };
+}
+
+let node: Node | undefined;
+let mark: { cpu: NodeJS.CpuUsage; t: number; c: Counters } | undefined;
+
+process.on('message', (m: ToChild) => {
+  void (async () => {
+    try {
+      switch (m.op) {
+        case 'init':
+          node =
+            m.init.variant === 'floor' ? await startFloor(m.init) : await startMesh(m.init, m.init.variant);
+          send({ ev: 'started' });
+          break;
+        case 'status':
+          send({ ev: 'status', peers: node?.peers() ?? 0 });
+          break;
+        case 'mark':
+          if (node === undefined) throw new Error('not started');
+          mark = { cpu: process.cpuUsage(), t: performance.now(), c: node.counters() };
+          send({ ev: 'marked' });
+          break;
+        case 'report': {
+          if (node === undefined || mark === undefined) throw new Error('no mark');
+          const cpu = process.cpuUsage(mark.cpu);
+          const c = node.counters();
+          send({
+            ev: 'report',
+            report: {
+              cpuUserUs: cpu.user,
+              cpuSystemUs: cpu.system,
+              wallMs: performance.now() - mark.t,
+              msgsIn: c.msgsIn - mark.c.msgsIn,
+              msgsOut: c.msgsOut - mark.c.msgsOut,
+              bytesIn: c.bytesIn - mark.c.bytesIn,
+              bytesOut: c.bytesOut - mark.c.bytesOut,
+              detail: node.detail(),
+            },
+          });
+          break;
+        }
+        case 'stop':
+          await node?.stop();
+          process.exit(0);
+      }
+    } catch (err) {
+      send({ ev: 'fatal', message: String((err as Error)?.stack ?? err) });
+    }
+  })();
+});
+
+process.on('disconnect', () => process.exit(0));
