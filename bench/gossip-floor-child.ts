@@ -19,7 +19,12 @@ import { defaultEngineFactory } from '../src/mesh/default-engine.js';
 import type { MeshEngine } from '../src/mesh/engine-port.js';
 import { createMeshLimiter } from '../src/mesh/mesh-limiter.js';
 import { nativeSigner, nativeVerifier, type Signer, type Verifier } from '../src/mesh/native-ed25519.js';
-import { type GossipTransport, setDefaultGossipTransport } from '../src/mesh/node.js';
+import {
+  directGossipOf,
+  type GossipTransport,
+  type MeshNode,
+  setDefaultGossipTransport,
+} from '../src/mesh/node.js';
 import type { MeshLimiter } from '../src/mesh/types.js';
 import type { PolicySpec } from '../src/types.js';
 
@@ -59,7 +64,7 @@ export type ToChild =
 
 export type FromChild =
   | { ev: 'started' }
-  | { ev: 'status'; peers: number }
+  | { ev: 'status'; peers: number; detail: object }
   | { ev: 'marked' }
   | { ev: 'report'; report: Report }
   | { ev: 'fatal'; message: string };
@@ -212,7 +217,18 @@ async function startMesh(init: ChildInit, transport: GossipTransport): Promise<N
     },
     detail: () => {
       const s = limiter.stats();
-      return { gossip: s.gossip, drops: s.drops, peers: s.peers, sync: s.sync, transport };
+      // the libp2p node is private to the limiter; read here for the transport's counters only
+      const mesh = (limiter as unknown as { node?: MeshNode }).node;
+      const direct = mesh === undefined ? undefined : directGossipOf(mesh);
+      return {
+        transport,
+        gossip: s.gossip,
+        drops: s.drops,
+        peers: s.peers,
+        live: limiter.peers().map((p) => `${p.id.slice(-6)}${p.stale ? ' stale' : ''} ${p.addrs.length}c`),
+        sync: s.sync,
+        direct: direct?.stats,
+      };
     },
     stop: async () => {
       clearInterval(traffic);
@@ -234,7 +250,7 @@ process.on('message', (m: ToChild) => {
           send({ ev: 'started' });
           break;
         case 'status':
-          send({ ev: 'status', peers: node?.peers() ?? 0 });
+          send({ ev: 'status', peers: node?.peers() ?? 0, detail: node?.detail() ?? {} });
           break;
         case 'mark':
           if (node === undefined) throw new Error('not started');

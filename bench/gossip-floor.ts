@@ -271,8 +271,11 @@ async function runPhase(a: Args, variant: Variant, g: number, round: number): Pr
     for (;;) {
       const st = await Promise.all(children.map((c) => c.ask({ op: 'status' }, 'status', 10_000)));
       if (st.every((s) => s.peers >= n - 1)) break;
-      if (Date.now() > deadline)
+      if (Date.now() > deadline) {
+        for (const [i, s] of st.entries())
+          if (s.peers < n - 1) console.error(`node ${i} sees ${s.peers}: ${JSON.stringify(s.detail)}`);
         throw new Error(`${variant} g=${g}: peers seen ${st.map((s) => s.peers).join(',')} after 60 s`);
+      }
       await sleep(250);
     }
     await sleep(a.warmup * 1000);

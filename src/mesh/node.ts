@@ -8,6 +8,7 @@ import { preSharedKey } from '@libp2p/pnet';
 import { tcp } from '@libp2p/tcp';
 import { createLibp2p, type ServiceFactoryMap } from 'libp2p';
 import { DirectGossip, directGossip, type MeshPubSub } from './direct-gossip.js';
+import { tunedEncrypter } from './link-tuning.js';
 
 /**
  * How gossip travels. `'direct'` (default): one long-lived libp2p stream per
@@ -132,7 +133,8 @@ export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
     privateKey: cfg.privateKey,
     addresses: { listen: [...cfg.listen] },
     transports: [tcp()],
-    connectionEncrypters: [noise()],
+    // direct: noise without a thrown RangeError per read and with one socket write per frame (link-tuning.ts)
+    connectionEncrypters: [transport === 'direct' ? tunedEncrypter(noise()) : noise()],
     streamMuxers: [yamux()],
     ...(protector === undefined ? {} : { connectionProtector: protector }),
     connectionManager: {
