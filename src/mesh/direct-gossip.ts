@@ -25,8 +25,17 @@ import { nativeSigner, nativeVerifier, type Signer, type Verifier } from './nati
 export const GOSSIP_PROTOCOL = '/ratemesh/gossip/1.0.0';
 
 const FRAME_HELLO = 1;
+/** The sender's own message, unsigned: the link authenticates it. */
 const FRAME_OWN = 2;
+/** Another origin's message with that origin's key and signature. */
 const FRAME_RELAYED = 3;
+/** The sender's own message with its signature (sent while some peer relays its messages). */
+const FRAME_OWN_SIGNED = 4;
+/** "Sign your messages for the next ttl ms: I relay them." */
+const FRAME_WANT_SIGNATURES = 5;
+/** How long a signature request holds, ms; a relaying peer renews it every third of that. */
+const SIGN_TTL_MS = 30_000;
+const NO_SIGNATURE = new Uint8Array(0);
 const SEQ_BYTES = 8;
 const SIG_BYTES = 64;
 /** Signatures cover this prefix first, so no other libp2p signature (noise, gossipsub, records) can pass for one. */
@@ -99,6 +108,10 @@ export interface DirectGossipStats {
   framesIn: number;
   relayedOut: number;
   relayedIn: number;
+  /** Own messages sent signed (some peer asked: it relays them). */
+  signedOut: number;
+  /** Signature requests sent to origins whose messages we had to relay. */
+  signatureRequests: number;
   fallbackPublishes: number;
   dropped: Record<string, number>;
 }
@@ -161,11 +174,20 @@ function signedBytes(topic: Uint8Array, seq: Uint8Array, data: Uint8Array): Uint
  * every connected peer that speaks {@link GOSSIP_PROTOCOL} and writes each
  * message there as one frame. The receiver credits a frame to the peer at the
  * other end of the connection, which noise (and pnet, with a psk) has already
- * authenticated, so a message is neither signed by gossipsub nor verified on
- * arrival. Each frame still carries the origin's Ed25519 signature (one
- * ~30 µs sign per publish): a node that relays a message (relay: 'auto' in a
- * partial mesh) forwards it with the origin's key and signature, and the
- * receiver of a relayed frame verifies it before crediting the origin.
+ * authenticated: no signature is made or checked per message.
+ *
+ * Relays (relay: 'auto' in a partial mesh) need proof of origin. A node whose
+ * validator asks to relay a message that came unsigned asks its origin for
+ * signatures (one small frame, renewed while it keeps relaying); the origin
+ * then signs what it sends (node:crypto Ed25519, key object reused) and the
+ * relay forwards message, origin key and signature; the receiver of a relayed
+ * frame verifies the signature before crediting the origin. In a full mesh
+ * nothing is relayed, so nothing is signed.
+ *
+ * Messages reach the topic validator as gossipsub `SignedMessage`s whose
+ * `from` is the authenticated origin: the connection's peer for its own
+ * frames (`signature` then empty or unchecked: the link proved it), the
+ * verified signer for relayed ones.
  *
  * Gossipsub, when given as `fallback`, keeps running beside it: its
  * subscription events drive membership as before, and a publish also goes
@@ -183,6 +205,8 @@ export class DirectGossip
     framesIn: 0,
     relayedOut: 0,
     relayedIn: 0,
+    signedOut: 0,
+    signatureRequests: 0,
     fallbackPublishes: 0,
     dropped: {},
   };
@@ -203,6 +227,10 @@ export class DirectGossip
   private topologyId: string | undefined;
   private running = false;
   private seq: number;
+  /** Until when our own messages go out signed (a peer relays them). */
+  private signUntil = 0;
+  /** When we last asked each origin (by id) for signatures. */
+  private readonly asked = new Map<string, number>();
 
   constructor(
     private readonly components: DirectGossipComponents,
@@ -257,6 +285,7 @@ export class DirectGossip
     this.inbound.clear();
     this.seen.clear();
     this.origins.clear();
+    this.asked.clear();
     await Promise.all(closing);
   }
 
@@ -290,7 +319,12 @@ export class DirectGossip
     return all;
   }
 
-  /** Peers with an open outbound stream whose last hello listed `topic`. */
+  /** Peers a publish on `topic` reaches over a direct stream (unicast targets). */
+  directPeers(topic: string): PeerId[] {
+    return this.directSubscribers(topic).map((l) => l.peerId);
+  }
+
+  /** Each peer's topics, from the hello on its stream to us. */
   private readonly remoteTopics = new Map<string, string[]>();
 
   private directSubscribers(topic: string): OutLink[] {
@@ -398,18 +432,23 @@ export class DirectGossip
     const topicIdx = this.topics.indexOf(topic);
     if (topicIdx < 0) throw new Error(`not subscribed to ${topic}`);
     const seq = this.seq++;
-    const seqBytes = new Uint8Array(SEQ_BYTES);
-    writeSeq(seqBytes, 0, seq);
-    const sig = await this.sign(signedBytes(this.topicBytes.get(topic)!, seqBytes, data));
     this.remember(`${this.selfId}/${seq}`);
-    const body = 1 + varintLength(topicIdx) + SEQ_BYTES + SIG_BYTES + data.byteLength;
+    const signed = Date.now() < this.signUntil;
+    const head = 1 + varintLength(topicIdx) + SEQ_BYTES;
+    const body = head + (signed ? SIG_BYTES : 0) + data.byteLength;
     const frame = new Uint8Array(varintLength(body) + body);
     let off = writeVarint(frame, 0, body);
-    frame[off++] = FRAME_OWN;
+    frame[off++] = signed ? FRAME_OWN_SIGNED : FRAME_OWN;
     off = writeVarint(frame, off, topicIdx);
-    frame.set(seqBytes, off);
-    frame.set(sig, off + SEQ_BYTES);
-    frame.set(data, off + SEQ_BYTES + SIG_BYTES);
+    writeSeq(frame, off, seq);
+    if (signed) {
+      const seqBytes = frame.subarray(off, off + SEQ_BYTES);
+      const sig = await this.sign(signedBytes(this.topicBytes.get(topic)!, seqBytes, data));
+      frame.set(sig, off + SEQ_BYTES);
+      off += SIG_BYTES;
+      this.stats.signedOut++;
+    }
+    frame.set(data, off + SEQ_BYTES);
     return frame;
   }
 
@@ -417,6 +456,12 @@ export class DirectGossip
     const topicIdx = this.topics.indexOf(msg.topic);
     if (topicIdx < 0) return;
     const originId = msg.from.toString();
+    if (originId === via) this.askForSignatures(via);
+    if (msg.signature.byteLength !== SIG_BYTES) {
+      // came unsigned from its origin: asked above, the origin's next messages can be relayed
+      this.drop('relay-unsigned');
+      return;
+    }
     const targets = this.directSubscribers(msg.topic).filter((l) => {
       const id = l.peerId.toString();
       return id !== via && id !== originId;
@@ -443,6 +488,23 @@ export class DirectGossip
     frame.set(originKey, off);
     frame.set(data, off + originKey.byteLength);
     for (const l of targets) if (this.write(l, frame)) this.stats.relayedOut++;
+  }
+
+  /** Asks `origin` (a directly connected peer) to sign its messages: we relay them. Renewed every third of the TTL. */
+  private askForSignatures(origin: string): void {
+    const now = Date.now();
+    if (now - (this.asked.get(origin) ?? 0) < SIGN_TTL_MS / 3) return;
+    const link = this.out.get(origin);
+    if (link === undefined) return;
+    const body = 1 + varintLength(SIGN_TTL_MS);
+    const frame = new Uint8Array(varintLength(body) + body);
+    const off = writeVarint(frame, 0, body);
+    frame[off] = FRAME_WANT_SIGNATURES;
+    writeVarint(frame, off + 1, SIGN_TTL_MS);
+    if (this.write(link, frame)) {
+      this.asked.set(origin, now);
+      this.stats.signatureRequests++;
+    }
   }
 
   // ---- links ----
@@ -564,8 +626,20 @@ export class DirectGossip
         this.onHello(link, f, stream);
         return;
       case FRAME_OWN:
-        this.onOwn(link, f);
+        this.onOwn(link, f, false);
         return;
+      case FRAME_OWN_SIGNED:
+        this.onOwn(link, f, true);
+        return;
+      case FRAME_WANT_SIGNATURES: {
+        const ttl = readVarint(f, 1);
+        if (ttl === undefined) {
+          this.drop('bad-frame');
+          return;
+        }
+        this.signUntil = Math.max(this.signUntil, Date.now() + Math.min(ttl[0], SIGN_TTL_MS));
+        return;
+      }
       case FRAME_RELAYED:
         this.onRelayed(link, f);
         return;
@@ -623,23 +697,25 @@ export class DirectGossip
     return [topic, t[1]];
   }
 
-  private onOwn(link: InLink, f: Uint8Array): void {
+  private onOwn(link: InLink, f: Uint8Array, signed: boolean): void {
     const t = this.frameTopic(link, f);
     if (t === undefined) return;
     const [topic, off] = t;
-    if (f.byteLength < off + SEQ_BYTES + SIG_BYTES || link.key === undefined || link.keyBytes === undefined) {
+    const sigBytes = signed ? SIG_BYTES : 0;
+    if (f.byteLength < off + SEQ_BYTES + sigBytes || link.key === undefined || link.keyBytes === undefined) {
       this.drop('bad-frame');
       return;
     }
     const seq = readSeq(f, off);
     if (!this.firstSight(`${link.id}/${seq}`)) return;
+    // The link authenticated the sender: its signature, when present, is only carried for relays.
     const msg: Message & { type: 'signed' } = {
       type: 'signed',
       from: link.peerId,
       topic,
-      data: f.subarray(off + SEQ_BYTES + SIG_BYTES),
+      data: f.subarray(off + SEQ_BYTES + sigBytes),
       sequenceNumber: BigInt(seq),
-      signature: f.subarray(off + SEQ_BYTES, off + SEQ_BYTES + SIG_BYTES),
+      signature: signed ? f.subarray(off + SEQ_BYTES, off + SEQ_BYTES + SIG_BYTES) : NO_SIGNATURE,
       key: link.key,
     };
     this.deliver(link, msg, link.keyBytes, seq);
