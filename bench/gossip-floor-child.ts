@@ -181,7 +181,7 @@ async function startFloor(init: ChildInit): Promise<Node> {
   return {
     peers: () => Math.min(outbound.size, inbound.size),
     counters: () => ({ ...c }),
-    detail: () => ({ rejected: { ...rejected }, badSignatures, engine: engine.stats() }),
+    detail: () => ({ rejected: { ...rejected }, badSignatures }),
     stop: async () => {
       running = false;
       clearInterval(traffic);
@@ -226,7 +226,6 @@ async function startMesh(init: ChildInit, transport: GossipTransport): Promise<N
         drops: s.drops,
         peers: s.peers,
         live: limiter.peers().map((p) => `${p.id.slice(-6)}${p.stale ? ' stale' : ''} ${p.addrs.length}c`),
-        sync: s.sync,
         direct: direct?.stats,
       };
     },
@@ -238,7 +237,25 @@ async function startMesh(init: ChildInit, transport: GossipTransport): Promise<N
 }
 
 let node: Node | undefined;
-let mark: { cpu: NodeJS.CpuUsage; t: number; c: Counters } | undefined;
+let mark: { cpu: NodeJS.CpuUsage; t: number; c: Counters; detail: Record<string, number> } | undefined;
+
+/** Every numeric leaf of `o` by its path (gossip.rejected.duplicate, direct.signedOut, ...). */
+function flatten(o: unknown, path = '', out: Record<string, number> = {}): Record<string, number> {
+  if (typeof o === 'number') out[path] = o;
+  else if (o !== null && typeof o === 'object' && !Array.isArray(o))
+    for (const [k, v] of Object.entries(o)) flatten(v, path === '' ? k : `${path}.${k}`, out);
+  return out;
+}
+
+/** What grew between two flattened details (counters over the measured interval). */
+function growth(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(after)) {
+    const d = v - (before[k] ?? 0);
+    if (d !== 0) out[k] = d;
+  }
+  return out;
+}
 
 process.on('message', (m: ToChild) => {
   void (async () => {
@@ -254,7 +271,12 @@ process.on('message', (m: ToChild) => {
           break;
         case 'mark':
           if (node === undefined) throw new Error('not started');
-          mark = { cpu: process.cpuUsage(), t: performance.now(), c: node.counters() };
+          mark = {
+            cpu: process.cpuUsage(),
+            t: performance.now(),
+            c: node.counters(),
+            detail: flatten(node.detail()),
+          };
           send({ ev: 'marked' });
           break;
         case 'report': {
@@ -271,7 +293,7 @@ process.on('message', (m: ToChild) => {
               msgsOut: c.msgsOut - mark.c.msgsOut,
               bytesIn: c.bytesIn - mark.c.bytesIn,
               bytesOut: c.bytesOut - mark.c.bytesOut,
-              detail: node.detail(),
+              detail: growth(mark.detail, flatten(node.detail())),
             },
           });
           break;

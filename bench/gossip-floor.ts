@@ -236,7 +236,17 @@ interface Phase {
   /** The machine's busy cores during the measurement minus the bench's nodes (other work). */
   otherCores: number;
   load: { before: number[]; after: number[] };
+  /** Counters summed over the nodes, measured interval only: drops, rejections, the transport's counters. */
+  counters: Record<string, number>;
   details: object[];
+}
+
+/** Sums the nodes' counter growth by name. */
+function sumCounters(details: object[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const d of details)
+    for (const [k, v] of Object.entries(d)) if (typeof v === 'number') out[k] = (out[k] ?? 0) + v;
+  return out;
 }
 
 const median = (xs: number[]): number => {
@@ -307,6 +317,7 @@ async function runPhase(a: Args, variant: Variant, g: number, round: number): Pr
       totalPct,
       otherCores: Math.max(0, machineCores - totalPct / 100),
       load: { before, after: loadavg() },
+      counters: sumCounters(reports.map((r) => r.detail)),
       details: reports.map((r) => r.detail),
     };
   } finally {

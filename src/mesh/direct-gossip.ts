@@ -34,7 +34,7 @@ const FRAME_OWN_SIGNED = 4;
 /** "Sign your messages for the next ttl ms: I relay them." */
 const FRAME_WANT_SIGNATURES = 5;
 /** How long a signature request holds, ms; a relaying peer renews it every third of that. */
-const SIGN_TTL_MS = 30_000;
+const SIGN_TTL_MS = 10_000;
 const NO_SIGNATURE = new Uint8Array(0);
 const SEQ_BYTES = 8;
 const SIG_BYTES = 64;
