@@ -17,6 +17,7 @@ import { peerIdFromPublicKey } from '@libp2p/peer-id';
 import { FrameDecoder, readVarint, varintLength, writeVarint } from './frame-decoder.js';
 import { lazyWindowUpdates } from './link-tuning.js';
 import { nativeSigner, nativeVerifier, type Signer, type Verifier } from './native-ed25519.js';
+import { SeqWindow } from './seq-window.js';
 
 /**
  * The direct gossip protocol: one long-lived stream from each node to each
@@ -94,10 +95,8 @@ export interface DirectGossipInit {
   maxFrameBytes: number;
   /** Bytes queued on one peer's stream past which frames to it are dropped (the next message carries the same window). */
   maxQueuedBytes?: number;
-  /** How long a message id is remembered against relayed copies, ms. */
-  seenTtlMs?: number;
-  /** Most message ids remembered. */
-  maxSeen?: number;
+  /** Origins whose recent sequence numbers are remembered (against relayed copies); idle ones go first. */
+  maxOrigins?: number;
   /** Gossipsub, for peers that do not speak the direct protocol (older nodes) and for its subscription events. */
   fallback?: FallbackPubSub;
 }
@@ -217,12 +216,12 @@ export class DirectGossip
   private readonly out = new Map<string, OutLink>();
   private readonly inbound = new Set<Stream>();
   private readonly origins = new Map<string, Origin>();
-  private readonly seen = new Map<string, number>();
+  /** Recent sequence numbers by origin id (duplicates: the direct copy and relayed ones). */
+  private readonly windows = new Map<string, SeqWindow>();
   private readonly topics: string[] = [];
   private readonly topicBytes = new Map<string, Uint8Array>();
   private readonly maxQueued: number;
-  private readonly seenTtlMs: number;
-  private readonly maxSeen: number;
+  private readonly maxOrigins: number;
   private readonly fallback: FallbackPubSub | undefined;
   private topologyId: string | undefined;
   private running = false;
@@ -242,8 +241,7 @@ export class DirectGossip
     this.signer = nativeSigner(components.privateKey);
     this.keyBytes = publicKeyToProtobuf(components.privateKey.publicKey);
     this.maxQueued = init.maxQueuedBytes ?? 1024 * 1024;
-    this.seenTtlMs = init.seenTtlMs ?? 120_000;
-    this.maxSeen = init.maxSeen ?? 16_384;
+    this.maxOrigins = init.maxOrigins ?? 4_096;
     this.fallback = init.fallback;
     // One validator map for both paths: the mesh sets it once and gossipsub's messages meet the same check.
     this.topicValidators = this.fallback?.topicValidators ?? new Map();
@@ -283,7 +281,7 @@ export class DirectGossip
     for (const s of this.inbound) closing.push(this.closeStream(s));
     this.out.clear();
     this.inbound.clear();
-    this.seen.clear();
+    this.windows.clear();
     this.origins.clear();
     this.asked.clear();
     await Promise.all(closing);
@@ -432,7 +430,6 @@ export class DirectGossip
     const topicIdx = this.topics.indexOf(topic);
     if (topicIdx < 0) throw new Error(`not subscribed to ${topic}`);
     const seq = this.seq++;
-    this.remember(`${this.selfId}/${seq}`);
     const signed = Date.now() < this.signUntil;
     const head = 1 + varintLength(topicIdx) + SEQ_BYTES;
     const body = head + (signed ? SIG_BYTES : 0) + data.byteLength;
@@ -707,7 +704,7 @@ export class DirectGossip
       return;
     }
     const seq = readSeq(f, off);
-    if (!this.firstSight(`${link.id}/${seq}`)) return;
+    if (!this.firstSight(link.id, seq)) return;
     // The link authenticated the sender: its signature, when present, is only carried for relays.
     const msg: Message & { type: 'signed' } = {
       type: 'signed',
@@ -738,8 +735,7 @@ export class DirectGossip
       return;
     }
     const seq = readSeq(f, off);
-    const id = `${origin.id}/${seq}`;
-    if (origin.id === this.selfId || this.seen.has(id)) {
+    if (origin.id === this.selfId || this.windows.get(origin.id)?.seen(seq) === true) {
       this.drop(origin.id === this.selfId ? 'self' : 'duplicate');
       return;
     }
@@ -752,7 +748,7 @@ export class DirectGossip
         this.drop('bad-signature');
         return;
       }
-      if (!this.firstSight(id)) return;
+      if (!this.firstSight(origin.id, seq)) return;
       this.stats.relayedIn++;
       const msg: Message & { type: 'signed' } = {
         type: 'signed',
@@ -778,7 +774,7 @@ export class DirectGossip
           this.drop('bad-signature');
           return;
         }
-        if (!this.firstSight(id)) return;
+        if (!this.firstSight(origin.id, seq)) return;
         this.stats.relayedIn++;
         this.deliver(
           link,
@@ -818,23 +814,30 @@ export class DirectGossip
     return o;
   }
 
-  /** Records a message id; false (and counted) when it was already there. */
-  private firstSight(id: string): boolean {
-    if (this.seen.has(id)) {
+  /** Records an origin's sequence number; false (and counted) when it was seen already. */
+  private firstSight(origin: string, seq: number): boolean {
+    const now = performance.now();
+    let w = this.windows.get(origin);
+    if (w === undefined) {
+      if (this.windows.size >= this.maxOrigins) this.forgetIdleOrigins(now);
+      w = new SeqWindow();
+      this.windows.set(origin, w);
+    }
+    if (!w.accept(seq, now)) {
       this.drop('duplicate');
       return false;
     }
-    this.remember(id);
     return true;
   }
 
-  private remember(id: string): void {
-    const now = Date.now();
-    this.seen.set(id, now + this.seenTtlMs);
-    // Map keeps insertion order, so the oldest ids come first: drop expired ones and any over the cap.
-    for (const [k, exp] of this.seen) {
-      if (exp > now && this.seen.size <= this.maxSeen) break;
-      this.seen.delete(k);
+  /** Drops the windows of origins not heard for a minute (or the older half, when all were). */
+  private forgetIdleOrigins(now: number): void {
+    for (const [id, w] of this.windows) if (now - w.last > 60_000) this.windows.delete(id);
+    if (this.windows.size < this.maxOrigins) return;
+    let n = this.windows.size >> 1;
+    for (const id of this.windows.keys()) {
+      if (n-- <= 0) break;
+      this.windows.delete(id);
     }
   }
 

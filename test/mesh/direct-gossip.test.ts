@@ -8,6 +8,7 @@ import { type DirectGossip, GOSSIP_PROTOCOL } from '../../src/mesh/direct-gossip
 import { FrameDecoder, writeVarint } from '../../src/mesh/frame-decoder.js';
 import { linkTuningStats } from '../../src/mesh/link-tuning.js';
 import { createMeshNode, directGossipOf, type GossipTransport, type MeshNode } from '../../src/mesh/node.js';
+import { SeqWindow } from '../../src/mesh/seq-window.js';
 import { waitFor } from './helpers.js';
 
 const TOPIC = 'ratemesh/test';
@@ -42,6 +43,25 @@ describe('FrameDecoder', () => {
   it('refuses a frame over the cap and a runaway length', () => {
     expect(new FrameDecoder(10).push(frame(new Uint8Array(11)))).toBeInstanceOf(Error);
     expect(new FrameDecoder(10).push(new Uint8Array([0xff, 0xff, 0xff, 0xff, 0xff]))).toBeInstanceOf(Error);
+  });
+});
+
+describe('SeqWindow', () => {
+  it('accepts each number once, in any order within 32, and starts over after a restart', () => {
+    const w = new SeqWindow();
+    const base = 1_700_000_000_000_000;
+    expect(w.accept(base + 5, 0)).toBe(true);
+    expect(w.accept(base + 5, 0)).toBe(false);
+    expect(w.accept(base + 3, 0)).toBe(true); // late relayed copy of an older message
+    expect(w.seen(base + 3)).toBe(true);
+    expect(w.seen(base + 4)).toBe(false);
+    expect(w.accept(base + 40, 0)).toBe(true);
+    expect(w.accept(base + 5, 0)).toBe(false); // too old to tell: counted as seen
+    expect(w.accept(base + 9, 0)).toBe(true); // within 31 of 40
+    // the origin restarted with its clock behind: a gap no run can make
+    expect(w.accept(base - 5_000_000, 0)).toBe(true);
+    expect(w.accept(base - 5_000_000, 0)).toBe(false);
+    expect(w.accept(base - 4_999_999, 0)).toBe(true);
   });
 });
 
