@@ -64,7 +64,7 @@ export type ToChild =
 
 export type FromChild =
   | { ev: 'started' }
-  | { ev: 'status'; peers: number; detail: object }
+  | { ev: 'status'; peers: number; known: number; detail: object }
   | { ev: 'marked' }
   | { ev: 'report'; report: Report }
   | { ev: 'fatal'; message: string };
@@ -76,7 +76,10 @@ const send = (m: FromChild): void => {
 const quiet = { debug() {}, info() {}, warn() {}, error() {} };
 
 interface Node {
+  /** Peers heard lately (live). */
   peers(): number;
+  /** Peers known, live or stale. */
+  known(): number;
   counters(): Counters;
   detail(): object;
   stop(): Promise<void>;
@@ -180,6 +183,7 @@ async function startFloor(init: ChildInit): Promise<Node> {
 
   return {
     peers: () => Math.min(outbound.size, inbound.size),
+    known: () => Math.min(outbound.size, inbound.size),
     counters: () => ({ ...c }),
     detail: () => ({ rejected: { ...rejected }, badSignatures }),
     stop: async () => {
@@ -211,6 +215,7 @@ async function startMesh(init: ChildInit, transport: GossipTransport): Promise<N
   const traffic = setInterval(() => limiter.check(init.policy.name, init.key), init.g);
   return {
     peers: () => limiter.peers().filter((p) => !p.stale).length,
+    known: () => limiter.peers().length,
     counters: () => {
       const g = limiter.stats().gossip;
       return { msgsIn: g.msgsIn, msgsOut: g.msgsOut, bytesIn: g.bytesIn, bytesOut: g.bytesOut };
@@ -267,7 +272,12 @@ process.on('message', (m: ToChild) => {
           send({ ev: 'started' });
           break;
         case 'status':
-          send({ ev: 'status', peers: node?.peers() ?? 0, detail: node?.detail() ?? {} });
+          send({
+            ev: 'status',
+            peers: node?.peers() ?? 0,
+            known: node?.known() ?? 0,
+            detail: node?.detail() ?? {},
+          });
           break;
         case 'mark':
           if (node === undefined) throw new Error('not started');

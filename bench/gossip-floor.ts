@@ -15,7 +15,7 @@
  * every g ms (one message per tick, to every peer).
  *
  *   npm run bench:gossip-floor -- [--rounds 2] [--g 100,1000] [--rounds-slow 1]
- *     [--warmup 15] [--measure 20] [--nodes 8] [--variants floor,gossipsub,direct]
+ *     [--warmup 20] [--measure 20] [--nodes 8] [--variants floor,gossipsub,direct]
  *     [--prof DIR]   (V8 CPU profiles of every node, --cpu-prof)
  *     [--node-args "--perf-basic-prof ..."]   (extra node flags for the node processes)
  *
@@ -66,7 +66,7 @@ function parseArgs(argv: string[]): Args {
     rounds: 2,
     roundsSlow: 1,
     g: [100, 1000],
-    warmup: 15,
+    warmup: 20,
     measure: 20,
     nodes: 8,
     variants: ['floor', 'gossipsub', 'direct'],
@@ -236,6 +236,8 @@ interface Phase {
   /** The machine's busy cores during the measurement minus the bench's nodes (other work). */
   otherCores: number;
   load: { before: number[]; after: number[] };
+  /** Live peers per node when the phase started, when some node did not hear every other ('' when all did). */
+  notLive: string;
   /** Counters summed over the nodes, measured interval only: drops, rejections, the transport's counters. */
   counters: Record<string, number>;
   details: object[];
@@ -276,15 +278,24 @@ async function runPhase(a: Args, variant: Variant, g: number, round: number): Pr
         return c.ask({ op: 'init', init }, 'started', 60_000);
       }),
     );
-    // every node sees the n - 1 others (bounded)
+    // every node hears the n - 1 others (bounded); after 60 s, knowing them is enough (a peer can
+    // stay stale while its messages flow: the engine's clock-offset check), and the phase says so
     const deadline = Date.now() + 60_000;
+    let notLive = '';
     for (;;) {
       const st = await Promise.all(children.map((c) => c.ask({ op: 'status' }, 'status', 10_000)));
       if (st.every((s) => s.peers >= n - 1)) break;
       if (Date.now() > deadline) {
+        if (st.every((s) => s.known >= n - 1)) {
+          notLive = st.map((s) => s.peers).join(',');
+          console.error(
+            `${variant} g=${g} round ${round}: live peers per node ${notLive} (all known); measuring anyway`,
+          );
+          break;
+        }
         for (const [i, s] of st.entries())
-          if (s.peers < n - 1) console.error(`node ${i} sees ${s.peers}: ${JSON.stringify(s.detail)}`);
-        throw new Error(`${variant} g=${g}: peers seen ${st.map((s) => s.peers).join(',')} after 60 s`);
+          if (s.known < n - 1) console.error(`node ${i} knows ${s.known}: ${JSON.stringify(s.detail)}`);
+        throw new Error(`${variant} g=${g}: peers known ${st.map((s) => s.known).join(',')} after 60 s`);
       }
       await sleep(250);
     }
@@ -317,6 +328,7 @@ async function runPhase(a: Args, variant: Variant, g: number, round: number): Pr
       totalPct,
       otherCores: Math.max(0, machineCores - totalPct / 100),
       load: { before, after: loadavg() },
+      notLive,
       counters: sumCounters(reports.map((r) => r.detail)),
       details: reports.map((r) => r.detail),
     };
