@@ -5,6 +5,8 @@
  *   floor      bare TCP on 127.0.0.1, one socket to each peer, each message
  *              signed with node:crypto Ed25519 (key object built once) and
  *              verified on arrival, the real engine building and receiving
+ *   tcp        the floor without signatures (not authenticated: the bare cost of the
+ *              sockets, timers and engine; not in the default run)
  *   gossipsub  createMeshLimiter with transport 'gossipsub' (the mesh before issue 13)
  *   direct     createMeshLimiter with transport 'direct' (src/mesh/direct-gossip.ts)
  *
@@ -28,7 +30,7 @@ import {
 import type { MeshLimiter } from '../src/mesh/types.js';
 import type { PolicySpec } from '../src/types.js';
 
-export type Variant = 'floor' | 'gossipsub' | 'direct';
+export type Variant = 'floor' | 'tcp' | 'gossipsub' | 'direct';
 
 export interface ChildInit {
   variant: Variant;
@@ -87,8 +89,9 @@ interface Node {
 
 /** Frame on the floor's sockets: u32 length, u8 sender index, 64-byte signature, message. */
 const HEAD = 4 + 1 + 64;
+const NO_SIGNATURE = new Uint8Array(64);
 
-async function startFloor(init: ChildInit): Promise<Node> {
+async function startFloor(init: ChildInit, signed: boolean): Promise<Node> {
   const n = init.keys.length;
   const keys = init.keys.map((k) => privateKeyFromProtobuf(Buffer.from(k, 'hex')));
   const ids = keys.map((k) => k.publicKey.toString());
@@ -131,7 +134,7 @@ async function startFloor(init: ChildInit): Promise<Node> {
         const data = buf.subarray(off + HEAD, off + 4 + len);
         off += 4 + len;
         const v = verifiers[sender];
-        if (v === undefined || sender === me || !v.verify(data, sig)) {
+        if (v === undefined || sender === me || (signed && !v.verify(data, sig))) {
           badSignatures++;
           continue;
         }
@@ -170,7 +173,7 @@ async function startFloor(init: ChildInit): Promise<Node> {
   const traffic = setInterval(() => engine.check(init.policy.name, init.key), init.g);
   const tick = setInterval(() => {
     const data = engine.buildGossip(systemClock.now(), outbound.size + 1);
-    const sig = signer.sign(data);
+    const sig = signed ? signer.sign(data) : NO_SIGNATURE;
     const frame = Buffer.allocUnsafe(HEAD + data.byteLength);
     frame.writeUInt32BE(HEAD - 4 + data.byteLength, 0);
     frame[4] = me;
@@ -268,7 +271,9 @@ process.on('message', (m: ToChild) => {
       switch (m.op) {
         case 'init':
           node =
-            m.init.variant === 'floor' ? await startFloor(m.init) : await startMesh(m.init, m.init.variant);
+            m.init.variant === 'floor' || m.init.variant === 'tcp'
+              ? await startFloor(m.init, m.init.variant === 'floor')
+              : await startMesh(m.init, m.init.variant);
           send({ ev: 'started' });
           break;
         case 'status':

@@ -5,6 +5,7 @@
  *   floor      bare TCP + node:crypto Ed25519 (key objects reused) + the real engine
  *   gossipsub  the mesh with transport 'gossipsub' (every message signed and verified by gossipsub)
  *   direct     the mesh with transport 'direct' (src/mesh/direct-gossip.ts)
+ *   tcp        (only when asked) the floor without signatures: sockets, timers and engine
  *
  * in one run, phase after phase (variants interleaved round by round, so
  * outside load spreads over all of them). Each phase starts 8 fresh processes
@@ -96,7 +97,7 @@ function parseArgs(argv: string[]): Args {
     } else if (k === '--variants') {
       a.variants = String(v)
         .split(',')
-        .filter((x): x is Variant => x === 'floor' || x === 'gossipsub' || x === 'direct');
+        .filter((x): x is Variant => x === 'floor' || x === 'tcp' || x === 'gossipsub' || x === 'direct');
       i++;
     } else if (k === '--node-args') {
       a.nodeArgs = String(v).split(' ').filter(Boolean);
