@@ -42,7 +42,10 @@ const SIG_BYTES = 64;
 /** Signatures cover this prefix first, so no other libp2p signature (noise, gossipsub, records) can pass for one. */
 const SIG_DOMAIN = new TextEncoder().encode('ratemesh-gossip/1:');
 const REOPEN_MS = 500;
+/** Consecutive failed (or short-lived) outbound streams to one peer before we stop reopening until it reconnects. */
 const REOPEN_ATTEMPTS = 5;
+/** A stream that lived this long counts as healthy: the next reopen starts a fresh count. */
+const HEALTHY_STREAM_MS = 10_000;
 
 /** The part of gossipsub the mesh drives; both gossipsub and {@link DirectGossip} provide it. */
 export interface MeshPubSub {
@@ -212,7 +215,6 @@ export class DirectGossip
   private readonly log: Logger;
   private readonly selfId: string;
   private readonly signer: Signer | undefined;
-  private readonly keyBytes: Uint8Array;
   private readonly out = new Map<string, OutLink>();
   private readonly inbound = new Set<Stream>();
   private readonly origins = new Map<string, Origin>();
@@ -230,6 +232,8 @@ export class DirectGossip
   private signUntil = 0;
   /** When we last asked each origin (by id) for signatures. */
   private readonly asked = new Map<string, number>();
+  /** Each peer's topics, from the hello on its stream to us. */
+  private readonly remoteTopics = new Map<string, string[]>();
 
   constructor(
     private readonly components: DirectGossipComponents,
@@ -239,7 +243,6 @@ export class DirectGossip
     this.log = components.logger.forComponent('ratemesh:direct-gossip');
     this.selfId = components.peerId.toString();
     this.signer = nativeSigner(components.privateKey);
-    this.keyBytes = publicKeyToProtobuf(components.privateKey.publicKey);
     this.maxQueued = init.maxQueuedBytes ?? 1024 * 1024;
     this.maxOrigins = init.maxOrigins ?? 4_096;
     this.fallback = init.fallback;
@@ -321,9 +324,6 @@ export class DirectGossip
   directPeers(topic: string): PeerId[] {
     return this.directSubscribers(topic).map((l) => l.peerId);
   }
-
-  /** Each peer's topics, from the hello on its stream to us. */
-  private readonly remoteTopics = new Map<string, string[]>();
 
   private directSubscribers(topic: string): OutLink[] {
     const out: OutLink[] = [];
@@ -523,6 +523,7 @@ export class DirectGossip
     if (link?.timer !== undefined) clearTimeout(link.timer);
     this.out.delete(id);
     this.remoteTopics.delete(id);
+    this.asked.delete(id);
   }
 
   private async open(link: OutLink, conn: Connection): Promise<void> {
@@ -535,12 +536,15 @@ export class DirectGossip
         return;
       }
       link.stream = stream;
-      link.failures = 0;
+      const opened = Date.now();
       stream.addEventListener(
         'close',
         () => {
           if (link.stream !== stream) return;
           link.stream = undefined;
+          // a stream the peer keeps closing at once counts as a failure, so reopening stays bounded
+          if (Date.now() - opened >= HEALTHY_STREAM_MS) link.failures = 0;
+          else link.failures++;
           this.scheduleReopen(link);
         },
         { once: true },
@@ -567,7 +571,6 @@ export class DirectGossip
           .getConnections(link.peerId)
           .find((c) => c.status === 'open');
         if (conn === undefined) return;
-        link.failures++;
         void this.open(link, conn);
       },
       REOPEN_MS * (link.failures + 1),
@@ -600,7 +603,10 @@ export class DirectGossip
         stream.abort(frames);
         return;
       }
-      for (const f of frames) this.onFrame(link, f, stream);
+      for (const f of frames) {
+        if (stream.status !== 'open') return; // a bad frame aborted it: the rest is not read
+        this.onFrame(link, f, stream);
+      }
     };
     stream.addEventListener('message', onMessage);
     stream.addEventListener(
