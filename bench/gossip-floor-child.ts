@@ -41,6 +41,8 @@ export interface ChildInit {
   ports: number[];
   policy: PolicySpec;
   key: string;
+  /** pnet swarm key (hex) for the mesh variants, or undefined for none (as on loopback by default). */
+  psk?: string | undefined;
 }
 
 export interface Counters {
@@ -213,6 +215,7 @@ async function startMesh(init: ChildInit, transport: GossipTransport): Promise<N
     privateKey: Buffer.from(init.keys[me]!, 'hex'),
     gossipIntervalMs: init.g,
     logger: quiet,
+    ...(init.psk === undefined ? {} : { psk: Buffer.from(init.psk, 'hex') }),
   });
   await limiter.start();
   const traffic = setInterval(() => limiter.check(init.policy.name, init.key), init.g);

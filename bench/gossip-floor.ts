@@ -19,6 +19,7 @@
  *     [--warmup 20] [--measure 20] [--nodes 8] [--variants floor,gossipsub,direct]
  *     [--prof DIR]   (V8 CPU profiles of every node, --cpu-prof)
  *     [--node-args "--perf-basic-prof ..."]   (extra node flags for the node processes)
+ *     [--psk]   (the mesh variants run under a pre-shared key, pnet, as off loopback)
  *
  * Prints one line per phase and a summary per (g, variant), and writes
  * bench/results/gossip-floor.json. g values after the first get
@@ -31,6 +32,7 @@ import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { generateKeyPair, privateKeyToProtobuf } from '@libp2p/crypto/keys';
+import { generateKey } from '@libp2p/pnet';
 import type { PolicySpec } from '../src/types.js';
 import type { ChildInit, FromChild, Report, ToChild, Variant } from './gossip-floor-child.js';
 import { printTable } from './table.js';
@@ -60,6 +62,7 @@ interface Args {
   variants: Variant[];
   prof: string | undefined;
   nodeArgs: string[];
+  psk: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -73,6 +76,7 @@ function parseArgs(argv: string[]): Args {
     variants: ['floor', 'gossipsub', 'direct'],
     prof: undefined,
     nodeArgs: [],
+    psk: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
@@ -99,7 +103,8 @@ function parseArgs(argv: string[]): Args {
         .split(',')
         .filter((x): x is Variant => x === 'floor' || x === 'tcp' || x === 'gossipsub' || x === 'direct');
       i++;
-    } else if (k === '--node-args') {
+    } else if (k === '--psk') a.psk = true;
+    else if (k === '--node-args') {
       a.nodeArgs = String(v).split(' ').filter(Boolean);
       i++;
     } else if (k === '--prof') {
@@ -270,12 +275,18 @@ async function runPhase(a: Args, variant: Variant, g: number, round: number): Pr
     ),
   );
   const ports = await freePorts(n);
+  let psk: string | undefined;
+  if (a.psk) {
+    const k = new Uint8Array(95);
+    generateKey(k);
+    psk = Buffer.from(k).toString('hex');
+  }
   const before = loadavg();
   const children = Array.from({ length: n }, (_, i) => new Child(i, a.prof, a.nodeArgs));
   try {
     await Promise.all(
       children.map((c, i) => {
-        const init: ChildInit = { variant, index: i, g, keys, ports, policy: POLICY, key: 'k' };
+        const init: ChildInit = { variant, index: i, g, keys, ports, policy: POLICY, key: 'k', psk };
         return c.ask({ op: 'init', init }, 'started', 60_000);
       }),
     );
@@ -345,7 +356,8 @@ async function main(): Promise<void> {
   console.log(
     `gossip floor: ${a.nodes} node processes per phase on 127.0.0.1, ${cpus().length} cores, ` +
       `g = ${a.g.join(', ')} ms, variants ${a.variants.join(', ')}, warm-up ${a.warmup} s, measured ${a.measure} s; ` +
-      `rounds ${a.rounds} (g = ${a.g[0]}), ${a.roundsSlow} (other g); load average ${la(loadStart)}`,
+      `rounds ${a.rounds} (g = ${a.g[0]}), ${a.roundsSlow} (other g)${a.psk ? ', mesh under a psk' : ''}; ` +
+      `load average ${la(loadStart)}`,
   );
   if (a.prof !== undefined) mkdirSync(a.prof, { recursive: true });
   const phases: Phase[] = [];
@@ -457,6 +469,7 @@ async function main(): Promise<void> {
     `${JSON.stringify(
       {
         bench: 'gossip-floor',
+        psk: a.psk,
         nodes: a.nodes,
         cores: cpus().length,
         node: process.version,
