@@ -236,7 +236,13 @@ async function startMesh(init: ChildInit, transport: GossipTransport): Promise<N
         gossip: s.gossip,
         drops: s.drops,
         peers: s.peers,
-        live: limiter.peers().map((p) => `${p.id.slice(-6)}${p.stale ? ' stale' : ''} ${p.addrs.length}c`),
+        live: limiter
+          .peers()
+          .map(
+            (p) =>
+              `${p.id.slice(-6)}${p.stale ? ' stale' : ''} ${p.addrs.length}c ${Math.round(p.clockOffsetMs)}ms`,
+          ),
+        clock: pick(s.engine, ['clockSkewed', 'skewedPeers']),
         direct: direct?.stats,
       };
     },
@@ -245,6 +251,16 @@ async function startMesh(init: ChildInit, transport: GossipTransport): Promise<N
       await limiter.stop();
     },
   };
+}
+
+/** The named numeric fields of `o` (engine stats are an opaque object on the port). */
+function pick(o: object, names: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const n of names) {
+    const v = (o as Record<string, unknown>)[n];
+    if (typeof v === 'number') out[n] = v;
+  }
+  return out;
 }
 
 let node: Node | undefined;

@@ -303,6 +303,8 @@ async function runPhase(a: Args, variant: Variant, g: number, round: number): Pr
           console.error(
             `${variant} g=${g} round ${round}: live peers per node ${notLive} (all known); measuring anyway`,
           );
+          for (const [i, s] of st.entries())
+            if (s.peers < n - 1) console.error(`  node ${i}: ${JSON.stringify(s.detail)}`);
           break;
         }
         for (const [i, s] of st.entries())
