@@ -102,14 +102,17 @@ async function startFloor(init: ChildInit, signed: boolean): Promise<Node> {
   const verifiers: (Verifier | undefined)[] = keys.map((k) => nativeVerifier(k.publicKey));
   if (signer === undefined || verifiers.some((v) => v === undefined))
     throw new Error('floor needs Ed25519 keys');
-  const engine: MeshEngine = defaultEngineFactory({
+  const engineInit = {
     policies: [init.policy],
     nodeId: ids[me]!,
     clock: systemClock,
     gossipIntervalMs: init.g,
     expectedDelayMs: 10,
     expectedMembers: n,
-  });
+    // newer engine ports take the depart rule from the mesh (no peer departs during a phase)
+    departAfterMs: Math.max(5_000, 50 * init.g),
+  };
+  const engine: MeshEngine = defaultEngineFactory(engineInit);
   const c: Counters = { msgsIn: 0, msgsOut: 0, bytesIn: 0, bytesOut: 0 };
   const rejected: Record<string, number> = {};
   let badSignatures = 0;
@@ -231,18 +234,25 @@ async function startMesh(init: ChildInit, transport: GossipTransport): Promise<N
       // the libp2p node is private to the limiter; read here for the transport's counters only
       const mesh = (limiter as unknown as { node?: MeshNode }).node;
       const direct = mesh === undefined ? undefined : directGossipOf(mesh);
+      // the network layer's counters (gossip, drops, peers, injected), not the bulky engine/sync parts
+      const {
+        engine,
+        sync: _sync,
+        discovery: _discovery,
+        versionMismatch: _vm,
+        otherTopics: _ot,
+        ...net
+      } = s;
       return {
         transport,
-        gossip: s.gossip,
-        drops: s.drops,
-        peers: s.peers,
+        ...net,
         live: limiter
           .peers()
           .map(
             (p) =>
-              `${p.id.slice(-6)}${p.stale ? ' stale' : ''} ${p.addrs.length}c ${Math.round(p.clockOffsetMs)}ms`,
+              `${p.id.slice(-6)}${p.stale ? ' stale' : ''} ${p.addrs?.length ?? 0}c ${Math.round(p.clockOffsetMs)}ms`,
           ),
-        clock: pick(s.engine, ['clockSkewed', 'skewedPeers']),
+        clock: pick(engine, ['clockSkewed', 'skewedPeers']),
         direct: direct?.stats,
       };
     },
