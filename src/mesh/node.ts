@@ -6,12 +6,40 @@ import { type Identify, identify } from '@libp2p/identify';
 import type { ConnectionProtector, Libp2p, PrivateKey } from '@libp2p/interface';
 import { preSharedKey } from '@libp2p/pnet';
 import { tcp } from '@libp2p/tcp';
-import { createLibp2p } from 'libp2p';
+import { createLibp2p, type ServiceFactoryMap } from 'libp2p';
+import { DirectGossip, directGossip, type MeshPubSub } from './direct-gossip.js';
+import { tunedEncrypter } from './link-tuning.js';
+
+/**
+ * How gossip travels. `'direct'` (default): one long-lived libp2p stream per
+ * peer, messages credited to the connection's authenticated peer, gossipsub
+ * kept beside it for membership events and for peers without the direct
+ * protocol (src/mesh/direct-gossip.ts). `'gossipsub'`: gossipsub alone,
+ * every message signed and verified (the transport before issue 13).
+ */
+export type GossipTransport = 'direct' | 'gossipsub';
+
+let defaultTransport: GossipTransport = 'direct';
+
+/**
+ * Sets the transport of nodes created from now on in this process when their
+ * config names none (benchmarks and A/B drills run both; the mesh limiter's
+ * options do not carry a transport yet). Returns the previous default.
+ */
+export function setDefaultGossipTransport(t: GossipTransport): GossipTransport {
+  if (t !== 'direct' && t !== 'gossipsub') throw new TypeError(`unknown gossip transport ${String(t)}`);
+  const prev = defaultTransport;
+  defaultTransport = t;
+  return prev;
+}
 
 /** The libp2p services a ratemesh node runs. */
 export interface MeshServices {
   [key: string]: unknown;
-  pubsub: GossipSub;
+  /** Where the mesh publishes and validates gossip: gossipsub itself, or direct streams beside it. */
+  pubsub: MeshPubSub;
+  /** Gossipsub beside the direct streams (transport 'direct'; with 'gossipsub' it is `pubsub` itself). */
+  gossipsub?: GossipSub;
   identify: Identify;
 }
 
@@ -41,6 +69,14 @@ export interface MeshNodeConfig {
   inboundConnectionThreshold: number;
   maxConnections: number;
   dialTimeoutMs: number;
+  /** Default: the process default ({@link setDefaultGossipTransport}), 'direct' unless changed. */
+  transport?: GossipTransport | undefined;
+}
+
+/** The direct-gossip service of a node, when it runs one. */
+export function directGossipOf(node: MeshNode): DirectGossip | undefined {
+  const p = node.services.pubsub;
+  return p instanceof DirectGossip ? p : undefined;
 }
 
 /** Origin + sequence number: what StrictSign's message id is made of, without hashing or verifying. */
@@ -52,16 +88,53 @@ function fastMsgId(msg: { from?: Uint8Array; seqno?: Uint8Array; data?: Uint8Arr
   return Buffer.from(msg.from).toString('base64') + Buffer.from(msg.seqno).toString('hex');
 }
 
-/** Builds (does not start) the libp2p node: TCP, noise, yamux, identify, gossipsub, optional pnet. */
+/** Builds (does not start) the libp2p node: TCP, noise, yamux, identify, gossip (direct streams and gossipsub), optional pnet. */
 export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
   const { D, Dlo, Dhi } = cfg.degree;
+  const transport = cfg.transport ?? defaultTransport;
   const protector: (() => ConnectionProtector) | undefined =
     cfg.psk === undefined ? undefined : preSharedKey({ psk: cfg.psk });
+  const pubsub = gossipsub({
+    D,
+    Dlo,
+    Dhi,
+    Dout: Math.max(0, Math.min(Dlo - 1, Math.floor(D / 2))),
+    Dscore: Math.min(Dlo, 2),
+    heartbeatInterval: cfg.heartbeatMs,
+    // Every message names and proves its origin: the engine keys counts by it.
+    globalSignaturePolicy: StrictSign,
+    allowPublishToZeroTopicPeers: true,
+    ignoreDuplicatePublishError: true,
+    emitSelf: false,
+    fallbackToFloodsub: false,
+    maxInboundDataLength: cfg.maxRpcBytes,
+    // Duplicates (the relayed copies of a message we already have) are recognised by origin and
+    // sequence number before the signature check, so they cost a lookup instead of a verify.
+    fastMsgIdFn: fastMsgId,
+    // Each node publishes only its own counts: straight to every subscriber (one hop) is what bounds delay.
+    floodPublish: true,
+    // Peer scoring is for open meshes. Ours is closed (psk), every message is signed and the
+    // engine caps what an origin is credited with. Gossipsub's IP colocation penalty graylisted
+    // every peer after a rolling deploy on one address (loopback, NAT, host networking): 43 ids
+    // seen from 127.0.0.1 gave each (43 - 10)^2 x -5 = -5,445, and the score of gone peers is
+    // kept for an hour, so the survivors ignored each other's gossip and fell back to L/N for
+    // good (mesh-test/field-drills.ts, churn). Scores of departed peers are kept one minute.
+    scoreParams: { IPColocationFactorWeight: 0, retainScore: 60_000 },
+  });
+  const services: ServiceFactoryMap<MeshServices> =
+    transport === 'gossipsub'
+      ? { identify: identify(), pubsub }
+      : {
+          identify: identify(),
+          gossipsub: pubsub,
+          pubsub: directGossip({ maxFrameBytes: cfg.maxRpcBytes, fallbackService: 'gossipsub' }),
+        };
   return createLibp2p<MeshServices>({
     privateKey: cfg.privateKey,
     addresses: { listen: [...cfg.listen] },
     transports: [tcp()],
-    connectionEncrypters: [noise()],
+    // direct: noise without a thrown RangeError per read and with one socket write per frame (link-tuning.ts)
+    connectionEncrypters: [transport === 'direct' ? tunedEncrypter(noise()) : noise()],
     streamMuxers: [yamux()],
     ...(protector === undefined ? {} : { connectionProtector: protector }),
     connectionManager: {
@@ -72,35 +145,6 @@ export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
       // We redial our bootstrap set ourselves (discovery.ts); libp2p's reconnect queue would double it.
       reconnectRetries: 0,
     },
-    services: {
-      identify: identify(),
-      pubsub: gossipsub({
-        D,
-        Dlo,
-        Dhi,
-        Dout: Math.max(0, Math.min(Dlo - 1, Math.floor(D / 2))),
-        Dscore: Math.min(Dlo, 2),
-        heartbeatInterval: cfg.heartbeatMs,
-        // Every message names and proves its origin: the engine keys counts by it.
-        globalSignaturePolicy: StrictSign,
-        allowPublishToZeroTopicPeers: true,
-        ignoreDuplicatePublishError: true,
-        emitSelf: false,
-        fallbackToFloodsub: false,
-        maxInboundDataLength: cfg.maxRpcBytes,
-        // Duplicates (the relayed copies of a message we already have) are recognised by origin and
-        // sequence number before the signature check, so they cost a lookup instead of a verify.
-        fastMsgIdFn: fastMsgId,
-        // Each node publishes only its own counts: straight to every subscriber (one hop) is what bounds delay.
-        floodPublish: true,
-        // Peer scoring is for open meshes. Ours is closed (psk), every message is signed and the
-        // engine caps what an origin is credited with. Gossipsub's IP colocation penalty graylisted
-        // every peer after a rolling deploy on one address (loopback, NAT, host networking): 43 ids
-        // seen from 127.0.0.1 gave each (43 - 10)^2 x -5 = -5,445, and the score of gone peers is
-        // kept for an hour, so the survivors ignored each other's gossip and fell back to L/N for
-        // good (mesh-test/field-drills.ts, churn). Scores of departed peers are kept one minute.
-        scoreParams: { IPColocationFactorWeight: 0, retainScore: 60_000 },
-      }),
-    },
+    services,
   });
 }

@@ -1,0 +1,890 @@
+import './polyfill.js';
+import { publicKeyFromProtobuf, publicKeyToProtobuf } from '@libp2p/crypto/keys';
+import type { Message, PublishResult, SubscriptionChangeData, TopicValidatorFn } from '@libp2p/gossipsub';
+import { TopicValidatorResult } from '@libp2p/gossipsub';
+import type {
+  ComponentLogger,
+  Connection,
+  Logger,
+  PeerId,
+  PrivateKey,
+  PublicKey,
+  Stream,
+  Topology,
+} from '@libp2p/interface';
+import { TypedEventEmitter } from '@libp2p/interface';
+import { peerIdFromPublicKey } from '@libp2p/peer-id';
+import { FrameDecoder, readVarint, varintLength, writeVarint } from './frame-decoder.js';
+import { lazyWindowUpdates } from './link-tuning.js';
+import { nativeSigner, nativeVerifier, type Signer, type Verifier } from './native-ed25519.js';
+import { SeqWindow } from './seq-window.js';
+
+/**
+ * The direct gossip protocol: one long-lived stream from each node to each
+ * peer, carrying varint-length-prefixed frames (docs/gossip-transport.md).
+ */
+export const GOSSIP_PROTOCOL = '/ratemesh/gossip/1.0.0';
+
+const FRAME_HELLO = 1;
+/** The sender's own message, unsigned: the link authenticates it. */
+const FRAME_OWN = 2;
+/** Another origin's message with that origin's key and signature. */
+const FRAME_RELAYED = 3;
+/** The sender's own message with its signature (sent while some peer relays its messages). */
+const FRAME_OWN_SIGNED = 4;
+/** "Sign your messages for the next ttl ms: I relay them." */
+const FRAME_WANT_SIGNATURES = 5;
+/** How long a signature request holds, ms; a relaying peer renews it every third of that. */
+const SIGN_TTL_MS = 10_000;
+const NO_SIGNATURE = new Uint8Array(0);
+const SEQ_BYTES = 8;
+const SIG_BYTES = 64;
+/** Signatures cover this prefix first, so no other libp2p signature (noise, gossipsub, records) can pass for one. */
+const SIG_DOMAIN = new TextEncoder().encode('ratemesh-gossip/1:');
+const REOPEN_MS = 500;
+/** Consecutive failed (or short-lived) outbound streams to one peer before we stop reopening until it reconnects. */
+const REOPEN_ATTEMPTS = 5;
+/** A stream that lived this long counts as healthy: the next reopen starts a fresh count. */
+const HEALTHY_STREAM_MS = 10_000;
+
+/** The part of gossipsub the mesh drives; both gossipsub and {@link DirectGossip} provide it. */
+export interface MeshPubSub {
+  readonly topicValidators: Map<string, TopicValidatorFn>;
+  subscribe(topic: string): void;
+  getSubscribers(topic: string): PeerId[];
+  publish(topic: string, data: Uint8Array): Promise<PublishResult>;
+  addEventListener(
+    type: 'subscription-change',
+    listener: (evt: CustomEvent<SubscriptionChangeData>) => void,
+  ): void;
+  removeEventListener(
+    type: 'subscription-change',
+    listener: (evt: CustomEvent<SubscriptionChangeData>) => void,
+  ): void;
+}
+
+/** What {@link DirectGossip} needs of the registrar (libp2p's internal interface, narrowed). */
+interface RegistrarLike {
+  handle(
+    protocol: string,
+    handler: (stream: Stream, connection: Connection) => void | Promise<void>,
+    options?: { maxInboundStreams?: number; maxOutboundStreams?: number; force?: boolean },
+  ): Promise<void>;
+  unhandle(protocol: string): Promise<void>;
+  register(protocol: string, topology: Topology): Promise<string>;
+  unregister(id: string): void;
+}
+
+interface ConnectionManagerLike {
+  getConnections(peerId?: PeerId): Connection[];
+}
+
+/** The libp2p components {@link DirectGossip} is built from. */
+export interface DirectGossipComponents {
+  peerId: PeerId;
+  privateKey: PrivateKey;
+  registrar: RegistrarLike;
+  connectionManager: ConnectionManagerLike;
+  logger: ComponentLogger;
+}
+
+/** The gossipsub instance kept beside the direct streams: for peers without them, and its subscription events. */
+export type FallbackPubSub = MeshPubSub & {
+  getSubscribers(topic: string): PeerId[];
+};
+
+export interface DirectGossipInit {
+  /** Largest frame read from a peer, bytes; a larger one closes that stream. */
+  maxFrameBytes: number;
+  /** Bytes queued on one peer's stream past which frames to it are dropped (the next message carries the same window). */
+  maxQueuedBytes?: number;
+  /** Origins whose recent sequence numbers are remembered (against relayed copies); idle ones go first. */
+  maxOrigins?: number;
+  /** Gossipsub, for peers that do not speak the direct protocol (older nodes) and for its subscription events. */
+  fallback?: FallbackPubSub;
+}
+
+/** Counters; read by benchmarks and tests. */
+export interface DirectGossipStats {
+  framesOut: number;
+  framesIn: number;
+  relayedOut: number;
+  relayedIn: number;
+  /** Own messages sent signed (some peer asked: it relays them). */
+  signedOut: number;
+  /** Signature requests sent to origins whose messages we had to relay. */
+  signatureRequests: number;
+  fallbackPublishes: number;
+  dropped: Record<string, number>;
+}
+
+interface OutLink {
+  peerId: PeerId;
+  stream: Stream | undefined;
+  opening: boolean;
+  failures: number;
+  timer: NodeJS.Timeout | undefined;
+}
+
+interface InLink {
+  peerId: PeerId;
+  id: string;
+  key: PublicKey | undefined;
+  keyBytes: Uint8Array | undefined;
+  topics: string[];
+  decoder: FrameDecoder;
+}
+
+interface Origin {
+  peerId: PeerId;
+  id: string;
+  key: PublicKey;
+  verifier: Verifier | undefined;
+}
+
+function toBytes(data: Uint8Array | { subarray(): Uint8Array }): Uint8Array {
+  return data instanceof Uint8Array ? data : data.subarray();
+}
+
+function readSeq(buf: Uint8Array, off: number): number {
+  const view = new DataView(buf.buffer, buf.byteOffset + off, SEQ_BYTES);
+  return view.getUint32(0) * 0x1_0000_0000 + view.getUint32(4);
+}
+
+function writeSeq(buf: Uint8Array, off: number, seq: number): void {
+  const view = new DataView(buf.buffer, buf.byteOffset + off, SEQ_BYTES);
+  view.setUint32(0, Math.floor(seq / 0x1_0000_0000));
+  view.setUint32(4, seq >>> 0);
+}
+
+/** What a gossip signature covers: domain, topic, sequence number, data. */
+function signedBytes(topic: Uint8Array, seq: Uint8Array, data: Uint8Array): Uint8Array {
+  const out = new Uint8Array(
+    SIG_DOMAIN.byteLength + varintLength(topic.byteLength) + topic.byteLength + SEQ_BYTES + data.byteLength,
+  );
+  out.set(SIG_DOMAIN, 0);
+  let off = writeVarint(out, SIG_DOMAIN.byteLength, topic.byteLength);
+  out.set(topic, off);
+  off += topic.byteLength;
+  out.set(seq, off);
+  out.set(data, off + SEQ_BYTES);
+  return out;
+}
+
+/**
+ * Gossip over direct libp2p streams: each node keeps one outbound stream to
+ * every connected peer that speaks {@link GOSSIP_PROTOCOL} and writes each
+ * message there as one frame. The receiver credits a frame to the peer at the
+ * other end of the connection, which noise (and pnet, with a psk) has already
+ * authenticated: no signature is made or checked per message.
+ *
+ * Relays (relay: 'auto' in a partial mesh) need proof of origin. A node whose
+ * validator asks to relay a message that came unsigned asks its origin for
+ * signatures (one small frame, renewed while it keeps relaying); the origin
+ * then signs what it sends (node:crypto Ed25519, key object reused) and the
+ * relay forwards message, origin key and signature; the receiver of a relayed
+ * frame verifies the signature before crediting the origin. In a full mesh
+ * nothing is relayed, so nothing is signed.
+ *
+ * Messages reach the topic validator as gossipsub `SignedMessage`s whose
+ * `from` is the authenticated origin: the connection's peer for its own
+ * frames (`signature` then empty or unchecked: the link proved it), the
+ * verified signer for relayed ones.
+ *
+ * Gossipsub, when given as `fallback`, keeps running beside it: its
+ * subscription events drive membership as before, and a publish also goes
+ * through gossipsub while some subscriber of the topic has no direct stream
+ * (an older node during a rolling upgrade, or a stream still opening).
+ * Unicast (`sendTo`) is there for protocols that address one peer.
+ */
+export class DirectGossip
+  extends TypedEventEmitter<{ 'subscription-change': CustomEvent<SubscriptionChangeData> }>
+  implements MeshPubSub
+{
+  readonly topicValidators: Map<string, TopicValidatorFn>;
+  readonly stats: DirectGossipStats = {
+    framesOut: 0,
+    framesIn: 0,
+    relayedOut: 0,
+    relayedIn: 0,
+    signedOut: 0,
+    signatureRequests: 0,
+    fallbackPublishes: 0,
+    dropped: {},
+  };
+  private readonly log: Logger;
+  private readonly selfId: string;
+  private readonly signer: Signer | undefined;
+  private readonly out = new Map<string, OutLink>();
+  private readonly inbound = new Set<Stream>();
+  private readonly origins = new Map<string, Origin>();
+  /** Recent sequence numbers by origin id (duplicates: the direct copy and relayed ones). */
+  private readonly windows = new Map<string, SeqWindow>();
+  private readonly topics: string[] = [];
+  private readonly topicBytes = new Map<string, Uint8Array>();
+  private readonly maxQueued: number;
+  private readonly maxOrigins: number;
+  private readonly fallback: FallbackPubSub | undefined;
+  private topologyId: string | undefined;
+  private running = false;
+  private seq: number;
+  /** Until when our own messages go out signed (a peer relays them). */
+  private signUntil = 0;
+  /** When we last asked each origin (by id) for signatures. */
+  private readonly asked = new Map<string, number>();
+  /** Each peer's topics, from the hello on its stream to us. */
+  private readonly remoteTopics = new Map<string, string[]>();
+
+  constructor(
+    private readonly components: DirectGossipComponents,
+    private readonly init: DirectGossipInit,
+  ) {
+    super();
+    this.log = components.logger.forComponent('ratemesh:direct-gossip');
+    this.selfId = components.peerId.toString();
+    this.signer = nativeSigner(components.privateKey);
+    this.maxQueued = init.maxQueuedBytes ?? 1024 * 1024;
+    this.maxOrigins = init.maxOrigins ?? 4_096;
+    this.fallback = init.fallback;
+    // One validator map for both paths: the mesh sets it once and gossipsub's messages meet the same check.
+    this.topicValidators = this.fallback?.topicValidators ?? new Map();
+    // Microseconds since the epoch: ids stay unique across restarts of one identity (< 2^53 until year 2255).
+    this.seq = Date.now() * 1000;
+  }
+
+  readonly [Symbol.toStringTag] = 'ratemesh:direct-gossip';
+
+  async start(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    this.fallback?.addEventListener('subscription-change', this.forwardSubscription);
+    await this.components.registrar.handle(GOSSIP_PROTOCOL, this.onInbound, {
+      maxInboundStreams: 2,
+      maxOutboundStreams: 2,
+      force: true,
+    });
+    this.topologyId = await this.components.registrar.register(GOSSIP_PROTOCOL, {
+      onConnect: (peerId, conn) => this.connect(peerId, conn),
+      onDisconnect: (peerId) => this.disconnect(peerId),
+    });
+  }
+
+  async stop(): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.fallback?.removeEventListener('subscription-change', this.forwardSubscription);
+    if (this.topologyId !== undefined) this.components.registrar.unregister(this.topologyId);
+    this.topologyId = undefined;
+    await this.components.registrar.unhandle(GOSSIP_PROTOCOL).catch(() => undefined);
+    const closing: Promise<void>[] = [];
+    for (const link of this.out.values()) {
+      if (link.timer !== undefined) clearTimeout(link.timer);
+      if (link.stream !== undefined) closing.push(this.closeStream(link.stream));
+    }
+    for (const s of this.inbound) closing.push(this.closeStream(s));
+    this.out.clear();
+    this.inbound.clear();
+    this.windows.clear();
+    this.origins.clear();
+    this.asked.clear();
+    await Promise.all(closing);
+  }
+
+  private async closeStream(s: Stream): Promise<void> {
+    try {
+      await s.close({ signal: AbortSignal.timeout(1_000) });
+    } catch (err) {
+      s.abort(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  // ---- subscriptions ----
+
+  subscribe(topic: string): void {
+    this.fallback?.subscribe(topic);
+    if (this.topicBytes.has(topic)) return;
+    this.topics.push(topic);
+    this.topicBytes.set(topic, new TextEncoder().encode(topic));
+    const hello = this.hello();
+    for (const link of this.out.values()) this.write(link, hello);
+  }
+
+  /** Peers a publish on `topic` reaches now: those with a direct stream and gossipsub's subscribers. */
+  getSubscribers(topic: string): PeerId[] {
+    const direct = this.directSubscribers(topic);
+    const fb = this.fallback?.getSubscribers(topic) ?? [];
+    if (fb.length === 0) return direct.map((l) => l.peerId);
+    const ids = new Set(direct.map((l) => l.peerId.toString()));
+    const all = direct.map((l) => l.peerId);
+    for (const p of fb) if (!ids.has(p.toString())) all.push(p);
+    return all;
+  }
+
+  /** Peers a publish on `topic` reaches over a direct stream (unicast targets). */
+  directPeers(topic: string): PeerId[] {
+    return this.directSubscribers(topic).map((l) => l.peerId);
+  }
+
+  private directSubscribers(topic: string): OutLink[] {
+    const out: OutLink[] = [];
+    for (const [id, link] of this.out) {
+      if (link.stream === undefined) continue;
+      if (this.remoteTopics.get(id)?.includes(topic)) out.push(link);
+    }
+    return out;
+  }
+
+  private readonly forwardSubscription = (evt: CustomEvent<SubscriptionChangeData>): void => {
+    this.safeDispatchEvent('subscription-change', { detail: evt.detail });
+  };
+
+  // ---- sending ----
+
+  private hello(): Uint8Array {
+    let body = 1 + varintLength(this.topics.length);
+    for (const t of this.topics) {
+      const b = this.topicBytes.get(t)!;
+      body += varintLength(b.byteLength) + b.byteLength;
+    }
+    const frame = new Uint8Array(varintLength(body) + body);
+    let off = writeVarint(frame, 0, body);
+    frame[off++] = FRAME_HELLO;
+    off = writeVarint(frame, off, this.topics.length);
+    for (const t of this.topics) {
+      const b = this.topicBytes.get(t)!;
+      off = writeVarint(frame, off, b.byteLength);
+      frame.set(b, off);
+      off += b.byteLength;
+    }
+    return frame;
+  }
+
+  private write(link: OutLink, frame: Uint8Array): boolean {
+    const s = link.stream;
+    if (s === undefined || s.status !== 'open') return false;
+    if (s.writeBufferLength > this.maxQueued) {
+      this.drop('backlog');
+      return false;
+    }
+    try {
+      s.send(frame);
+      return true;
+    } catch (err) {
+      this.drop('send-error');
+      this.log.trace('send to %p failed: %e', link.peerId, err);
+      return false;
+    }
+  }
+
+  private drop(reason: string): void {
+    this.stats.dropped[reason] = (this.stats.dropped[reason] ?? 0) + 1;
+  }
+
+  private async sign(bytes: Uint8Array): Promise<Uint8Array> {
+    if (this.signer !== undefined) return this.signer.sign(bytes);
+    return this.components.privateKey.sign(bytes);
+  }
+
+  /**
+   * Sends `data` on `topic` to every peer with a direct stream (one frame
+   * each), and through gossipsub too while some subscriber has none.
+   */
+  async publish(topic: string, data: Uint8Array): Promise<PublishResult> {
+    const frame = await this.ownFrame(topic, data);
+    const recipients: PeerId[] = [];
+    const direct = this.directSubscribers(topic);
+    for (const link of direct) {
+      if (this.write(link, frame)) {
+        this.stats.framesOut++;
+        recipients.push(link.peerId);
+      }
+    }
+    const fb = this.fallback;
+    if (fb !== undefined) {
+      const ids = new Set(direct.map((l) => l.peerId.toString()));
+      const rest = fb.getSubscribers(topic).filter((p) => !ids.has(p.toString()));
+      if (rest.length > 0) {
+        this.stats.fallbackPublishes++;
+        const r = await fb.publish(topic, data);
+        recipients.push(...r.recipients);
+      }
+    }
+    return { recipients };
+  }
+
+  /**
+   * Unicast: `data` on `topic` to one peer over its direct stream. False when
+   * there is none (or its queue is full); the receiver credits the frame to
+   * this node, as for a publish.
+   */
+  async sendTo(peer: PeerId | string, topic: string, data: Uint8Array): Promise<boolean> {
+    const link = this.out.get(peer.toString());
+    if (link === undefined || link.stream === undefined) return false;
+    const frame = await this.ownFrame(topic, data);
+    const ok = this.write(link, frame);
+    if (ok) this.stats.framesOut++;
+    return ok;
+  }
+
+  private async ownFrame(topic: string, data: Uint8Array): Promise<Uint8Array> {
+    const topicIdx = this.topics.indexOf(topic);
+    if (topicIdx < 0) throw new Error(`not subscribed to ${topic}`);
+    const seq = this.seq++;
+    const signed = Date.now() < this.signUntil;
+    const head = 1 + varintLength(topicIdx) + SEQ_BYTES;
+    const body = head + (signed ? SIG_BYTES : 0) + data.byteLength;
+    const frame = new Uint8Array(varintLength(body) + body);
+    let off = writeVarint(frame, 0, body);
+    frame[off++] = signed ? FRAME_OWN_SIGNED : FRAME_OWN;
+    off = writeVarint(frame, off, topicIdx);
+    writeSeq(frame, off, seq);
+    if (signed) {
+      const seqBytes = frame.subarray(off, off + SEQ_BYTES);
+      const sig = await this.sign(signedBytes(this.topicBytes.get(topic)!, seqBytes, data));
+      frame.set(sig, off + SEQ_BYTES);
+      off += SIG_BYTES;
+      this.stats.signedOut++;
+    }
+    frame.set(data, off + SEQ_BYTES);
+    return frame;
+  }
+
+  private relay(msg: Message & { type: 'signed' }, originKey: Uint8Array, seq: number, via: string): void {
+    const topicIdx = this.topics.indexOf(msg.topic);
+    if (topicIdx < 0) return;
+    const originId = msg.from.toString();
+    if (originId === via) this.askForSignatures(via);
+    if (msg.signature.byteLength !== SIG_BYTES) {
+      // came unsigned from its origin: asked above, the origin's next messages can be relayed
+      this.drop('relay-unsigned');
+      return;
+    }
+    const targets = this.directSubscribers(msg.topic).filter((l) => {
+      const id = l.peerId.toString();
+      return id !== via && id !== originId;
+    });
+    if (targets.length === 0) return;
+    const data = msg.data;
+    const body =
+      1 +
+      varintLength(topicIdx) +
+      SEQ_BYTES +
+      SIG_BYTES +
+      varintLength(originKey.byteLength) +
+      originKey.byteLength +
+      data.byteLength;
+    const frame = new Uint8Array(varintLength(body) + body);
+    let off = writeVarint(frame, 0, body);
+    frame[off++] = FRAME_RELAYED;
+    off = writeVarint(frame, off, topicIdx);
+    writeSeq(frame, off, seq);
+    off += SEQ_BYTES;
+    frame.set(msg.signature, off);
+    off += SIG_BYTES;
+    off = writeVarint(frame, off, originKey.byteLength);
+    frame.set(originKey, off);
+    frame.set(data, off + originKey.byteLength);
+    for (const l of targets) if (this.write(l, frame)) this.stats.relayedOut++;
+  }
+
+  /** Asks `origin` (a directly connected peer) to sign its messages: we relay them. Renewed every third of the TTL. */
+  private askForSignatures(origin: string): void {
+    const now = Date.now();
+    if (now - (this.asked.get(origin) ?? 0) < SIGN_TTL_MS / 3) return;
+    const link = this.out.get(origin);
+    if (link === undefined) return;
+    const body = 1 + varintLength(SIGN_TTL_MS);
+    const frame = new Uint8Array(varintLength(body) + body);
+    const off = writeVarint(frame, 0, body);
+    frame[off] = FRAME_WANT_SIGNATURES;
+    writeVarint(frame, off + 1, SIGN_TTL_MS);
+    if (this.write(link, frame)) {
+      this.asked.set(origin, now);
+      this.stats.signatureRequests++;
+    }
+  }
+
+  // ---- links ----
+
+  private connect(peerId: PeerId, conn: Connection): void {
+    if (!this.running || conn.status !== 'open') return;
+    const id = peerId.toString();
+    let link = this.out.get(id);
+    if (link === undefined) {
+      link = { peerId, stream: undefined, opening: false, failures: 0, timer: undefined };
+      this.out.set(id, link);
+    }
+    if (link.stream === undefined && !link.opening) void this.open(link, conn);
+  }
+
+  private disconnect(peerId: PeerId): void {
+    const id = peerId.toString();
+    const link = this.out.get(id);
+    if (link?.timer !== undefined) clearTimeout(link.timer);
+    this.out.delete(id);
+    this.remoteTopics.delete(id);
+    this.asked.delete(id);
+  }
+
+  private async open(link: OutLink, conn: Connection): Promise<void> {
+    link.opening = true;
+    try {
+      const stream = await conn.newStream(GOSSIP_PROTOCOL, { signal: AbortSignal.timeout(5_000) });
+      link.opening = false;
+      if (!this.running || this.out.get(link.peerId.toString()) !== link) {
+        await this.closeStream(stream);
+        return;
+      }
+      link.stream = stream;
+      const opened = Date.now();
+      stream.addEventListener(
+        'close',
+        () => {
+          if (link.stream !== stream) return;
+          link.stream = undefined;
+          // a stream the peer keeps closing at once counts as a failure, so reopening stays bounded
+          if (Date.now() - opened >= HEALTHY_STREAM_MS) link.failures = 0;
+          else link.failures++;
+          this.scheduleReopen(link);
+        },
+        { once: true },
+      );
+      this.write(link, this.hello());
+    } catch (err) {
+      link.opening = false;
+      link.failures++;
+      this.log('opening a gossip stream to %p failed: %e', link.peerId, err);
+      this.scheduleReopen(link);
+    }
+  }
+
+  /** Reopens a closed or failed outbound stream while the peer is still connected (bounded attempts). */
+  private scheduleReopen(link: OutLink): void {
+    if (!this.running || link.failures >= REOPEN_ATTEMPTS || link.timer !== undefined) return;
+    if (this.out.get(link.peerId.toString()) !== link) return;
+    link.timer = setTimeout(
+      () => {
+        link.timer = undefined;
+        if (!this.running || this.out.get(link.peerId.toString()) !== link || link.stream !== undefined)
+          return;
+        const conn = this.components.connectionManager
+          .getConnections(link.peerId)
+          .find((c) => c.status === 'open');
+        if (conn === undefined) return;
+        void this.open(link, conn);
+      },
+      REOPEN_MS * (link.failures + 1),
+    );
+  }
+
+  // ---- receiving ----
+
+  private readonly onInbound = (stream: Stream, connection: Connection): void => {
+    if (!this.running) {
+      stream.abort(new Error('not running'));
+      return;
+    }
+    const peerId = connection.remotePeer;
+    const key = peerId.publicKey;
+    const link: InLink = {
+      peerId,
+      id: peerId.toString(),
+      key,
+      keyBytes: key === undefined ? undefined : publicKeyToProtobuf(key),
+      topics: [],
+      decoder: new FrameDecoder(this.init.maxFrameBytes),
+    };
+    this.inbound.add(stream);
+    lazyWindowUpdates(stream);
+    const onMessage = (evt: { data: Uint8Array | { subarray(): Uint8Array } }): void => {
+      const frames = link.decoder.push(toBytes(evt.data));
+      if (frames instanceof Error) {
+        this.drop('bad-frame');
+        stream.abort(frames);
+        return;
+      }
+      for (const f of frames) {
+        if (stream.status !== 'open') return; // a bad frame aborted it: the rest is not read
+        this.onFrame(link, f, stream);
+      }
+    };
+    stream.addEventListener('message', onMessage);
+    stream.addEventListener(
+      'close',
+      () => {
+        stream.removeEventListener('message', onMessage);
+        this.inbound.delete(stream);
+        if (link.topics.length > 0 && this.remoteTopics.get(link.id) === link.topics) {
+          this.remoteTopics.delete(link.id);
+        }
+      },
+      { once: true },
+    );
+  };
+
+  private onFrame(link: InLink, f: Uint8Array, stream: Stream): void {
+    this.stats.framesIn++;
+    switch (f[0]) {
+      case FRAME_HELLO:
+        this.onHello(link, f, stream);
+        return;
+      case FRAME_OWN:
+        this.onOwn(link, f, false);
+        return;
+      case FRAME_OWN_SIGNED:
+        this.onOwn(link, f, true);
+        return;
+      case FRAME_WANT_SIGNATURES: {
+        const ttl = readVarint(f, 1);
+        if (ttl === undefined) {
+          this.drop('bad-frame');
+          return;
+        }
+        this.signUntil = Math.max(this.signUntil, Date.now() + Math.min(ttl[0], SIGN_TTL_MS));
+        return;
+      }
+      case FRAME_RELAYED:
+        this.onRelayed(link, f);
+        return;
+      default:
+        this.drop('unknown-frame');
+    }
+  }
+
+  private onHello(link: InLink, f: Uint8Array, stream: Stream): void {
+    const n = readVarint(f, 1);
+    if (n === undefined || n[0] > 64) {
+      this.drop('bad-hello');
+      stream.abort(new Error('bad hello'));
+      return;
+    }
+    const topics: string[] = [];
+    let off = n[1];
+    const dec = new TextDecoder('utf-8', { fatal: true });
+    try {
+      for (let i = 0; i < n[0]; i++) {
+        const len = readVarint(f, off);
+        if (len === undefined || len[1] + len[0] > f.byteLength || len[0] > 256) throw new Error('truncated');
+        topics.push(dec.decode(f.subarray(len[1], len[1] + len[0])));
+        off = len[1] + len[0];
+      }
+    } catch {
+      this.drop('bad-hello');
+      stream.abort(new Error('bad hello'));
+      return;
+    }
+    const before = new Set(link.topics);
+    link.topics = topics;
+    this.remoteTopics.set(link.id, topics);
+    const changes = topics.filter((t) => !before.has(t)).map((topic) => ({ topic, subscribe: true }));
+    for (const t of before) if (!topics.includes(t)) changes.push({ topic: t, subscribe: false });
+    if (changes.length > 0) {
+      this.safeDispatchEvent('subscription-change', {
+        detail: { peerId: link.peerId, subscriptions: changes },
+      });
+    }
+  }
+
+  /** Topic of a frame by the sender's hello, when we are subscribed to it. */
+  private frameTopic(link: InLink, f: Uint8Array): [string, number] | undefined {
+    const t = readVarint(f, 1);
+    if (t === undefined) {
+      this.drop('bad-frame');
+      return undefined;
+    }
+    const topic = link.topics[t[0]];
+    if (topic === undefined || !this.topicBytes.has(topic)) {
+      this.drop('not-subscribed');
+      return undefined;
+    }
+    return [topic, t[1]];
+  }
+
+  private onOwn(link: InLink, f: Uint8Array, signed: boolean): void {
+    const t = this.frameTopic(link, f);
+    if (t === undefined) return;
+    const [topic, off] = t;
+    const sigBytes = signed ? SIG_BYTES : 0;
+    if (f.byteLength < off + SEQ_BYTES + sigBytes || link.key === undefined || link.keyBytes === undefined) {
+      this.drop('bad-frame');
+      return;
+    }
+    const seq = readSeq(f, off);
+    if (!this.firstSight(link.id, seq)) return;
+    // The link authenticated the sender: its signature, when present, is only carried for relays.
+    const msg: Message & { type: 'signed' } = {
+      type: 'signed',
+      from: link.peerId,
+      topic,
+      data: f.subarray(off + SEQ_BYTES + sigBytes),
+      sequenceNumber: BigInt(seq),
+      signature: signed ? f.subarray(off + SEQ_BYTES, off + SEQ_BYTES + SIG_BYTES) : NO_SIGNATURE,
+      key: link.key,
+    };
+    this.deliver(link, msg, link.keyBytes, seq);
+  }
+
+  private onRelayed(link: InLink, f: Uint8Array): void {
+    const t = this.frameTopic(link, f);
+    if (t === undefined) return;
+    const [topic, off] = t;
+    const k =
+      f.byteLength >= off + SEQ_BYTES + SIG_BYTES ? readVarint(f, off + SEQ_BYTES + SIG_BYTES) : undefined;
+    if (k === undefined || k[1] + k[0] > f.byteLength || k[0] > 1024) {
+      this.drop('bad-frame');
+      return;
+    }
+    const keyBytes = f.subarray(k[1], k[1] + k[0]);
+    const origin = this.origin(keyBytes);
+    if (origin === undefined) {
+      this.drop('bad-key');
+      return;
+    }
+    const seq = readSeq(f, off);
+    if (origin.id === this.selfId || this.windows.get(origin.id)?.seen(seq) === true) {
+      this.drop(origin.id === this.selfId ? 'self' : 'duplicate');
+      return;
+    }
+    const seqBytes = f.subarray(off, off + SEQ_BYTES);
+    const signature = f.subarray(off + SEQ_BYTES, off + SEQ_BYTES + SIG_BYTES);
+    const data = f.subarray(k[1] + k[0]);
+    const payload = signedBytes(this.topicBytes.get(topic)!, seqBytes, data);
+    const check = (ok: boolean): void => {
+      if (!ok) {
+        this.drop('bad-signature');
+        return;
+      }
+      if (!this.firstSight(origin.id, seq)) return;
+      this.stats.relayedIn++;
+      const msg: Message & { type: 'signed' } = {
+        type: 'signed',
+        from: origin.peerId,
+        topic,
+        data,
+        sequenceNumber: BigInt(seq),
+        signature,
+        key: origin.key,
+      };
+      this.deliver(link, msg, keyBytes, seq);
+    };
+    if (origin.verifier !== undefined) {
+      check(origin.verifier.verify(payload, signature));
+      return;
+    }
+    // Not Ed25519: libp2p verifies (may be async). Copy the views: the read buffer is not ours past this call.
+    const copy = { payload: payload.slice(), signature: signature.slice(), data: data.slice() };
+    void Promise.resolve(origin.key.verify(copy.payload, copy.signature)).then(
+      (ok) => {
+        if (!this.running) return;
+        if (!ok) {
+          this.drop('bad-signature');
+          return;
+        }
+        if (!this.firstSight(origin.id, seq)) return;
+        this.stats.relayedIn++;
+        this.deliver(
+          link,
+          {
+            type: 'signed',
+            from: origin.peerId,
+            topic,
+            data: copy.data,
+            sequenceNumber: BigInt(seq),
+            signature: copy.signature,
+            key: origin.key,
+          },
+          keyBytes.slice(),
+          seq,
+        );
+      },
+      () => this.drop('bad-signature'),
+    );
+  }
+
+  /** The origin a relayed frame names by its key, with a cached verifier. */
+  private origin(keyBytes: Uint8Array): Origin | undefined {
+    const cacheKey = Buffer.from(keyBytes.buffer, keyBytes.byteOffset, keyBytes.byteLength).toString(
+      'base64',
+    );
+    let o = this.origins.get(cacheKey);
+    if (o !== undefined) return o;
+    try {
+      const key = publicKeyFromProtobuf(keyBytes);
+      const peerId = peerIdFromPublicKey(key);
+      o = { key, peerId, id: peerId.toString(), verifier: nativeVerifier(key) };
+    } catch {
+      return undefined;
+    }
+    if (this.origins.size >= 1024) this.origins.clear();
+    this.origins.set(cacheKey, o);
+    return o;
+  }
+
+  /** Records an origin's sequence number; false (and counted) when it was seen already. */
+  private firstSight(origin: string, seq: number): boolean {
+    const now = performance.now();
+    let w = this.windows.get(origin);
+    if (w === undefined) {
+      if (this.windows.size >= this.maxOrigins) this.forgetIdleOrigins(now);
+      w = new SeqWindow();
+      this.windows.set(origin, w);
+    }
+    if (!w.accept(seq, now)) {
+      this.drop('duplicate');
+      return false;
+    }
+    return true;
+  }
+
+  /** Drops the windows of origins not heard for a minute (or the older half, when all were). */
+  private forgetIdleOrigins(now: number): void {
+    for (const [id, w] of this.windows) if (now - w.last > 60_000) this.windows.delete(id);
+    if (this.windows.size < this.maxOrigins) return;
+    let n = this.windows.size >> 1;
+    for (const id of this.windows.keys()) {
+      if (n-- <= 0) break;
+      this.windows.delete(id);
+    }
+  }
+
+  private deliver(link: InLink, msg: Message & { type: 'signed' }, originKey: Uint8Array, seq: number): void {
+    const validate = this.topicValidators.get(msg.topic);
+    if (validate === undefined) return;
+    let r: TopicValidatorResult | Promise<TopicValidatorResult>;
+    try {
+      r = validate(link.peerId, msg);
+    } catch (err) {
+      this.drop('validator-threw');
+      this.log.error('topic validator threw: %e', err);
+      return;
+    }
+    if (r === TopicValidatorResult.Accept) {
+      this.relay(msg, originKey, seq, link.id);
+      return;
+    }
+    if (r instanceof Promise) {
+      // Copy: the frame is a view into a read buffer.
+      const held = { ...msg, data: msg.data.slice(), signature: msg.signature.slice() };
+      const key = originKey.slice();
+      r.then(
+        (res) => {
+          if (res === TopicValidatorResult.Accept && this.running) this.relay(held, key, seq, link.id);
+        },
+        () => this.drop('validator-threw'),
+      );
+    }
+  }
+}
+
+/** A libp2p service factory for {@link DirectGossip}; `fallback` names a service built before it (gossipsub). */
+export function directGossip(
+  init: Omit<DirectGossipInit, 'fallback'> & { fallbackService?: string },
+): (components: DirectGossipComponents & Record<string, unknown>) => DirectGossip {
+  return (components) => {
+    const fb =
+      init.fallbackService === undefined
+        ? undefined
+        : (components[init.fallbackService] as FallbackPubSub | undefined);
+    return new DirectGossip(components, { ...init, fallback: fb });
+  };
+}
