@@ -90,8 +90,14 @@ export class Sync {
     core.mapTable(peer, m.policies, now);
     const self = m.origins.indexOf(core.nodeId);
     if (m.t0 <= now && now - m.t0 < 60_000) {
-      peer.clockOffsetMs = m.t1 - (m.t0 + now) / 2;
-      peer.offsetMeasured = true;
+      // The midpoint is off by at most half the round trip: trusted (over the gossip estimate, and
+      // for the skew check) only when that is within a quarter of maxClockOffsetMs. A starved
+      // process's round trip of seconds set a peer 1.1-1.4 s off for good, so it stayed stale
+      // (skewed) until it reconnected. The lower bound t1 - t3 holds whatever the round trip.
+      if ((now - m.t0) / 2 <= core.cfg.maxClockOffsetMs / 4) {
+        peer.clockOffsetMs = m.t1 - (m.t0 + now) / 2;
+        peer.offsetMeasured = true;
+      }
       peer.syncLowerMs = Math.max(peer.syncLowerMs, m.t1 - now);
     }
     let capped = false;

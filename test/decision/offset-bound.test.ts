@@ -45,4 +45,29 @@ describe('clock offset from a lopsided round trip', () => {
     ca.set(T0 + 500 + 1000 + 60);
     expect(a.check('p', 'k').allowed).toBe(true);
   });
+
+  it('a round trip of seconds does not set the offset: the peer is not marked skewed for good', () => {
+    // Both clocks agree. The request takes 2,900 ms to reach b (a starved process), the answer
+    // 100 ms: the midpoint says b runs 1,400 ms ahead, past maxClockOffsetMs (1 s). Trusted, it
+    // marked b skewed (stale, its counts not merged) until it reconnected; gossip never corrected it.
+    const ca = new ManualClock(T0);
+    const cb = new ManualClock(T0);
+    const a = engine(P, { nodeId: 'a', expectedDelayMs: 10 }, ca).e;
+    const b = engine(P, { nodeId: 'b', expectedDelayMs: 10 }, cb).e;
+    const req = a.buildSyncRequest();
+    cb.set(T0 + 2900);
+    const res = b.answerSync('a', req);
+    ca.set(T0 + 3000);
+    expect(a.receiveSyncResponse('b', res as Uint8Array)).toEqual({ ok: true });
+    for (let i = 0; i < 4; i++) {
+      cb.advance(20);
+      ca.set(cb.now() + 5);
+      expect(a.receiveGossip('b', b.buildGossip()).ok).toBe(true);
+    }
+    const v = a.peerViews().find((p) => p.id === 'b')!;
+    expect(v.skewed).toBe(false);
+    expect(v.stale).toBe(false);
+    expect(Math.abs(v.clockOffsetMs)).toBeLessThanOrEqual(10);
+    expect(a.stats().skewedPeers).toBe(0);
+  });
 });
