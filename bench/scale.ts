@@ -30,6 +30,8 @@ const OUT = resolve(here, 'results/scale.json');
 export type Design = 'broadcast' | 'relay';
 
 export interface ScaleRow {
+  /** `nodes`: N grows, one key, L = 1000 per 1 s; `keys`: K grows, L = 20 per 10 s. */
+  series: 'nodes' | 'keys';
   design: Design;
   nodes: number;
   keys: number;
@@ -80,7 +82,7 @@ function zipf(K: number, prng: Prng): () => number {
   };
 }
 
-export function runRow(design: Design, shape: Shape): ScaleRow {
+export function runRow(series: ScaleRow['series'], design: Design, shape: Shape): ScaleRow {
   const { nodes, keys, rate, limit, windowMs, buckets, seconds } = shape;
   const policy: PolicySpec = {
     name: 'p',
@@ -136,6 +138,7 @@ export function runRow(design: Design, shape: Shape): ScaleRow {
   }
   const durS = (n * step) / 1000;
   return {
+    series,
     design,
     nodes,
     keys,
@@ -195,7 +198,7 @@ function main(): void {
   if (only === undefined || only === 'nodes') {
     for (const design of designs)
       for (const nodes of list('nodes', NODE_COUNTS)) {
-        const r = runRow(design, {
+        const r = runRow('nodes', design, {
           nodes,
           keys: 1,
           rate: 2000,
@@ -206,13 +209,14 @@ function main(): void {
         });
         rows.push(r);
         printRow(r);
+        save([r]);
       }
   }
   if (only === undefined || only === 'keys') {
     for (const design of designs)
       for (const nodes of [8, 64])
         for (const keys of list('keys', KEY_COUNTS)) {
-          const r = runRow(design, {
+          const r = runRow('keys', design, {
             nodes,
             keys,
             rate: 5000,
@@ -223,16 +227,27 @@ function main(): void {
           });
           rows.push(r);
           printRow(r);
+          save([r]);
         }
   }
+  console.log(`wrote ${OUT}`);
+}
+
+/** Merge `rows` into the results file by (design, nodes, keys): a partial run replaces its rows only. */
+function save(rows: ScaleRow[]): void {
   const old: ScaleRow[] = existsSync(OUT) ? JSON.parse(readFileSync(OUT, 'utf8')).rows : [];
-  const id = (r: ScaleRow) => `${r.design}/${r.nodes}/${r.keys}`;
+  const id = (r: ScaleRow) => `${r.series}/${r.design}/${r.nodes}/${r.keys}`;
   const fresh = new Set(rows.map(id));
   const merged = [...old.filter((r) => !fresh.has(id(r))), ...rows];
-  merged.sort((a, b) => a.design.localeCompare(b.design) || a.keys - b.keys || a.nodes - b.nodes);
+  merged.sort(
+    (a, b) =>
+      b.series.localeCompare(a.series) ||
+      a.design.localeCompare(b.design) ||
+      a.nodes - b.nodes ||
+      a.keys - b.keys,
+  );
   mkdirSync(dirname(OUT), { recursive: true });
   writeFileSync(OUT, `${JSON.stringify({ node: process.version, rows: merged }, null, 2)}\n`);
-  console.log(`wrote ${OUT}`);
 }
 
 main();
