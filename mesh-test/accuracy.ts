@@ -2,7 +2,7 @@
  * Live accuracy: the seed trace replayed in real time on a mesh of real node
  * processes on loopback, beside the simulator's prediction for the same g and d.
  *
- *   npm run mesh:accuracy -- [--nodes 8] [--gossip-ms 100] [--delays 0,10,50,100] [--seconds 10] [--probe]
+ *   npm run mesh:accuracy -- [--nodes 8 (2 to 32)] [--gossip-ms 100] [--delays 0,10,50,100] [--seconds 10] [--probe]
  *
  * `--gossip-ms` takes a comma list to sweep g. `--probe` adds the latency probe
  * (20 back-to-back checks every 50 ms on key `probe` in every node; that key then
@@ -89,7 +89,7 @@ function arg(): { nodes: number; gossip: number[]; delays: number[]; seconds: nu
       return v;
     });
   return {
-    nodes: list(values.nodes, 'nodes', 2, 16)[0]!,
+    nodes: list(values.nodes, 'nodes', 2, 32)[0]!,
     gossip: list(values['gossip-ms'], 'gossip-ms', 1, 1000),
     delays: list(values.delays, 'delays', 0, 1000),
     seconds: list(values.seconds, 'seconds', 1, 60)[0]!,
@@ -97,11 +97,17 @@ function arg(): { nodes: number; gossip: number[]; delays: number[]; seconds: nu
   };
 }
 
-/** The seed trace cut to `seconds` (2,000 req/s), requests of trace node j sent to node j mod `nodes`. */
+/**
+ * The seed trace cut to `seconds` (2,000 req/s). Fewer nodes than the trace's 8: requests of trace
+ * node j go to node j mod `nodes`. More: the trace scaled, each trace node's requests dealt in turn
+ * over `nodes / 8` nodes (node j, j + 8, j + 16, ...), so the balancer weights hold per group.
+ */
 export function liveTrace(nodes: number, seconds: number): Trace {
   const t = seedTrace(Math.round(seconds * 2000));
   if (nodes === t.nodes) return t;
-  const node = t.node.map((x) => x % nodes);
+  if (nodes < t.nodes) return { t: t.t, node: t.node.map((x) => x % nodes), nodes };
+  const per = Math.floor(nodes / t.nodes);
+  const node = t.node.map((x, i) => x + t.nodes * (i % per));
   return { t: t.t, node, nodes };
 }
 
