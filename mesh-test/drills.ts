@@ -199,7 +199,7 @@ export async function restartDrill(
   }
 }
 
-function pick(f: ReturnType<typeof figures>) {
+export function pick(f: ReturnType<typeof figures>) {
   return { admitted: f.admitted, worst_1s: f.worst_1s, worst_100ms: f.worst_100ms };
 }
 

@@ -13,7 +13,7 @@
  */
 
 import type { Trace } from '../src/sim/trace.js';
-import { check, type DrillResult } from './drills.js';
+import { check, type DrillResult, pick } from './drills.js';
 import { Mesh, SEED_POLICY, sleep } from './harness.js';
 import { figures, replayLive, sum } from './replay.js';
 
@@ -65,9 +65,7 @@ export async function skewDrill(trace: Trace, g: number, d: number, skewMs: numb
       drill: `clock skew (the busiest node's clock ${skewMs > 0 ? '+' : ''}${skewMs} ms off, seed trace on 8 nodes)`,
       g_ms: g,
       d_ms: d,
-      admitted: f.admitted,
-      worst_1s: f.worst_1s,
-      worst_100ms: f.worst_100ms,
+      ...pick(f),
       checks,
       details: {
         skew_ms: skewMs,

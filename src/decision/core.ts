@@ -224,7 +224,7 @@ export class EngineCore {
 
   /** Put an ignored peer outside the mesh: its counts dropped, no member until heard again after the ignore. */
   ignore(p: PeerState, now: number): void {
-    for (const rt of this.rts) for (const ks of rt.windows.map.values()) ks.window.dropOrigin(p.idx);
+    this.dropOrigins([p.idx], false);
     this.peers.expel(p);
     this.stamp++;
     this.refresh(now);
@@ -233,9 +233,14 @@ export class EngineCore {
   /** Departed peers were forgotten: clear their origin slots in every window, so a slot is reused clean. */
   private clearOrigins(freed: readonly number[]): void {
     this.counters.peersForgotten += freed.length;
+    this.dropOrigins(freed, true);
+  }
+
+  /** Drop origins from every window; `fold`: their counts move into each key's floor (see KeyWindow.dropOrigin). */
+  private dropOrigins(origins: readonly number[], fold: boolean): void {
     for (const rt of this.rts) {
       for (const ks of rt.windows.map.values()) {
-        for (const o of freed) ks.window.dropOrigin(o, true);
+        for (const o of origins) ks.window.dropOrigin(o, fold);
       }
     }
   }

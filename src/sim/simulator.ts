@@ -206,35 +206,45 @@ export class Simulator {
       return;
     }
     if (bytes.length > this.maxMessageBytes) this.maxMessageBytes = bytes.length;
-    const sent = this.time;
     const from = this.ids[node]!;
-    for (let to = 0; to < this.engines.length; to++) {
-      if (to === node) continue;
-      const target = this.engines[to]!;
-      if (this.isCut(node, sent) || this.isCut(to, sent)) {
-        this.lost++;
-        continue;
-      }
-      if (this.opts.loss !== undefined && this.opts.loss > 0 && this.prng.next() < this.opts.loss) {
-        this.lost++;
-        continue;
-      }
-      const jitter = this.opts.jitterMs ? this.prng.next() * this.opts.jitterMs : 0;
-      const arrive = sent + this.opts.delayMs + jitter;
-      this.at(arrive, () => {
-        if (this.isCut(node, arrive) || this.isCut(to, arrive)) {
-          this.lost++;
-          return;
-        }
-        // a process replaced meanwhile never sees it
-        if (this.engines[to] !== target) return;
-        this.delivered++;
-        this.deliveredBytes += bytes.length;
-        const t1 = this.opts.timeEngine ? performance.now() : 0;
-        target.receiveGossip(from, bytes);
-        if (this.opts.timeEngine) this.engineMs += performance.now() - t1;
-      });
+    const deliver = (target: Engine): void => {
+      target.receiveGossip(from, bytes);
+    };
+    for (let to = 0; to < this.engines.length; to++)
+      if (to !== node) this.send(node, to, bytes.length, deliver);
+  }
+
+  /**
+   * One message of `size` bytes over the link node → to, sent now: cuts, loss and jitter applied;
+   * on arrival (unless cut, or `to` was replaced meanwhile) it is counted and `deliver` runs,
+   * timed as engine work.
+   */
+  private send(node: number, to: number, size: number, deliver: (target: Engine, to: number) => void): void {
+    const sent = this.time;
+    const target = this.engines[to]!;
+    if (this.isCut(node, sent) || this.isCut(to, sent)) {
+      this.lost++;
+      return;
     }
+    if (this.opts.loss !== undefined && this.opts.loss > 0 && this.prng.next() < this.opts.loss) {
+      this.lost++;
+      return;
+    }
+    const jitter = this.opts.jitterMs ? this.prng.next() * this.opts.jitterMs : 0;
+    const arrive = sent + this.opts.delayMs + jitter;
+    this.at(arrive, () => {
+      if (this.isCut(node, arrive) || this.isCut(to, arrive)) {
+        this.lost++;
+        return;
+      }
+      // a process replaced meanwhile never sees it
+      if (this.engines[to] !== target) return;
+      this.delivered++;
+      this.deliveredBytes += size;
+      const t1 = this.opts.timeEngine ? performance.now() : 0;
+      deliver(target, to);
+      if (this.opts.timeEngine) this.engineMs += performance.now() - t1;
+    });
   }
 
   private relayPublish(node: number, bytes: Uint8Array): void {
@@ -253,7 +263,6 @@ export class Simulator {
     for (const it of items) size += it.bytes.length + RELAY_ITEM_OVERHEAD;
     if (size > this.maxMessageBytes) this.maxMessageBytes = size;
     const f = Math.min(this.opts.relay!.fanout, n - 1);
-    const sent = this.time;
     // f distinct targets other than `node`, uniformly
     const picked: number[] = [];
     while (picked.length < f) {
@@ -261,41 +270,20 @@ export class Simulator {
       if (to >= node) to++;
       if (!picked.includes(to)) picked.push(to);
     }
-    for (const to of picked) {
-      if (this.isCut(node, sent) || this.isCut(to, sent)) {
-        this.lost++;
-        continue;
+    const deliver = (target: Engine, to: number): void => {
+      const held = this.held[to]!;
+      const out = this.outbox[to]!;
+      for (const it of items) {
+        if (it.origin === to) continue;
+        const had = held.get(it.from);
+        if (had !== undefined && had >= it.seq) continue;
+        held.set(it.from, it.seq);
+        target.receiveGossip(it.from, it.bytes);
+        const queued = out.get(it.origin);
+        if (queued === undefined || queued.seq < it.seq || queued.from !== it.from) out.set(it.origin, it);
       }
-      if (this.opts.loss !== undefined && this.opts.loss > 0 && this.prng.next() < this.opts.loss) {
-        this.lost++;
-        continue;
-      }
-      const jitter = this.opts.jitterMs ? this.prng.next() * this.opts.jitterMs : 0;
-      const arrive = sent + this.opts.delayMs + jitter;
-      const target = this.engines[to]!;
-      this.at(arrive, () => {
-        if (this.isCut(node, arrive) || this.isCut(to, arrive)) {
-          this.lost++;
-          return;
-        }
-        if (this.engines[to] !== target) return;
-        this.delivered++;
-        this.deliveredBytes += size;
-        const held = this.held[to]!;
-        const out = this.outbox[to]!;
-        const t1 = this.opts.timeEngine ? performance.now() : 0;
-        for (const it of items) {
-          if (it.origin === to) continue;
-          const had = held.get(it.from);
-          if (had !== undefined && had >= it.seq) continue;
-          held.set(it.from, it.seq);
-          target.receiveGossip(it.from, it.bytes);
-          const queued = out.get(it.origin);
-          if (queued === undefined || queued.seq < it.seq || queued.from !== it.from) out.set(it.origin, it);
-        }
-        if (this.opts.timeEngine) this.engineMs += performance.now() - t1;
-      });
-    }
+    };
+    for (const to of picked) this.send(node, to, size, deliver);
   }
 
   /** Every node pulls every other node's state (request and answer travel with the link delay). */
