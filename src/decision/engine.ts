@@ -345,9 +345,12 @@ export class Engine implements RateLimiter {
    * Merge a peer's gossip. The message is decoded and every entry validated
    * before anything is merged: a bad message is dropped whole and counted by
    * reason. Counts above what the origin could have admitted are capped.
+   * `relayed`: the copy came through another node, not straight from its origin `from` (a
+   * relay checked the origin's signature); its delay then says nothing of the clock offset,
+   * so it takes no offset sample.
    */
-  receiveGossip(from: string, bytes: Uint8Array, now?: number): ReceiveResult {
-    return this.gossip.receive(from, bytes, this.time(now));
+  receiveGossip(from: string, bytes: Uint8Array, now?: number, relayed = false): ReceiveResult {
+    return this.gossip.receive(from, bytes, this.time(now), relayed);
   }
 
   /** A request for a peer's full state; carries our time for the clock-offset estimate. */

@@ -90,7 +90,7 @@ export class Gossip {
    * before anything is merged: a bad message is dropped whole and counted by
    * reason. Counts above what the origin could have admitted are capped.
    */
-  receive(from: string, bytes: Uint8Array, now: number): ReceiveResult {
+  receive(from: string, bytes: Uint8Array, now: number, relayed = false): ReceiveResult {
     const core = this.core;
     const max = core.cfg.maxKeysPerMessage;
     if (typeof from !== 'string' || from.length === 0 || from.length > 128) return core.drop('bad-sender');
@@ -114,7 +114,8 @@ export class Gossip {
     core.counters.gossipIn++;
     core.counters.gossipBytesIn += bytes.length;
     core.mapTable(peer, m.policies, now);
-    const off = sampleOffset(peer, m.sentAt, now, core.cfg.expectedDelayMs);
+    // a relayed copy's delay includes its hops: no sample of the offset (a lower bound only when direct)
+    const off = relayed ? peer.clockOffsetMs : sampleOffset(peer, m.sentAt, now, core.cfg.expectedDelayMs);
     if (this.checkSkew(peer, off)) {
       const shift = appliedOffset(peer, core.cfg.expectedDelayMs);
       let capped = false;

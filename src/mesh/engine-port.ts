@@ -40,7 +40,8 @@ export interface MeshEngine extends RateLimiter {
   /** Cheap; true when unsynced own counts crossed the early-publish threshold. */
   wantsEarlyPublish(): boolean;
   /** Never throws; a refused message is counted inside and explained by `reason`. */
-  receiveGossip(from: string, bytes: Uint8Array, now?: number): ReceiveResult;
+  /** `relayed`: the copy came through another node (it is credited to `from`, its origin, but says nothing of the link's delay). */
+  receiveGossip(from: string, bytes: Uint8Array, now?: number, relayed?: boolean): ReceiveResult;
   buildSyncRequest(now?: number): Uint8Array;
   /** The response bytes, or a refusal (bad or foreign-version request). */
   answerSync(from: string, request: Uint8Array, now?: number): Uint8Array | ReceiveResult;

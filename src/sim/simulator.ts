@@ -278,7 +278,7 @@ export class Simulator {
         const had = held.get(it.from);
         if (had !== undefined && had >= it.seq) continue;
         held.set(it.from, it.seq);
-        target.receiveGossip(it.from, it.bytes);
+        target.receiveGossip(it.from, it.bytes, undefined, it.origin !== node);
         const queued = out.get(it.origin);
         if (queued === undefined || queued.seq < it.seq || queued.from !== it.from) out.set(it.origin, it);
       }
