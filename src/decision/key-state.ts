@@ -12,6 +12,19 @@ export class KeyState {
   share = 0;
   /** The view stamp the share belongs to (-1: none yet). */
   shareStamp = -1;
+  /** Controlled mode: the shares of the sharers ordered before this node (by id), summed: where its slice of the headroom starts. */
+  before = 0;
+  /** Controlled mode: every sharer's demand for the key heard and ours sent (whole units are dealt only then). */
+  settled = false;
+  /** Controlled mode: the whole units of L in this node's slice, [unitsLo, unitsHi) (see wholeUnits). */
+  unitsLo = 0;
+  unitsHi = 0;
+  /** When (ours) those units last changed. */
+  slicedAt = 0;
+  /** Controlled mode: the sharers of the key's headroom (live members on its policy's version, this node included). */
+  sharers = 1;
+  /** Where the whole units of a split headroom fall, in [0, 1): the same on every node (a hash of the key). */
+  readonly phase: number;
   /** Gossip: the last tick this key changed locally (own counts or demand). */
   touchTick = -1;
   /** Gossip: whether the key is in the engine's dirty set. */
@@ -42,6 +55,7 @@ export class KeyState {
     readonly key: string,
   ) {
     this.window = new KeyWindow(buckets);
+    this.phase = keyPhase(key);
   }
 }
 
@@ -52,4 +66,11 @@ export interface LocalKeyState {
   last: number;
   /** Used since inserted or last passed over by eviction (second chance). */
   ref: boolean;
+}
+
+/** FNV-1a of the key's UTF-16 units, as a fraction in [0, 1): spreads keys' whole units over different nodes. */
+function keyPhase(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return (h >>> 0) / 4294967296;
 }

@@ -53,6 +53,8 @@ export interface PeerState {
   policies: readonly { name: string; version: string }[];
   /** Since when (ours) the transport has reported no connection to it; +Infinity while connected or never reported. */
   linkLostAt: number;
+  /** Its id sorts before ours: every node orders the members the same way when it splits a headroom into whole units. */
+  readonly before: boolean;
 }
 
 /** One peer as reported to users: the engine's view of it, and on a mesh node its addresses. */
@@ -135,6 +137,7 @@ export class PeerTable {
     p = {
       id,
       idx,
+      before: id < this.selfId,
       member: false,
       lastHeard: Number.NEGATIVE_INFINITY,
       lastSentAt: Number.NEGATIVE_INFINITY,

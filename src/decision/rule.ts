@@ -140,8 +140,18 @@ export class Rule {
         const since = this.since;
         kw.countsSince(cU, since);
         const recentAll = since[0]!;
-        const ownRecent = since[1]!;
-        const allowance = ks.share * (L - est + recentAll);
+        let ownRecent = since[1]!;
+        let allowance = ks.share * (L - est + recentAll);
+        if (ks.settled && L < WHOLE_UNITS_BELOW * ks.sharers && now - ks.slicedAt >= p.windowMs) {
+          // Slices of a few units (L/N small: a login limit on a large service): the window's
+          // L is dealt in whole units over the sharers' slices, and this node's own admissions
+          // over the whole window may not pass the units in its slice (see wholeUnits). Only
+          // on a view whose slices have not changed for a window: each node then admitted
+          // all its window's counts under the slices every node now uses.
+          kw.countsSince(kw.cur - p.buckets, since);
+          ownRecent = since[1]!;
+          allowance = ks.unitsHi - ks.unitsLo;
+        }
         if (ownRecent + cost > allowance) {
           deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), core.cfg.gossipIntervalMs);
           return;
@@ -270,15 +280,39 @@ export class Rule {
     const live = this.core.peers.live;
     // members on another version of the policy are not sharers: foreignReserve counts them
     let sharers = live.length + 1;
+    let before = 0;
+    let beforeN = 0;
+    let reporters = 0;
     for (let i = 0; i < live.length; i++) {
       if (rt.foreign.length > 0 && rt.foreign.indexOf(live[i]!) >= 0) {
         sharers--;
         continue;
       }
-      const o = live[i]!.idx;
-      if (kw.hasOrigin(o)) total += reportedDemand(kw.demandOf(o), kw.demandAt(o), live[i]!.lastHeard, W, L);
+      const peer = live[i]!;
+      if (peer.before) beforeN++;
+      const o = peer.idx;
+      if (kw.hasOrigin(o)) {
+        const d = reportedDemand(kw.demandOf(o), kw.demandAt(o), peer.lastHeard, W, L);
+        if (d > 0) reporters++;
+        total += d;
+        if (peer.before) before += d;
+      }
     }
-    ks.share = total > 0 ? own / total : 1 / sharers;
+    const share = total > 0 ? own / total : 1 / sharers;
+    const from = total > 0 ? before / total : beforeN / sharers;
+    // the whole units of L its slice holds: [lo, hi); the view is steady while they stay
+    const lo = Math.floor(from * L + ks.phase);
+    const hi = Math.floor((from + share) * L + ks.phase);
+    if (lo !== ks.unitsLo || hi !== ks.unitsHi) {
+      ks.unitsLo = lo;
+      ks.unitsHi = hi;
+      ks.slicedAt = this.core.lastNow;
+    }
+    ks.share = share;
+    ks.before = from;
+    ks.sharers = sharers;
+    // whole units only on a settled view: every sharer's demand heard, ours sent
+    ks.settled = own > 0 && reporters === sharers - 1;
     ks.shareStamp = this.core.stamp;
   }
 
@@ -333,6 +367,22 @@ export class Rule {
     }
     return extra;
   }
+}
+
+/** When L is under this many units per sharer, a settled view deals the window's L in whole units ({@link wholeUnits}). */
+const WHOLE_UNITS_BELOW = 4;
+
+/**
+ * The whole units of a headroom H that fall in a sharer's slice [before·H, (before + share)·H),
+ * shifted by `phase`: the integers in it. Over sharers whose slices tile [0, H) (every node
+ * orders them by id and sums the same shares) they add up to floor(H) or floor(H) + 1, where
+ * N floors of slices under one unit would give nothing: at 64 nodes and L = 20 per window,
+ * 20 nodes hold one unit each instead of none holding any. A key's phase (a hash of it)
+ * decides which nodes, so different keys favour different nodes.
+ */
+export function wholeUnits(before: number, share: number, H: number, phase: number): number {
+  if (!(H > 0) || !(share > 0)) return 0;
+  return Math.floor((before + share) * H + phase) - Math.floor(before * H + phase);
 }
 
 function allow(out: Eval, mode: DecisionMode, remaining: number): void {
