@@ -388,8 +388,10 @@ export function gossipHeaderBytes(policies: readonly WirePolicy[], nacks: readon
   return n;
 }
 
-/** Encode a gossip message; entries' `policy` index `m.policies`. */
-export function encodeGossip(m: Omit<GossipMessage, 'type'>): Uint8Array {
+/** Encode a gossip message; entries' `policy` index `m.policies` (`repair` 0 and no `nacks` when left out). */
+export function encodeGossip(
+  m: Omit<GossipMessage, 'type' | 'repair' | 'nacks'> & { repair?: number; nacks?: readonly WireNack[] },
+): Uint8Array {
   const w = new Writer();
   header(w, TYPE_GOSSIP);
   writeTable(w, m.policies);
@@ -397,9 +399,10 @@ export function encodeGossip(m: Omit<GossipMessage, 'type'>): Uint8Array {
   w.f64(m.sentAt);
   w.varint(m.members);
   w.varint(m.reach);
-  w.varint(m.repair);
-  w.varint(m.nacks.length);
-  for (const x of m.nacks) {
+  const nacks = m.nacks ?? [];
+  w.varint(m.repair ?? 0);
+  w.varint(nacks.length);
+  for (const x of nacks) {
     w.str(x.origin);
     w.varint(x.have);
     w.varint(x.seen);
