@@ -216,11 +216,15 @@ export class Gossip {
     core.mapTable(peer, m.policies, now);
     for (const x of m.nacks) if (x.origin === core.nodeId) this.nacked(x);
     // a relayed copy's delay includes its hops: no sample of the offset (a lower bound only when direct)
+    const applied = peer.appliedOffsetMs;
     const off = relayed ? peer.clockOffsetMs : sampleOffset(peer, m.sentAt, now, core.cfg.expectedDelayMs);
     const merged = this.checkSkew(peer, off);
     this.track(peer, m.seq, m.repair, merged);
     if (merged) {
       const shift = appliedOffset(peer, core.cfg.expectedDelayMs);
+      // its counts so far sit where the old offset put them: ask for its whole window again, to
+      // put them where they belong (the old places stay counted until they age out: an over-count)
+      if (shift !== applied) peer.nack = 0;
       let capped = false;
       for (const e of m.entries) {
         const rt = map[e.policy];
@@ -229,6 +233,13 @@ export class Gossip {
       }
       if (capped && this.strike(peer, now)) return { ok: true };
     }
+    // heard again after a silence past staleness (a partition, most likely both ways): what we
+    // sent meanwhile is resent whole now, without waiting for its nack
+    if (peer.messages > 0 && now - peer.lastHeard > core.cfg.staleAfterMs) {
+      core.repairFrom = Math.min(core.repairFrom, peer.ourSeqHeard + 1);
+      core.early = true;
+    }
+    peer.ourSeqHeard = core.seq;
     const wasMember = peer.member;
     peer.member = true;
     peer.messages++;

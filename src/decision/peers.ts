@@ -19,6 +19,8 @@ export interface PeerState {
    * in each message of ours, to resend what it sent after (a nack).
    */
   nack: number;
+  /** Our own newest gossip sequence number when we last heard it. */
+  ourSeqHeard: number;
   /** Estimated one-way delay of its gossip, ms. */
   delayMs: number;
   /** Estimated clock offset: its wall clock minus ours, ms (from sync round trips). */
@@ -146,6 +148,7 @@ export class PeerTable {
       lastSentAt: Number.NEGATIVE_INFINITY,
       seq: -1,
       nack: -1,
+      ourSeqHeard: 0,
       delayMs: 0,
       clockOffsetMs: 0,
       offsetMeasured: false,
