@@ -446,10 +446,13 @@ function readEntry(r: Reader, origins: number, policies: number, prev: number): 
   const policy = r.varint();
   if (policy >= policies) throw 'bad-field';
   const key = r.str(LIMITS.keyBytes, 'bad-key');
-  const base = prev + r.zigzag();
+  const delta = r.zigzag();
+  const base = prev + delta;
   if (!(Math.abs(base) <= LIMITS.bucket)) throw 'bad-field';
   const n = r.varint();
   if (n > LIMITS.counts) throw 'bad-field';
+  // an entry without counts has no base of its own (one encoding per message)
+  if (n === 0 && delta !== 0) throw 'bad-field';
   const counts: number[] = [];
   for (let i = 0; i < n; i++) {
     if (i > 0) {

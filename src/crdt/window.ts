@@ -450,7 +450,8 @@ export class KeyWindow {
   /** Our own counts of buckets `from` .. c (c-k .. c by default), oldest first (what a gossip entry carries). */
   ownCounts(from = this.cur - this.k): number[] {
     const counts: number[] = [];
-    for (let b = Math.max(from, this.cur - this.k); b <= this.cur; b++) counts.push(this.own[this.slotOf(b)]!);
+    for (let b = Math.max(from, this.cur - this.k); b <= this.cur; b++)
+      counts.push(this.own[this.slotOf(b)]!);
     return counts;
   }
 
