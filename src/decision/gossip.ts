@@ -350,7 +350,7 @@ export function ownEntry(
     origin: 0,
     policy: rt.wire,
     key: ks.key,
-    base: lo > kw.cur ? kw.cur : lo,
+    base: Math.min(lo, kw.cur),
     counts: lo > kw.cur ? [] : kw.ownCounts(lo),
     demand: demand >= 0 ? demand : Math.ceil(demandPerWindow(ks, now, rt.policy.windowMs, rt.bw)),
   };
