@@ -28,8 +28,9 @@ export class Gossip {
    * The message for this tick: what changed since the last message, and repairs.
    *
    * - A key whose own counts changed since it was last sent carries its counts from the
-   *   bucket it was last sent in on (usually one bucket: counts are absolute per bucket, so
-   *   a resent bucket merges idempotently), and its demand.
+   *   bucket it was sent in the time before last on (usually one or two buckets: counts are
+   *   absolute per bucket, so a resent bucket merges idempotently, and one lost message is
+   *   repaired by the next that carries the key), and its demand.
    * - A key offered more or less without an admission carries its demand alone, when it moved
    *   by more than an eighth (or 1) since it was last sent, or a quarter window has passed.
    * - Loss repair: a peer that saw a gap in our sequence numbers asks (a nack in its
@@ -67,6 +68,7 @@ export class Gossip {
       for (const ks of dirty) {
         if (ks.sentSeq >= repair) {
           ks.sentBucket = Number.NEGATIVE_INFINITY;
+          ks.prevBucket = Number.NEGATIVE_INFINITY;
           ks.pending = true;
         }
       }
@@ -86,7 +88,8 @@ export class Gossip {
         const kw = ks.window;
         const c = Math.floor(now / rt.bw);
         if (c > kw.cur) kw.roll(c);
-        let from = ks.sentBucket;
+        // from the bucket of the send before last: one lost message is repaired by the next
+        let from = ks.prevBucket;
         let demand = -1;
         if (!due) {
           const ownLeft = kw.ownEstimate(1);
@@ -120,7 +123,11 @@ export class Gossip {
         ks.pending = false;
         ks.sentTick = tick;
         ks.sentSeq = seq;
-        ks.sentBucket = kw.cur;
+        if (from !== Number.POSITIVE_INFINITY) {
+          // a demand alone carried no counts: what the next message carries stays as it was
+          ks.prevBucket = from === Number.NEGATIVE_INFINITY ? kw.cur : ks.sentBucket;
+          ks.sentBucket = kw.cur;
+        }
       }
     }
     core.seq = seq;

@@ -34,6 +34,12 @@ export class KeyState {
    * have changed since); -Infinity: the whole window (never sent, or a repair).
    */
   sentBucket = Number.NEGATIVE_INFINITY;
+  /**
+   * Gossip: the current bucket when it was sent the time before last. A message carries counts
+   * from here on, so one lost message is repaired by the next that carries the key, without a
+   * round trip; -Infinity: the whole window.
+   */
+  prevBucket = Number.NEGATIVE_INFINITY;
   /** When this node first saw the key (its time). */
   created = 0;
   /** A local front limiter's state, when the policy has one. */
