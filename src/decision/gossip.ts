@@ -31,12 +31,13 @@ export class Gossip {
    *   bucket it was sent in the time before last on (usually one or two buckets: counts are
    *   absolute per bucket, so a resent bucket merges idempotently, and one lost message is
    *   repaired by the next that carries the key), and its demand.
-   * - A key offered more or less without an admission carries its demand alone, when it moved
-   *   by more than an eighth (or 1) since it was last sent, or a quarter window has passed.
+   * - A key offered requests without an admission since it was last sent carries its demand
+   *   alone (peers age a demand by the time since it came, so it goes every tick it is offered).
    * - Loss repair: a peer that saw a gap in our sequence numbers asks (a nack in its
    *   messages) from which number on; the next message resends the whole window of every
    *   key sent in those messages, and says so in its header (`repair`).
-   * - Every `antiEntropyTicks` ticks every key with own counts goes whole (a slow backstop).
+   * - Every `antiEntropyTicks` gossip intervals (by time) every key with own counts goes whole
+   *   (a slow backstop).
    *
    * Past `maxKeysPerMessage` keys or `maxGossipBytes` bytes, the keys with unsent admissions
    * (and repairs) stay due (`pending`) and go in the next ticks, the ones nearest their
