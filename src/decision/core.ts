@@ -60,7 +60,7 @@ export class EngineCore {
   readonly peers: PeerTable;
   readonly budget: KeyBudget;
   readonly counters: EngineStats = emptyEngineStats();
-  /** Keys touched since they were last carried in gossip, or still due a repeat. */
+  /** Keys touched since they were last carried in gossip, or with own counts still in their window. */
   readonly dirty = new Set<KeyState>();
   readonly algoOut: AlgoResult = newAlgoResult();
   rts: PolicyRuntime[] = [];
@@ -379,7 +379,7 @@ export class EngineCore {
     return ks;
   }
 
-  /** Mark a key changed locally: it goes in the next gossip (and a few repeats). */
+  /** Mark a key changed locally: it goes in the next gossip. */
   touch(ks: KeyState): void {
     ks.touchTick = this.tick;
     if (!ks.inDirty) {
