@@ -214,7 +214,7 @@ function main(): void {
   }
   if (only === undefined || only === 'keys') {
     for (const design of designs)
-      for (const nodes of [8, 64])
+      for (const nodes of list('nodes', [8, 64]))
         for (const keys of list('keys', KEY_COUNTS)) {
           const r = runRow('keys', design, {
             nodes,

@@ -2,7 +2,7 @@
  * Versioned compact binary encoding of gossip and sync messages. The schema is
  * written out in docs/wire-format.md; in short every message is
  *
- *   magic 0x52 ('R') · format 3 · type · body
+ *   magic 0x52 ('R') · format 4 · type · body
  *
  * and gossip and sync responses carry a policy table (name, 8-byte version of
  * that one policy) that their entries index: a receiver merges an entry only
@@ -16,9 +16,12 @@
 export const MAGIC = 0x52;
 /**
  * Format 2 added `reach` to the gossip header (format 1 had none); format 3
- * replaced the one policy-set version of the header with a per-policy table.
+ * replaced the one policy-set version of the header with a per-policy table;
+ * format 4 made entries sparse (only non-zero buckets, the first bucket
+ * delta-coded against the previous entry's) and added the loss-repair fields
+ * (`repair`, `nacks`) to the gossip header.
  */
-export const FORMAT = 3;
+export const FORMAT = 4;
 export const TYPE_GOSSIP = 1;
 export const TYPE_SYNC_REQUEST = 2;
 export const TYPE_SYNC_RESPONSE = 3;
@@ -37,6 +40,10 @@ export const LIMITS = {
   policies: 1024,
   /** Bytes of a policy name in a table (names are ASCII, at most 64 characters). */
   policyNameBytes: 64,
+  /** Repair requests (nacks) in one gossip message. */
+  nacks: 256,
+  /** Largest |bucket id| of an entry (times up to 2^50 ms, buckets at least 1 ms wide). */
+  bucket: 2 ** 50,
 } as const;
 
 /** One row of a message's policy table: a policy name and the version of that policy (16 hex digits). */
@@ -52,7 +59,12 @@ export interface WireEntry {
   /** Index into the message's policy table. */
   policy: number;
   key: string;
-  /** Bucket id of counts[0]; counts[i] belongs to bucket base + i. */
+  /**
+   * Bucket id of counts[0]; counts[i] belongs to bucket base + i. Only the
+   * non-zero counts travel (a zero adds nothing to a max-merge): a decoded
+   * entry's counts start and end with a non-zero count, and an entry with no
+   * counts (a demand update only) has `counts` empty.
+   */
   base: number;
   counts: number[];
   /** The origin's offered cost over the window (its demand). */
@@ -73,7 +85,27 @@ export interface GossipMessage {
    * this need not relay it: everyone it knows already has it from the origin.
    */
   reach: number;
+  /**
+   * Loss repair: when > 0, this message (and, past the size caps, the next
+   * ones) carries the whole window of every key the sender sent in its messages
+   * numbered `repair` and up; 0 when it repairs nothing.
+   */
+  repair: number;
+  /** Repair requests: origins this sender missed messages of (see {@link WireNack}). */
+  nacks: WireNack[];
   entries: WireEntry[];
+}
+
+/**
+ * A repair request: the sender of the message missed some of `origin`'s
+ * messages. It holds all of them up to `have` (every message numbered `have`
+ * or less reached it, or was repaired since) and has seen up to `seen`.
+ * `origin` answers with a message whose `repair` is at most `have + 1`.
+ */
+export interface WireNack {
+  origin: string;
+  have: number;
+  seen: number;
 }
 
 export interface SyncRequest {
@@ -140,6 +172,11 @@ export class Writer {
     this.buf[this.pos++] = v;
   }
 
+  /** A signed integer as a zigzag varint (0, -1, 1, -2, … → 0, 1, 2, 3, …). */
+  zigzag(v: number): void {
+    this.varint(v >= 0 ? 2 * v : -2 * v - 1);
+  }
+
   f64(v: number): void {
     this.ensure(8);
     this.view.setFloat64(this.pos, v, true);
@@ -186,6 +223,10 @@ class Reader {
       mul *= 0x80;
     }
     throw 'bad-field';
+  }
+  zigzag(): number {
+    const z = this.varint();
+    return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
   }
   f64(): number {
     if (this.pos + 8 > this.buf.length) throw 'truncated';
@@ -260,18 +301,97 @@ function readTable(r: Reader): WirePolicy[] {
   return out;
 }
 
-function writeEntry(w: Writer, e: WireEntry, withOrigin: boolean): void {
+/**
+ * One entry: only its non-zero counts, the first one's bucket as a zigzag delta
+ * from the previous entry's first bucket in the same message (`prev`), then
+ * each further non-zero count after the number of zero buckets it skips.
+ * Returns the bucket written as the entry's base (the next entry's `prev`).
+ */
+function writeEntry(w: Writer, e: WireEntry, withOrigin: boolean, prev: number): number {
   if (withOrigin) w.varint(e.origin);
   w.varint(e.policy);
   w.str(e.key);
-  w.varint(e.base);
-  w.varint(e.counts.length);
-  for (const c of e.counts) w.varint(c);
+  const c = e.counts;
+  let first = 0;
+  let n = 0;
+  for (let i = c.length - 1; i >= 0; i--) {
+    if (c[i]! > 0) {
+      first = i;
+      n++;
+    }
+  }
+  const base = n === 0 ? prev : e.base + first;
+  w.zigzag(base - prev);
+  w.varint(n);
+  if (n > 0) {
+    w.varint(c[first]!);
+    let skip = 0;
+    for (let i = first + 1; i < c.length; i++) {
+      const v = c[i]!;
+      if (v > 0) {
+        w.varint(skip);
+        w.varint(v);
+        skip = 0;
+      } else skip++;
+    }
+  }
   w.varint(e.demand);
+  return base;
 }
 
-/** Encode a gossip message; entries' `policy` index `m.policies`. */
-export function encodeGossip(m: Omit<GossipMessage, 'type'>): Uint8Array {
+function varintBytes(v: number): number {
+  let n = 1;
+  while (v >= 0x80) {
+    v = Math.floor(v / 0x80);
+    n++;
+  }
+  return n;
+}
+
+function utf8Bytes(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n++;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c < 0xdc00) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
+/**
+ * An upper bound of the bytes `e` takes in a gossip message (its base counted
+ * as a full delta from 0), for a sender that keeps its messages under a size
+ * cap. Nothing allocated.
+ */
+export function entryBytes(e: WireEntry): number {
+  const k = utf8Bytes(e.key);
+  let n = varintBytes(e.policy) + varintBytes(k) + k + varintBytes(2 * Math.abs(e.base) + 2) + 1;
+  let pairs = 0;
+  for (const v of e.counts) {
+    if (v > 0) {
+      n += varintBytes(v) + 1;
+      pairs++;
+    }
+  }
+  return n + varintBytes(pairs) + varintBytes(e.demand);
+}
+
+/** The bytes of a gossip header with this table and these nacks (an upper bound). */
+export function gossipHeaderBytes(policies: readonly WirePolicy[], nacks: readonly WireNack[]): number {
+  let n = 3 + 3 + 8 + 3 + 3 + 8 + 3 + 3;
+  for (const p of policies) n += 1 + utf8Bytes(p.name) + 8;
+  for (const x of nacks) n += 2 + utf8Bytes(x.origin) + 16;
+  return n;
+}
+
+/** Encode a gossip message; entries' `policy` index `m.policies` (`repair` 0 and no `nacks` when left out). */
+export function encodeGossip(
+  m: Omit<GossipMessage, 'type' | 'repair' | 'nacks'> & { repair?: number; nacks?: readonly WireNack[] },
+): Uint8Array {
   const w = new Writer();
   header(w, TYPE_GOSSIP);
   writeTable(w, m.policies);
@@ -279,8 +399,17 @@ export function encodeGossip(m: Omit<GossipMessage, 'type'>): Uint8Array {
   w.f64(m.sentAt);
   w.varint(m.members);
   w.varint(m.reach);
+  const nacks = m.nacks ?? [];
+  w.varint(m.repair ?? 0);
+  w.varint(nacks.length);
+  for (const x of nacks) {
+    w.str(x.origin);
+    w.varint(x.have);
+    w.varint(x.seen);
+  }
   w.varint(m.entries.length);
-  for (const e of m.entries) writeEntry(w, e, false);
+  let prev = 0;
+  for (const e of m.entries) prev = writeEntry(w, e, false, prev);
   return w.finish();
 }
 
@@ -300,24 +429,41 @@ export function encodeSyncResponse(m: Omit<SyncResponse, 'type'>): Uint8Array {
   w.varint(m.origins.length);
   for (const o of m.origins) w.str(o);
   w.varint(m.entries.length);
-  for (const e of m.entries) writeEntry(w, e, true);
+  let prev = 0;
+  for (const e of m.entries) prev = writeEntry(w, e, true, prev);
   return w.finish();
 }
 
-function readEntry(r: Reader, origins: number, policies: number): WireEntry {
+/**
+ * One entry (see {@link writeEntry}), its counts made dense again from the
+ * first non-zero bucket to the last: at most LIMITS.counts buckets, every
+ * listed count non-zero and at most LIMITS.count, the base within
+ * ±LIMITS.bucket. `prev` is the previous entry's base (0 for the first).
+ */
+function readEntry(r: Reader, origins: number, policies: number, prev: number): WireEntry {
   const origin = origins > 0 ? r.varint() : 0;
   if (origins > 0 && origin >= origins) throw 'bad-field';
   const policy = r.varint();
   if (policy >= policies) throw 'bad-field';
   const key = r.str(LIMITS.keyBytes, 'bad-key');
-  const base = r.varint();
+  const delta = r.zigzag();
+  const base = prev + delta;
+  if (!(Math.abs(base) <= LIMITS.bucket)) throw 'bad-field';
   const n = r.varint();
-  if (n === 0 || n > LIMITS.counts) throw 'bad-field';
-  const counts = new Array<number>(n);
+  if (n > LIMITS.counts) throw 'bad-field';
+  // an entry without counts has no base of its own (one encoding per message)
+  if (n === 0 && delta !== 0) throw 'bad-field';
+  const counts: number[] = [];
   for (let i = 0; i < n; i++) {
+    if (i > 0) {
+      const skip = r.varint();
+      if (skip >= LIMITS.counts) throw 'bad-field';
+      for (let j = 0; j < skip; j++) counts.push(0);
+    }
     const c = r.varint();
-    if (c > LIMITS.count) throw 'bad-field';
-    counts[i] = c;
+    if (c === 0 || c > LIMITS.count) throw 'bad-field';
+    counts.push(c);
+    if (counts.length > LIMITS.counts) throw 'bad-field';
   }
   const demand = r.varint();
   if (demand > LIMITS.count) throw 'bad-field';
@@ -351,11 +497,28 @@ export function decodeMessage(
       if (members === 0 || members > LIMITS.origins) throw 'bad-field';
       const reach = r.varint();
       if (reach === 0 || reach > LIMITS.origins) throw 'bad-field';
+      const repair = r.varint();
+      if (repair > seq) throw 'bad-field';
+      const nn = r.varint();
+      if (nn > LIMITS.nacks) throw 'bad-field';
+      const nacks: WireNack[] = [];
+      for (let i = 0; i < nn; i++) {
+        const origin = r.str(LIMITS.originIdBytes, 'bad-field');
+        const have = r.varint();
+        const seen = r.varint();
+        if (have > seen) throw 'bad-field';
+        nacks.push({ origin, have, seen });
+      }
       const n = r.varint();
       if (n > LIMITS.entries) throw 'too-many-entries';
       const entries: WireEntry[] = [];
-      for (let i = 0; i < n; i++) entries.push(readEntry(r, 0, policies.length));
-      message = { type, policies, seq, sentAt, members, reach, entries };
+      let prev = 0;
+      for (let i = 0; i < n; i++) {
+        const e = readEntry(r, 0, policies.length, prev);
+        prev = e.base;
+        entries.push(e);
+      }
+      message = { type, policies, seq, sentAt, members, reach, repair, nacks, entries };
     } else if (type === TYPE_SYNC_REQUEST) {
       message = { type, t0: r.f64() };
     } else {
@@ -369,7 +532,12 @@ export function decodeMessage(
       const n = r.varint();
       if (n > LIMITS.entries) throw 'too-many-entries';
       const entries: WireEntry[] = [];
-      for (let i = 0; i < n; i++) entries.push(readEntry(r, no, policies.length));
+      let prev = 0;
+      for (let i = 0; i < n; i++) {
+        const e = readEntry(r, no, policies.length, prev);
+        prev = e.base;
+        entries.push(e);
+      }
       message = { type, policies, t0, t1, origins, entries };
     }
     if (r.pos !== bytes.length) throw 'bad-field';
@@ -418,6 +586,14 @@ export function peekGossipEntries(bytes: Uint8Array): number {
     r.f64();
     r.varint();
     r.varint();
+    r.varint();
+    const nn = r.varint();
+    if (nn > LIMITS.nacks) return -1;
+    for (let i = 0; i < nn; i++) {
+      r.str(LIMITS.originIdBytes, 'bad-field');
+      r.varint();
+      r.varint();
+    }
     return r.varint();
   } catch {
     return -1;

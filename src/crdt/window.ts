@@ -447,10 +447,11 @@ export class KeyWindow {
     p[this.r + 1] = at;
   }
 
-  /** Our own counts of buckets c-k .. c, oldest first (what a gossip entry carries). */
-  ownCounts(): number[] {
+  /** Our own counts of buckets `from` .. c (c-k .. c by default), oldest first (what a gossip entry carries). */
+  ownCounts(from = this.cur - this.k): number[] {
     const counts: number[] = [];
-    for (let b = this.cur - this.k; b <= this.cur; b++) counts.push(this.own[this.slotOf(b)]!);
+    for (let b = Math.max(from, this.cur - this.k); b <= this.cur; b++)
+      counts.push(this.own[this.slotOf(b)]!);
     return counts;
   }
 

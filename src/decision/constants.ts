@@ -29,14 +29,16 @@ export function defaultDepartAfterMs(staleAfterMs: number): number {
 export { DEFAULT_MAX_KEYS } from '../keys/key-store.js';
 /** Cap on known origins (peers): 1,024 members (about 1 KB each, `npm run bench:memory`). */
 export const DEFAULT_MAX_PEERS = 1024;
-/** A touched key is carried in this many more ticks. */
-export const DEFAULT_REPEAT_TICKS = 3;
+/** A touched key is carried in this many more ticks (0: loss is repaired on request, see gossip.ts). */
+export const DEFAULT_REPEAT_TICKS = 0;
 /** Every this many ticks every key with own counts is carried (anti-entropy). */
 export const DEFAULT_ANTI_ENTROPY_TICKS = 50;
 /** Early publish when a key's unsent own count reaches this fraction of its limit. */
 export const DEFAULT_EARLY_PUBLISH_FRACTION = 0.05;
 /** Most keys one gossip message may carry. */
 export const DEFAULT_MAX_KEYS_PER_MESSAGE = 2048;
+/** Most bytes of one gossip message this node sends (the rest waits for the next ticks). */
+export const DEFAULT_MAX_GOSSIP_BYTES = 32 * 1024;
 /** Capped messages within a window before a peer is ignored. */
 export const DEFAULT_STRIKES_TO_IGNORE = 3;
 /** Width of each policy's eviction sketch. */

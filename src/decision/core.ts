@@ -60,7 +60,7 @@ export class EngineCore {
   readonly peers: PeerTable;
   readonly budget: KeyBudget;
   readonly counters: EngineStats = emptyEngineStats();
-  /** Keys touched since they were last carried in gossip, or still due a repeat. */
+  /** Keys touched since they were last carried in gossip, or with own counts still in their window. */
   readonly dirty = new Set<KeyState>();
   readonly algoOut: AlgoResult = newAlgoResult();
   rts: PolicyRuntime[] = [];
@@ -80,6 +80,14 @@ export class EngineCore {
   private nextRefresh = Number.NEGATIVE_INFINITY;
   tick = 0;
   seq = 0;
+  /** Loss repair: the next message resends every key sent in messages numbered this and up (Infinity: none asked). */
+  repairFrom = Number.POSITIVE_INFINITY;
+  /** The last repair made: from which message number, and in which message. */
+  lastRepairFrom = 0;
+  lastRepairAt = 0;
+  /** When (ours) gossip last sent every key whole (anti-entropy), and last looked at the keys not due. */
+  antiAt = 0;
+  sweepAt = Number.NEGATIVE_INFINITY;
   /** Changes whenever the view changes (gossip in, own tick): demand shares are recomputed. */
   stamp = 0;
   /** Some key's unsynced own count crossed its early-publish threshold. */
@@ -225,6 +233,8 @@ export class EngineCore {
   /** Put an ignored peer outside the mesh: its counts dropped, no member until heard again after the ignore. */
   ignore(p: PeerState, now: number): void {
     this.dropOrigins([p.idx], false);
+    // its counts are gone: when heard again, it is asked for its whole window
+    p.nack = 0;
     this.peers.expel(p);
     this.stamp++;
     this.refresh(now);
@@ -369,7 +379,7 @@ export class EngineCore {
     return ks;
   }
 
-  /** Mark a key changed locally: it goes in the next gossip (and a few repeats). */
+  /** Mark a key changed locally: it goes in the next gossip. */
   touch(ks: KeyState): void {
     ks.touchTick = this.tick;
     if (!ks.inDirty) {

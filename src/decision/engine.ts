@@ -319,9 +319,10 @@ export class Engine implements RateLimiter {
   }
 
   /**
-   * The message for this tick: every recently touched key's full window of own
-   * counts (so a lost message is repaired by the next) and its demand; an idle
-   * node sends only the header (a heartbeat).
+   * The message for this tick: what changed since the last one (each changed
+   * key's own counts from the bucket of its send before last on, and its
+   * demand), repairs peers asked for, and now and then every key whole; an idle
+   * node sends only the header (a heartbeat). See {@link Gossip.build}.
    *
    * `reach` is how many members the caller will hand the message to directly,
    * this node included (the mesh: its connected subscribers + 1); it goes in the

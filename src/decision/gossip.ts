@@ -1,10 +1,13 @@
 import {
   decodeMessage,
   encodeGossip,
+  entryBytes,
+  gossipHeaderBytes,
   LIMITS,
   peekGossipEntries,
   TYPE_GOSSIP,
   type WireEntry,
+  type WireNack,
 } from '../crdt/codec.js';
 import { FLOOR } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
@@ -22,67 +25,172 @@ export class Gossip {
   constructor(private readonly core: EngineCore) {}
 
   /**
-   * The message for this tick: every recently touched key's full window of own
-   * counts (so a lost message is repaired by the next) and its demand; an idle
-   * node sends only the header (a heartbeat). `reach`: see {@link Engine.buildGossip}.
+   * The message for this tick: what changed since the last message, and repairs.
+   *
+   * - A key whose own counts changed since it was last sent carries its counts from the
+   *   bucket it was sent in the time before last on (usually one or two buckets: counts are
+   *   absolute per bucket, so a resent bucket merges idempotently, and one lost message is
+   *   repaired by the next that carries the key), and its demand.
+   * - A key offered requests without an admission since it was last sent carries its demand
+   *   alone (peers age a demand by the time since it came, so it goes every tick it is offered).
+   * - Loss repair: a peer that saw a gap in our sequence numbers asks (a nack in its
+   *   messages) from which number on; the next message resends the whole window of every
+   *   key sent in those messages, and says so in its header (`repair`).
+   * - Every `antiEntropyTicks` gossip intervals (by time) every key with own counts goes whole
+   *   (a slow backstop).
+   *
+   * Past `maxKeysPerMessage` keys or `maxGossipBytes` bytes, the keys with unsent admissions
+   * (and repairs) stay due (`pending`) and go in the next ticks, the ones nearest their
+   * early-publish threshold first. An idle node sends only the header (a heartbeat).
+   * `reach`: see {@link Engine.buildGossip}.
    */
   build(now: number, reach: number | undefined): Uint8Array {
     const core = this.core;
-    const { repeatTicks, antiEntropyTicks, maxKeysPerMessage: max } = core.cfg;
+    const { repeatTicks, antiEntropyTicks, maxKeysPerMessage: max, maxGossipBytes } = core.cfg;
     core.tick++;
     core.stamp++;
     core.early = false;
     const tick = core.tick;
-    const anti = tick % antiEntropyTicks === 0;
+    const seq = core.seq + 1;
+    // anti-entropy and the sweep of keys not due go by time (early publishes are ticks too)
+    const g = core.cfg.gossipIntervalMs;
+    const anti = now - core.antiAt >= antiEntropyTicks * g;
+    if (anti) core.antiAt = now;
+    const sweep = anti || now - core.sweepAt >= g;
+    if (sweep) core.sweepAt = now;
     const entries: WireEntry[] = [];
     const dirty = core.dirty;
-    // When more keys wait than a message may carry, three passes: first the
-    // keys whose unsent admissions reached the early-publish threshold, then
-    // those with any unsent admission or left out before, then the repeats.
-    // A key left out stays due (`pending`) and goes in a next tick.
+    let repair = 0;
+    if (core.repairFrom !== Number.POSITIVE_INFINITY) {
+      repair = core.repairFrom;
+      core.repairFrom = Number.POSITIVE_INFINITY;
+      core.lastRepairFrom = repair;
+      core.lastRepairAt = seq;
+      for (const ks of dirty) {
+        if (ks.sentSeq >= repair) {
+          ks.sentBucket = Number.NEGATIVE_INFINITY;
+          ks.prevBucket = Number.NEGATIVE_INFINITY;
+          ks.pending = true;
+        }
+      }
+    }
+    const nacks = this.nacks();
+    let size = gossipHeaderBytes(core.wireTable, nacks);
     for (let pass = dirty.size > max ? 0 : 2; pass < 3; pass++) {
       for (const ks of dirty) {
-        const rt = core.rts[ks.policy]!;
-        if (pass === 0 && ks.unsynced < rt.earlyAt) continue;
-        if (pass === 1 && ks.unsynced === 0 && !ks.pending) continue;
         if (ks.sentTick === tick) continue;
+        const rt = core.rts[ks.policy]!;
+        const due = ks.unsynced > 0 || ks.pending;
+        if (pass === 0 && ks.unsynced < rt.earlyAt) continue;
+        if (pass === 1 && !due) continue;
+        const touched = ks.touchTick >= ks.sentTick;
+        const recent = tick - ks.touchTick <= repeatTicks + 1;
+        if (!due && !touched && !sweep && !(recent && repeatTicks > 0)) continue;
         const kw = ks.window;
         const c = Math.floor(now / rt.bw);
         if (c > kw.cur) kw.roll(c);
-        const ownLeft = kw.ownEstimate(1);
-        const recent = tick - ks.touchTick <= repeatTicks + 1 || ks.pending;
-        if (!recent && ownLeft === 0) {
-          dirty.delete(ks);
-          ks.inDirty = false;
+        // from the bucket of the send before last: one lost message is repaired by the next
+        let from = ks.prevBucket;
+        let demand = -1;
+        if (!due) {
+          const ownLeft = kw.ownEstimate(1);
+          if (anti && ownLeft > 0) from = Number.NEGATIVE_INFINITY;
+          else if (recent && repeatTicks > 0 && ks.sentTick > tick - repeatTicks - 2) {
+            // a repeat: the buckets of the last send again
+          } else if (touched) {
+            // peers age a demand by the time since it came: a touched key's goes every tick
+            demand = Math.ceil(demandPerWindow(ks, now, rt.policy.windowMs, rt.bw));
+            from = Number.POSITIVE_INFINITY; // no counts changed: the demand alone
+          } else {
+            if (!recent && ownLeft === 0) {
+              dirty.delete(ks);
+              ks.inDirty = false;
+            }
+            continue;
+          }
+        }
+        const e = ownEntry(ks, rt, now, from, demand);
+        const bytes = entryBytes(e);
+        if (entries.length >= max || size + bytes > maxGossipBytes) {
+          // a repeat or a demand that did not fit is no loss; unsent admissions are
+          if (due) ks.pending = true;
           continue;
         }
-        if (!recent && !anti) continue;
-        if (entries.length >= max) {
-          // a repeat that did not fit is no loss; unsent admissions are
-          if (pass < 2) ks.pending = true;
-          continue;
-        }
-        const e = ownEntry(ks, rt, now);
+        size += bytes;
         entries.push(e);
         ks.sentDemand = e.demand;
+        ks.sentDemandAt = now;
         ks.unsynced = 0;
         ks.pending = false;
         ks.sentTick = tick;
+        ks.sentSeq = seq;
+        if (from !== Number.POSITIVE_INFINITY) {
+          // a demand alone carried no counts: what the next message carries stays as it was
+          ks.prevBucket = from === Number.NEGATIVE_INFINITY ? kw.cur : ks.sentBucket;
+          ks.sentBucket = kw.cur;
+        }
       }
     }
-    core.seq++;
+    core.seq = seq;
     const live = core.peers.live.length;
     const bytes = encodeGossip({
       policies: core.wireTable,
-      seq: core.seq,
+      seq,
       sentAt: now,
       members: live + 1,
       reach: reach === undefined ? live + 1 : Math.max(1, Math.min(LIMITS.origins, Math.floor(reach) || 1)),
+      repair,
+      nacks,
       entries,
     });
     core.counters.gossipOut++;
     core.counters.gossipBytesOut += bytes.length;
     return bytes;
+  }
+
+  /** The repair requests of our next message: every member (not ignored, not skewed) we missed messages of. */
+  private nacks(): WireNack[] {
+    const out: WireNack[] = [];
+    const now = this.core.lastNow;
+    for (const p of this.core.peers.byIdx) {
+      if (p === undefined || p.nack < 0 || !p.member || p.skewed || now < p.ignoredUntil) continue;
+      out.push({ origin: p.id, have: p.nack, seen: Math.max(p.seq, p.nack) });
+      if (out.length >= LIMITS.nacks) break;
+    }
+    return out;
+  }
+
+  /**
+   * A peer asks us to resend what we sent in messages numbered `have + 1` and up. Not when a
+   * repair from there is already on its way to it (made in a message it had not seen yet), nor
+   * for numbers we never sent (a peer that heard our previous life: it starts over when it
+   * hears this one).
+   */
+  private nacked(x: WireNack): void {
+    const core = this.core;
+    if (x.seen > core.seq) return;
+    if (core.lastRepairAt > x.seen && core.lastRepairFrom <= x.have + 1) return;
+    core.repairFrom = Math.min(core.repairFrom, x.have + 1);
+  }
+
+  /**
+   * Loss detection on a message numbered `seq` from `peer` (accepted; `merged`: its entries
+   * were merged): a gap after the last one we hold, a first message that is not its first, or
+   * a restart that is not at its first message, asks for a repair; a message repairing from
+   * no later than what we hold ends the ask.
+   */
+  private track(peer: PeerState, seq: number, repair: number, merged: boolean): void {
+    const had = peer.seq;
+    let nack = peer.nack;
+    if (peer.messages === 0 || seq < had) {
+      // first heard, or restarted (a new life numbers from 1 again)
+      nack = seq > 1 ? 0 : -1;
+    } else if (seq > had + 1) {
+      nack = nack < 0 ? had : Math.min(nack, had);
+    }
+    if (!merged) nack = nack < 0 ? Math.max(0, seq - 1) : Math.min(nack, seq - 1);
+    else if (nack >= 0 && repair > 0 && repair <= nack + 1) nack = -1;
+    peer.nack = nack;
   }
 
   /**
@@ -114,10 +222,17 @@ export class Gossip {
     core.counters.gossipIn++;
     core.counters.gossipBytesIn += bytes.length;
     core.mapTable(peer, m.policies, now);
+    for (const x of m.nacks) if (x.origin === core.nodeId) this.nacked(x);
     // a relayed copy's delay includes its hops: no sample of the offset (a lower bound only when direct)
+    const applied = peer.appliedOffsetMs;
     const off = relayed ? peer.clockOffsetMs : sampleOffset(peer, m.sentAt, now, core.cfg.expectedDelayMs);
-    if (this.checkSkew(peer, off)) {
+    const merged = this.checkSkew(peer, off);
+    this.track(peer, m.seq, m.repair, merged);
+    if (merged) {
       const shift = appliedOffset(peer, core.cfg.expectedDelayMs);
+      // its counts so far sit where the old offset put them: ask for its whole window again, to
+      // put them where they belong (the old places stay counted until they age out: an over-count)
+      if (shift !== applied) peer.nack = 0;
       let capped = false;
       for (const e of m.entries) {
         const rt = map[e.policy];
@@ -126,6 +241,13 @@ export class Gossip {
       }
       if (capped && this.strike(peer, now)) return { ok: true };
     }
+    // heard again after a silence past staleness (a partition, most likely both ways): what we
+    // sent meanwhile is resent whole now, without waiting for its nack
+    if (peer.messages > 0 && now - peer.lastHeard > core.cfg.staleAfterMs) {
+      core.repairFrom = Math.min(core.repairFrom, peer.ourSeqHeard + 1);
+      core.early = true;
+    }
+    peer.ourSeqHeard = core.seq;
     const wasMember = peer.member;
     peer.member = true;
     peer.messages++;
@@ -218,16 +340,27 @@ export class Gossip {
   }
 }
 
-/** A key's wire entry of our own counts (origin 0) and demand, in the policy's wire row. */
-export function ownEntry(ks: KeyState, rt: PolicyRuntime, now: number): WireEntry {
+/**
+ * A key's wire entry of our own counts (origin 0) and demand, in the policy's wire row: the
+ * counts of buckets `from` .. current (clamped to the window; the whole window by default,
+ * none when `from` is past the current bucket). `demand` < 0: computed now.
+ */
+export function ownEntry(
+  ks: KeyState,
+  rt: PolicyRuntime,
+  now: number,
+  from = Number.NEGATIVE_INFINITY,
+  demand = -1,
+): WireEntry {
   const kw = ks.window;
+  const lo = Math.max(from, kw.cur - kw.k);
   return {
     origin: 0,
     policy: rt.wire,
     key: ks.key,
-    base: kw.cur - kw.k,
-    counts: kw.ownCounts(),
-    demand: Math.ceil(demandPerWindow(ks, now, rt.policy.windowMs, rt.bw)),
+    base: Math.min(lo, kw.cur),
+    counts: lo > kw.cur ? [] : kw.ownCounts(lo),
+    demand: demand >= 0 ? demand : Math.ceil(demandPerWindow(ks, now, rt.policy.windowMs, rt.bw)),
   };
 }
 

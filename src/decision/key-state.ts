@@ -37,6 +37,22 @@ export class KeyState {
   sentTick = -1;
   /** Own demand (offered cost per window) as the last gossip carried it. */
   sentDemand = 0;
+  /** When (ours) the last gossip carried this key's demand. */
+  sentDemandAt = Number.NEGATIVE_INFINITY;
+  /** Gossip: the sequence number of the message that last carried it (-1: never). */
+  sentSeq = -1;
+  /**
+   * Gossip: the next message carries own counts from this bucket on (the
+   * current bucket when it was last sent: only that one and later ones can
+   * have changed since); -Infinity: the whole window (never sent, or a repair).
+   */
+  sentBucket = Number.NEGATIVE_INFINITY;
+  /**
+   * Gossip: the current bucket when it was sent the time before last. A message carries counts
+   * from here on, so one lost message is repaired by the next that carries the key, without a
+   * round trip; -Infinity: the whole window.
+   */
+  prevBucket = Number.NEGATIVE_INFINITY;
   /** When this node first saw the key (its time). */
   created = 0;
   /** A local front limiter's state, when the policy has one. */

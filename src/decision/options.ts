@@ -1,4 +1,5 @@
 import { type Clock, systemClock } from '../clock.js';
+import { LIMITS } from '../crdt/codec.js';
 import type { WarnLogger } from '../logger.js';
 import { compilePolicies, type PolicySet } from '../policy/index.js';
 import type { PolicySpec } from '../types.js';
@@ -9,6 +10,7 @@ import {
   DEFAULT_EXPECTED_DELAY_MS,
   DEFAULT_GOSSIP_INTERVAL_MS,
   DEFAULT_MAX_CLOCK_OFFSET_MS,
+  DEFAULT_MAX_GOSSIP_BYTES,
   DEFAULT_MAX_KEYS,
   DEFAULT_MAX_KEYS_PER_MESSAGE,
   DEFAULT_MAX_PEERS,
@@ -48,9 +50,13 @@ export interface EngineOptions {
   maxKeys?: number;
   /** Cap on known origins (peers). Default 1,024 (about 1 KB each, plus 300-650 B per key it touches). */
   maxPeers?: number;
-  /** A touched key is carried in this many more ticks, so a lost message is repaired. Default 3. */
+  /**
+   * A touched key is carried again in this many more ticks (its counts since it was last sent).
+   * Default 0: a lost message is repaired on request instead (a receiver that sees a gap in the
+   * sequence numbers asks for it, and the sender resends the whole window of what it sent since).
+   */
   repeatTicks?: number;
-  /** Every this many ticks, every key with own counts in its window is carried (anti-entropy). Default 50. */
+  /** Every this many ticks, every key with own counts in its window is carried whole (anti-entropy). Default 50. */
   antiEntropyTicks?: number;
   /** Ask for an early publish when a key's unsynced own count reaches this fraction of its limit. Default 0.05. */
   earlyPublishFraction?: number;
@@ -60,6 +66,12 @@ export interface EngineOptions {
    * never sends more (the rest go in the next ticks). Default 2,048.
    */
   maxKeysPerMessage?: number;
+  /**
+   * Most bytes one gossip message this node sends may take (header and entries, an upper
+   * bound): keys past it go in the next ticks, the ones with unsent admissions first. At
+   * least 1,024, at most 1 MiB. Default 32 KiB.
+   */
+  maxGossipBytes?: number;
   /** A peer with this many capped messages within a window is ignored for {@link ignoreMs}. Default 3. */
   strikesToIgnore?: number;
   /** How long a peer that sent counts it could not have admitted is ignored, ms. Default max(60 s, 2 × the longest window). */
@@ -95,6 +107,7 @@ export interface EngineConfig {
   readonly antiEntropyTicks: number;
   readonly earlyPublishFraction: number;
   readonly maxKeysPerMessage: number;
+  readonly maxGossipBytes: number;
   readonly strikesToIgnore: number;
   /** Undefined: derived from the longest window (see defaultIgnoreMs). */
   readonly ignoreMs: number | undefined;
@@ -148,6 +161,8 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
   }
   const expectedMembers = int(opts.expectedMembers, 'expectedMembers', 1);
   const maxKeysPerMessage = int(opts.maxKeysPerMessage, 'maxKeysPerMessage', DEFAULT_MAX_KEYS_PER_MESSAGE);
+  const maxGossipBytes = int(opts.maxGossipBytes, 'maxGossipBytes', DEFAULT_MAX_GOSSIP_BYTES, 1024);
+  if (maxGossipBytes > LIMITS.gossipBytes) fail('maxGossipBytes', `must be at most ${LIMITS.gossipBytes}`);
   const strikesToIgnore = int(opts.strikesToIgnore, 'strikesToIgnore', DEFAULT_STRIKES_TO_IGNORE);
   const ignoreMs = opts.ignoreMs === undefined ? undefined : int(opts.ignoreMs, 'ignoreMs', 1);
   const sketchWidth = int(opts.sketchWidth, 'sketchWidth', DEFAULT_SKETCH_WIDTH, 16);
@@ -174,6 +189,7 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
     antiEntropyTicks,
     earlyPublishFraction,
     maxKeysPerMessage,
+    maxGossipBytes,
     strikesToIgnore,
     ignoreMs,
     sketchSeed,

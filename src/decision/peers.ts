@@ -13,6 +13,14 @@ export interface PeerState {
   lastSentAt: number;
   /** Newest gossip sequence number seen. */
   seq: number;
+  /**
+   * Loss repair: -1 when every message of it up to `seq` reached us (or was
+   * repaired since); else we hold all of them up to this number and ask it,
+   * in each message of ours, to resend what it sent after (a nack).
+   */
+  nack: number;
+  /** Our own newest gossip sequence number when we last heard it. */
+  ourSeqHeard: number;
   /** Estimated one-way delay of its gossip, ms. */
   delayMs: number;
   /** Estimated clock offset: its wall clock minus ours, ms (from sync round trips). */
@@ -142,6 +150,8 @@ export class PeerTable {
       lastHeard: Number.NEGATIVE_INFINITY,
       lastSentAt: Number.NEGATIVE_INFINITY,
       seq: -1,
+      nack: -1,
+      ourSeqHeard: 0,
       delayMs: 0,
       clockOffsetMs: 0,
       offsetMeasured: false,

@@ -45,7 +45,12 @@ export class Sync {
     // a receiver credits a sync answer only to the responder.
     const origins = [core.nodeId];
     const asker = typeof from === 'string' && from !== core.nodeId ? core.peers.get(from) : undefined;
-    if (asker !== undefined) origins.push(asker.id);
+    if (asker !== undefined) {
+      origins.push(asker.id);
+      // a (re)starting node may number its gossip from 1 again, and its first messages may be
+      // lost unseen: ask it, in our next messages, for its whole window
+      asker.nack = 0;
+    }
     const entries = this.windowEntries(now, asker);
     return encodeSyncResponse({
       policies: core.wireTable,

@@ -34,6 +34,11 @@ const gossip: Omit<GossipMessage, 'type'> = {
   sentAt: 1_700_000_000_123.5,
   members: 3,
   reach: 3,
+  repair: 40,
+  nacks: [
+    { origin: 'node-b', have: 7, seen: 9 },
+    { origin: '12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo', have: 0, seen: 0 },
+  ],
   entries: [
     {
       origin: 0,
@@ -44,8 +49,26 @@ const gossip: Omit<GossipMessage, 'type'> = {
       demand: 77,
     },
     { origin: 0, policy: 2, key: 'acct:ü€😀', base: 0, counts: [5], demand: 0 },
+    // a demand update without counts
+    { origin: 0, policy: 1, key: 'd', base: 0, counts: [], demand: 12 },
   ],
 };
+
+/**
+ * What an entry decodes to: only non-zero counts travel, so its counts run from the first
+ * non-zero one to the last, and an entry without any takes the previous entry's base.
+ */
+function normal(entries: readonly WireEntry[]): WireEntry[] {
+  let prev = 0;
+  return entries.map((e) => {
+    const first = e.counts.findIndex((c) => c > 0);
+    if (first < 0) return { ...e, base: prev, counts: [] };
+    let last = e.counts.length - 1;
+    while (e.counts[last] === 0) last--;
+    prev = e.base + first;
+    return { ...e, base: prev, counts: e.counts.slice(first, last + 1) };
+  });
+}
 
 const syncRes: Omit<SyncResponse, 'type'> = {
   policies: TABLE,
@@ -79,6 +102,9 @@ function rawGossip(opts: {
   sentAt?: number;
   members?: number;
   reach?: number;
+  repair?: number;
+  nacks?: { origin: string; have: number; seen: number }[];
+  nackCount?: number;
   n?: number;
   entries?: (w: Writer) => void;
   tail?: number[];
@@ -99,25 +125,47 @@ function rawGossip(opts: {
   w.f64(opts.sentAt ?? 5);
   w.varint(opts.members ?? 1);
   w.varint(opts.reach ?? 1);
+  w.varint(opts.repair ?? 0);
+  const nacks = opts.nacks ?? [];
+  w.varint(opts.nackCount ?? nacks.length);
+  for (const x of nacks) {
+    w.str(x.origin);
+    w.varint(x.have);
+    w.varint(x.seen);
+  }
   w.varint(opts.n ?? 0);
   opts.entries?.(w);
   for (const b of opts.tail ?? []) w.u8(b);
   return w.finish();
 }
 
-/** One gossip entry (no origin field) written raw. */
+/**
+ * One gossip entry (no origin field) written raw: `base` is the zigzag delta as written,
+ * `counts` the listed counts, each after `skips[i]` (default 0) but the first.
+ */
 function rawEntry(
   w: Writer,
-  e: { policy?: number; key?: Uint8Array; counts?: number[]; n?: number; base?: number; demand?: number },
+  e: {
+    policy?: number;
+    key?: Uint8Array;
+    counts?: number[];
+    skips?: number[];
+    n?: number;
+    base?: number;
+    demand?: number;
+  },
 ): void {
   w.varint(e.policy ?? 0);
   const key = e.key ?? new TextEncoder().encode('k');
   w.varint(key.length);
   w.bytes(key);
-  w.varint(e.base ?? 0);
+  w.zigzag(e.base ?? 0);
   const counts = e.counts ?? [1];
   w.varint(e.n ?? counts.length);
-  for (const c of counts) w.varint(c);
+  counts.forEach((c, i) => {
+    if (i > 0) w.varint(e.skips?.[i] ?? 0);
+    w.varint(c);
+  });
   w.varint(e.demand ?? 0);
 }
 
@@ -130,9 +178,12 @@ describe('codec round trips', () => {
     expect(decodeMessage(bytes)).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...gossip } });
   });
 
-  it('gossip heartbeat (no entries)', () => {
+  it('gossip heartbeat (no entries; repair and nacks default to none)', () => {
     const m = { policies: [], seq: 0, sentAt: -5, members: 1, reach: 1, entries: [] };
-    expect(decodeMessage(encodeGossip(m))).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m } });
+    expect(decodeMessage(encodeGossip(m))).toEqual({
+      ok: true,
+      message: { type: TYPE_GOSSIP, ...m, repair: 0, nacks: [] },
+    });
   });
 
   it('sync request', () => {
@@ -145,7 +196,75 @@ describe('codec round trips', () => {
 
   it('sync response', () => {
     const bytes = encodeSyncResponse(syncRes);
-    expect(decodeMessage(bytes)).toEqual({ ok: true, message: { type: TYPE_SYNC_RESPONSE, ...syncRes } });
+    expect(decodeMessage(bytes)).toEqual({
+      ok: true,
+      message: { type: TYPE_SYNC_RESPONSE, ...syncRes, entries: normal(syncRes.entries) },
+    });
+    // zeros do not travel: [0, 0, 4] from bucket 10 is 4 in bucket 12
+    expect(normal(syncRes.entries)[1]).toMatchObject({ base: 12, counts: [4] });
+  });
+
+  it('format 4: sparse entries, the base delta-coded along the message', () => {
+    const e = (base: number, counts: number[]): WireEntry => ({
+      origin: 0,
+      policy: 0,
+      key: 'k',
+      base,
+      counts,
+      demand: 1,
+    });
+    const m = { policies: [], seq: 1, sentAt: 0, members: 1, reach: 1, entries: [] as WireEntry[] };
+    const size = (entries: WireEntry[]) => encodeGossip({ ...m, entries }).length;
+    // policy, key (2), base delta, n, count, demand: 7 bytes, whatever the window
+    expect(size([e(1_700_000_000, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3])]) - size([])).toBe(7 + 4);
+    expect(size([e(1_700_000_000, [3]), e(1_700_000_000, [5])]) - size([e(1_700_000_000, [3])])).toBe(7);
+    // a further count costs its skip and itself
+    expect(size([e(5, [1, 0, 0, 2])]) - size([e(5, [1])])).toBe(2);
+    // counts of zero are not accepted on the wire, nor a base delta without counts
+    expectReason(
+      rawGossip({ table: [{ name: 'api' }], n: 1, entries: (w) => rawEntry(w, { counts: [1, 0] }) }),
+      'bad-field',
+    );
+    expectReason(
+      rawGossip({ table: [{ name: 'api' }], n: 1, entries: (w) => rawEntry(w, { counts: [], base: 2 }) }),
+      'bad-field',
+    );
+    expect(decodeMessage(rawGossip({ n: 1, entries: (w) => rawEntry(w, { counts: [], base: 0 }) })).ok).toBe(
+      true,
+    );
+    // skips past the window, and a base past ±2^50
+    expectReason(
+      rawGossip({ n: 1, entries: (w) => rawEntry(w, { counts: [1, 1], skips: [0, LIMITS.counts] }) }),
+      'bad-field',
+    );
+    expectReason(
+      rawGossip({ n: 1, entries: (w) => rawEntry(w, { counts: [1, 1], skips: [0, LIMITS.counts - 1] }) }),
+      'bad-field',
+    );
+    expect(
+      decodeMessage(
+        rawGossip({ n: 1, entries: (w) => rawEntry(w, { counts: [1, 1], skips: [0, LIMITS.counts - 2] }) }),
+      ).ok,
+    ).toBe(true);
+    expectReason(rawGossip({ n: 1, entries: (w) => rawEntry(w, { base: LIMITS.bucket + 1 }) }), 'bad-field');
+    expectReason(rawGossip({ n: 1, entries: (w) => rawEntry(w, { base: -LIMITS.bucket - 1 }) }), 'bad-field');
+    expect(decodeMessage(rawGossip({ n: 1, entries: (w) => rawEntry(w, { base: LIMITS.bucket }) })).ok).toBe(
+      true,
+    );
+    expect(decodeMessage(rawGossip({ n: 1, entries: (w) => rawEntry(w, { base: -LIMITS.bucket }) })).ok).toBe(
+      true,
+    );
+  });
+
+  it('nacks and repair: bounded, have <= seen, repair <= seq', () => {
+    const nack = { origin: 'a', have: 1, seen: 2 };
+    expect(decodeMessage(rawGossip({ seq: 5, repair: 5, nacks: [nack] })).ok).toBe(true);
+    expectReason(rawGossip({ seq: 5, repair: 6 }), 'bad-field');
+    expectReason(rawGossip({ nacks: [{ origin: 'a', have: 3, seen: 2 }] }), 'bad-field');
+    expectReason(rawGossip({ nacks: [{ origin: 'x'.repeat(129), have: 0, seen: 0 }] }), 'bad-field');
+    expectReason(rawGossip({ nacks: [{ origin: '', have: 0, seen: 0 }] }), 'bad-field');
+    expectReason(rawGossip({ nackCount: LIMITS.nacks + 1 }), 'bad-field');
+    expect(decodeMessage(rawGossip({ nackCount: 2, nacks: [nack] })).ok).toBe(false);
   });
 
   it('format 3: the policy table is carried whole, one 8-byte version per policy, and entries index it', () => {
@@ -156,7 +275,7 @@ describe('codec round trips', () => {
     const tableBytes = 1 + TABLE.reduce((n, r) => n + 1 + r.name.length + 8, 0);
     const noTable = encodeGossip({ ...gossip, policies: [], entries: [] });
     expect(encodeGossip({ ...gossip, entries: [] }).length - noTable.length).toBe(tableBytes - 1);
-    expect(FORMAT).toBe(3);
+    expect(FORMAT).toBe(4);
   });
 
   const keyArb = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }).filter((s) => {
@@ -168,8 +287,8 @@ describe('codec round trips', () => {
       origin: origins > 0 ? fc.integer({ min: 0, max: origins - 1 }) : fc.constant(0),
       policy: fc.nat({ max: TABLE.length - 1 }),
       key: keyArb,
-      base: fc.maxSafeNat(),
-      counts: fc.array(fc.integer({ min: 0, max: LIMITS.count }), { minLength: 1, maxLength: LIMITS.counts }),
+      base: fc.integer({ min: -(2 ** 49), max: 2 ** 49 }),
+      counts: fc.array(fc.integer({ min: 0, max: LIMITS.count }), { minLength: 0, maxLength: LIMITS.counts }),
       demand: fc.integer({ min: 0, max: LIMITS.count }),
     });
 
@@ -182,9 +301,9 @@ describe('codec round trips', () => {
         fc.integer({ min: 1, max: LIMITS.origins }),
         fc.array(entryArb(0), { maxLength: 8 }),
         (seq, sentAt, members, reach, entries) => {
-          const m = { policies: TABLE, seq, sentAt, members, reach, entries };
+          const m = { policies: TABLE, seq, sentAt, members, reach, repair: 0, nacks: [], entries };
           const dec = decodeMessage(encodeGossip(m));
-          expect(dec).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m } });
+          expect(dec).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...m, entries: normal(entries) } });
         },
       ),
       { numRuns: 200 },
@@ -212,7 +331,7 @@ describe('codec round trips', () => {
           const m = { policies: TABLE, t0, t1, origins, entries };
           expect(decodeMessage(encodeSyncResponse(m))).toEqual({
             ok: true,
-            message: { type: TYPE_SYNC_RESPONSE, ...m },
+            message: { type: TYPE_SYNC_RESPONSE, ...m, entries: normal(entries) },
           });
         },
       ),
@@ -357,9 +476,10 @@ describe('codec rejects malformed input whole, never throwing', () => {
     expectReason(e(new Uint8Array([0xed, 0xa0, 0x80])), 'bad-key'); // an encoded surrogate
   });
 
-  it('counts: none, too many, too large; demand too large', () => {
+  it('counts: too many, too large, zero; demand too large', () => {
     const e = (x: Parameters<typeof rawEntry>[1]) => rawGossip({ n: 1, entries: (w) => rawEntry(w, x) });
-    expectReason(e({ counts: [] }), 'bad-field');
+    expect(decodeMessage(e({ counts: [] })).ok).toBe(true); // a demand update
+    expectReason(e({ counts: [0] }), 'bad-field');
     expectReason(e({ counts: new Array(LIMITS.counts + 1).fill(1) }), 'bad-field');
     expect(decodeMessage(e({ counts: new Array(LIMITS.counts).fill(1) })).ok).toBe(true);
     expectReason(e({ counts: [LIMITS.count + 1] }), 'bad-field');

@@ -69,14 +69,59 @@ describe('gossip between engines', () => {
     expect(a.stats()).toMatchObject({ livePeers: 2, members: 3, gossipIn: 4, gossipOut: 2 });
   });
 
-  it('a key is carried in later ticks too, so a lost message is repaired by the next one', () => {
+  it('a lost message is repaired on request: the receiver sees the gap and asks, the sender resends the whole window', () => {
     const { es, clock } = mesh(['a', 'b']);
     const [a, b] = es as [Engine, Engine];
+    gossip(a, b);
     spend(a, 'p', 'k', 12);
     a.buildGossip(); // lost
-    clock.advance(10);
-    gossip(a, b);
+    clock.advance(150);
+    spend(a, 'p', 'j', 1);
+    gossip(a, b); // carries j only: k did not change
+    expect(b.estimate('p', 'k')).toBe(0);
+    const ask = decodeMessage(b.buildGossip());
+    if (!ask.ok || ask.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
+    expect(ask.message.nacks).toEqual([{ origin: 'a', have: 1, seen: 3 }]);
+    expect(a.receiveGossip('b', encodeGossip(ask.message))).toEqual({ ok: true });
+    const fix = decodeMessage(a.buildGossip());
+    if (!fix.ok || fix.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
+    expect(fix.message.repair).toBe(2);
+    expect(fix.message.entries.map((e) => e.key).sort()).toEqual(['j', 'k']);
+    expect(b.receiveGossip('a', encodeGossip(fix.message))).toEqual({ ok: true });
     expect(b.estimate('p', 'k')).toBe(12);
+    // answered: b asks no more, and a repairs no more
+    const after = decodeMessage(b.buildGossip());
+    if (!after.ok || after.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
+    expect(after.message.nacks).toEqual([]);
+    a.receiveGossip('b', encodeGossip(after.message));
+    const next = decodeMessage(a.buildGossip());
+    if (!next.ok || next.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
+    expect(next.message.repair).toBe(0);
+    expect(next.message.entries).toEqual([]);
+  });
+
+  it('a nack already answered by a repair on its way is not answered twice; a lost repair is asked again', () => {
+    const { es, clock } = mesh(['a', 'b']);
+    const [a, b] = es as [Engine, Engine];
+    gossip(a, b); // 1
+    spend(a, 'p', 'k', 5);
+    a.buildGossip(); // 2, lost
+    clock.advance(10);
+    gossip(a, b); // 3: b sees the gap
+    const ask1 = b.buildGossip();
+    const ask2 = b.buildGossip(); // asked again before the repair arrived
+    a.receiveGossip('b', ask1);
+    const repair = a.buildGossip(); // 4: the repair
+    a.receiveGossip('b', ask2); // still asks from 1, but had not seen 4: no second repair
+    const next = decodeMessage(a.buildGossip()); // 5
+    if (!next.ok || next.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
+    expect(next.message.repair).toBe(0);
+    void repair; // lost
+    gossip(a, b); // 6: b sees 4 and 5 missing and asks again
+    expect(b.estimate('p', 'k')).toBe(0);
+    gossip(b, a);
+    gossip(a, b);
+    expect(b.estimate('p', 'k')).toBe(5);
   });
 
   it('re-sending the same counts in a newer message is idempotent (max-merge, no double count)', () => {
@@ -416,6 +461,9 @@ describe('sync', () => {
     expect(b.estimate('p', 'k')).toBe(30);
     expect(b.estimate('p', 'j')).toBe(4);
     expect(b.peerViews().map((v) => v.id)).toEqual(['a']);
+    // c's first message to b is not its first: b asks c for its whole window
+    gossip(c, b);
+    gossip(b, c);
     gossip(c, b);
     expect(b.estimate('p', 'k')).toBe(40);
     // the offset is a's clock minus b's, within half the round trip's asymmetry
@@ -467,6 +515,9 @@ describe('sync', () => {
     const dec = decodeMessage(a2.buildGossip());
     if (!dec.ok || dec.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
     expect(dec.message.entries[0]!.counts.reduce((x, y) => x + y, 0)).toBe(L - 60);
+    // that message was lost; b, which answered a2's sync, asks a2 for its whole window
+    gossip(a2, b);
+    gossip(b, a2);
     gossip(a2, b);
     expect(b.estimate('p', 'k')).toBe(L);
   });
@@ -503,7 +554,7 @@ describe('sync', () => {
     expect(b.estimate('p', 'k')).toBe(10);
   });
 
-  it('gossip decodes to the documented shape: the sender full window of own counts and its demand', () => {
+  it('gossip decodes to the documented shape: the sender own counts (non-zero buckets of its window) and its demand', () => {
     const { es, clock } = mesh(['a']);
     const a = es[0]!;
     spend(a, 'p', 'k', 3);
@@ -515,10 +566,19 @@ describe('sync', () => {
     expect(dec.message.members).toBe(1);
     const [e] = dec.message.entries;
     expect(e).toMatchObject({ origin: 0, policy: 0, key: 'k' });
-    expect(e!.counts.length).toBe(11); // buckets c-k .. c
+    // first sent: the window from its first non-zero bucket to the current one
+    expect(e!.counts.length).toBe(Math.floor((T0 + 150) / 100) - Math.floor(T0 / 100) + 1);
     expect(e!.counts.reduce((x, y) => x + y, 0)).toBe(5);
+    expect(e!.base).toBe(Math.floor(T0 / 100));
     expect(e!.base + e!.counts.length - 1).toBe(Math.floor((T0 + 150) / 100));
+    expect(e!.counts[0]).toBe(3);
     expect(e!.counts.at(-1)).toBe(2);
+    // then only what changed: the bucket last sent and later ones
+    clock.advance(100);
+    spend(a, 'p', 'k', 1);
+    const d2 = decodeMessage(a.buildGossip());
+    if (!d2.ok || d2.message.type !== TYPE_GOSSIP) throw new Error('no gossip');
+    expect(d2.message.entries[0]).toMatchObject({ base: Math.floor((T0 + 150) / 100), counts: [2, 1] });
     expect(e!.demand).toBeGreaterThan(0);
   });
 });

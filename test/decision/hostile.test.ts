@@ -97,8 +97,29 @@ describe('per-origin caps across messages', () => {
       expect(b.receiveGossip('a', bytes).ok).toBe(true);
       clock.advance(10);
     }
-    expect(sizes).toEqual([10, 10, 10]);
+    // only what changed travels: 25 keys, then nothing more to say
+    expect(sizes).toEqual([10, 10, 5]);
     for (let i = 0; i < 25; i++) expect(b.estimate('p', `k${i}`)).toBe(1 + (i % 3));
+  });
+
+  it('a sender keeps its messages under maxGossipBytes; the rest go in the next ticks', () => {
+    const clock = new ManualClock(T0);
+    const a = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'a', maxGossipBytes: 1024 });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b' });
+    const key = (i: number) => `acct:${'x'.repeat(40)}:${i}`;
+    for (let i = 0; i < 100; i++) spend(a, 'p', key(i), 1 + (i % 3));
+    const sizes: number[] = [];
+    for (let t = 0; t < 10; t++) {
+      const bytes = a.buildGossip();
+      sizes.push(bytes.length);
+      expect(b.receiveGossip('a', bytes).ok).toBe(true);
+      clock.advance(10);
+    }
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(1024);
+    expect(sizes.filter((s) => s > 100).length).toBeGreaterThan(3);
+    for (let i = 0; i < 100; i++) expect(b.estimate('p', key(i))).toBe(1 + (i % 3));
+    expect(() => new Engine({ policies: P, nodeId: 'c', maxGossipBytes: 100 })).toThrow(/maxGossipBytes/);
+    expect(() => new Engine({ policies: P, nodeId: 'c', maxGossipBytes: 2 << 20 })).toThrow(/maxGossipBytes/);
   });
 });
 

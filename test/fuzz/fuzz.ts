@@ -296,6 +296,20 @@ export function fuzz(count: number, seed = 1): FuzzReport {
           sentAt: t,
           members: 1 + g.edgy(LIMITS.origins - 1),
           reach: 1 + g.edgy(LIMITS.origins - 1),
+          // repair requests, mostly naming the target (it then resends whole windows), with
+          // numbers it did or never did send
+          ...(g.chance(0.3)
+            ? {
+                nacks: Array.from({ length: 1 + g.int(3) }, () => {
+                  const have = g.chance(0.7) ? g.int(50) : g.edgy(2 ** 53 - 1);
+                  return {
+                    origin: g.chance(0.8) ? 'target' : g.pick(['a', 'b', g.key().slice(0, 100)]),
+                    have,
+                    seen: have + (g.chance(0.8) ? g.int(10) : 0),
+                  };
+                }),
+              }
+            : {}),
           entries,
         });
       case 2:
