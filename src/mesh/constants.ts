@@ -42,6 +42,6 @@ export const TOPIC_PREFIX = 'ratemesh/';
  * on different versions of some policy stay one membership. (Before format 3
  * the topic carried the policy-set version, and any change split the mesh.)
  */
-export const TOPIC = `${TOPIC_PREFIX}3`;
+export const TOPIC = `${TOPIC_PREFIX}4`;
 /** Largest snapshot file a node reads at start, bytes (the sync frame limit). */
 export const MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024;

@@ -108,7 +108,7 @@ export interface MeshLimiter extends RateLimiter {
   /** The members as this node sees them, each with the addresses the transport is connected to it on (`addrs`). */
   peers(): PeerView[];
   stats(): MeshStats;
-  /** The gossip topic, `ratemesh/3` (one per wire format, whatever the policies). */
+  /** The gossip topic, `ratemesh/4` (one per wire format, whatever the policies). */
   readonly topic: string;
   /** The policy-set version in force (one hash of every policy; informational). */
   readonly policyVersion: string;
