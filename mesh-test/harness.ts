@@ -238,6 +238,12 @@ export interface MeshSpec {
   discoveryIntervalMs?: number;
   /** Per node index: its clock's offset from true time, ms (a skew drill). */
   skewMs?: readonly number[];
+  /** Relay mode's fanout for every node (absent or 0: broadcast). */
+  relayFanout?: number;
+  /** Bootstrap entries each node dials (absent: the limiter's default). */
+  dialPeers?: number;
+  /** Node processes started at once (default: all; a 2-core box forms a 32-node mesh better in waves). */
+  startConcurrency?: number;
 }
 
 /** A mesh of node processes, with a work directory for keys and decision files. */
@@ -283,13 +289,18 @@ export class Mesh {
             ? {}
             : { discoveryIntervalMs: spec.discoveryIntervalMs }),
           ...(spec.skewMs?.[i] ? { skewMs: spec.skewMs[i] } : {}),
+          ...(spec.relayFanout ? { relayFanout: spec.relayFanout } : {}),
+          ...(spec.dialPeers === undefined ? {} : { dialPeers: spec.dialPeers }),
         };
         // Honest nodes do not dial the rogue; it dials them.
         if (spec.rogue && i < spec.nodes)
           cfg.bootstrap = cfg.bootstrap.filter((a) => !a.endsWith(ids[spec.nodes]!));
         mesh.procs.push(new NodeProc(cfg, (level, msg) => mesh.onLog(level, msg)));
       }
-      await Promise.all(mesh.procs.map((p) => p.start(timeoutMs)));
+      const wave = Math.max(1, spec.startConcurrency ?? mesh.procs.length);
+      for (let i = 0; i < mesh.procs.length; i += wave) {
+        await Promise.all(mesh.procs.slice(i, i + wave).map((p) => p.start(timeoutMs)));
+      }
       return mesh;
     } catch (err) {
       await mesh.close();
@@ -312,7 +323,11 @@ export class Mesh {
     const seen = new Array<boolean>(this.procs.length).fill(false);
     let last: Status[] = [];
     for (let round = 0; round < 10_000; round++) {
-      last = await Promise.all(this.procs.map((p) => p.status()));
+      // a node too busy to answer within the status timeout is not there yet (polled again)
+      const polled = await Promise.all(this.procs.map((p) => p.status().catch(() => undefined)));
+      last = polled.map(
+        (s, i) => s ?? last[i] ?? { peerId: '', live: -1, stale: 0, connected: -1, synced: 0 },
+      );
       last.forEach((s, i) => {
         if (s.live >= want) seen[i] = true;
       });
