@@ -25,7 +25,7 @@ import { gossipRow } from '../bench/accuracy.js';
 import { printTable } from '../bench/table.js';
 import { replayTrace } from '../src/sim/simulator.js';
 import { seedTrace, type Trace } from '../src/sim/trace.js';
-import { ensureDir, Mesh, ROOT, SEED_POLICY } from './harness.js';
+import { ensureDir, Mesh, ROOT, SEED_POLICY, sleep } from './harness.js';
 import { figures, replayLive, round, sum } from './replay.js';
 
 export interface LiveRow {
@@ -211,7 +211,12 @@ export async function liveRow(
     trace.nodes > 16 ? 120_000 : 60_000,
   );
   try {
-    await mesh.waitForPeers(trace.nodes > 16 ? 90_000 : 30_000);
+    if (trace.nodes > 16) {
+      // 32 processes on 2 cores: freshness flaps while they start (each started process compiles,
+      // dials, syncs), so wait until every engine knows every member, then for the views to settle
+      await mesh.waitForPeers(90_000, trace.nodes - 1, true);
+      await sleep(5_000);
+    } else await mesh.waitForPeers(30_000);
     const out = await replayLive(mesh, trace, { policy: SEED_POLICY.name, extra: () => ({ probe }) });
     if (out.reports.length !== trace.nodes) throw new Error(`only ${out.reports.length} nodes reported`);
     const f = figures(trace, out.admitted, SEED_POLICY.limit, SEED_POLICY.windowMs);

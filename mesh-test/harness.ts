@@ -318,7 +318,12 @@ export class Mesh {
    * some poll since the call (on a starved box freshness flaps, so nodes are not
    * required to show it at the same poll), polling every 100 ms; bounded.
    */
-  async waitForPeers(timeoutMs = 30_000, want = this.procs.length - 1): Promise<Status[]> {
+  async waitForPeers(
+    timeoutMs = 30_000,
+    want = this.procs.length - 1,
+    /** Count members the engine knows (live or stale) instead of live ones (a relay mesh on a busy box). */
+    known = false,
+  ): Promise<Status[]> {
     const deadline = Date.now() + timeoutMs;
     const seen = new Array<boolean>(this.procs.length).fill(false);
     let last: Status[] = [];
@@ -329,7 +334,7 @@ export class Mesh {
         (s, i) => s ?? last[i] ?? { peerId: '', live: -1, stale: 0, connected: -1, synced: 0 },
       );
       last.forEach((s, i) => {
-        if (s.live >= want) seen[i] = true;
+        if (s.live + (known ? s.stale : 0) >= want) seen[i] = true;
       });
       if (seen.every(Boolean)) return last;
       if (Date.now() > deadline) break;
