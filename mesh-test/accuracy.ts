@@ -11,7 +11,11 @@
  * that each hear 31 others every tick need more than 2 cores). The simulator's
  * prediction runs the same relay fanout. `--dial`: bootstrap entries each node
  * dials (default the limiter's: all when broadcasting, max(6, 2f) relaying).
- * Above 16 nodes the processes start in waves of 4.
+ * Above 16 nodes the processes start in waves of 4, each in its own session
+ * (`--sessions own|shared|auto`, MeshSpec.ownSessions: with the kernel's
+ * autogroup scheduling the processes of one session share one fair share of
+ * the box against every other session, so 32 nodes in the runner's session
+ * got what one process of another session gets).
  * `--gossip-ms` takes a comma list to sweep g. `--probe` adds the latency probe
  * (20 back-to-back checks every 50 ms on key `probe` in every node; that key then
  * rides in the gossip too, so bytes/s rise by its entry). Writes
@@ -103,6 +107,7 @@ interface Args {
   probe: boolean;
   fanout: number;
   dial: number | undefined;
+  sessions: boolean;
 }
 
 function arg(): Args {
@@ -111,6 +116,7 @@ function arg(): Args {
       probe: { type: 'boolean', default: false },
       fanout: { type: 'string', default: 'auto' },
       dial: { type: 'string' },
+      sessions: { type: 'string', default: 'auto' },
       nodes: { type: 'string', default: '8' },
       'gossip-ms': { type: 'string', default: '100' },
       delays: { type: 'string', default: '0,10,50,100' },
@@ -129,6 +135,7 @@ function arg(): Args {
     nodes,
     fanout: values.fanout === 'auto' ? (nodes > 16 ? 3 : 0) : list(values.fanout, 'fanout', 0, 16)[0]!,
     dial: values.dial === undefined ? undefined : list(values.dial, 'dial', 0, 32)[0]!,
+    sessions: values.sessions === 'auto' ? nodes > 16 : values.sessions === 'own',
     gossip: list(values['gossip-ms'], 'gossip-ms', 1, 1000),
     delays: list(values.delays, 'delays', 0, 1000),
     seconds: list(values.seconds, 'seconds', 1, 60)[0]!,
@@ -196,6 +203,7 @@ export async function liveRow(
   probe = false,
   fanout = 0,
   dial?: number,
+  ownSessions = false,
 ): Promise<LiveRow> {
   const load0 = round(loadavg()[0]!, 1);
   const mesh = await Mesh.start(
@@ -207,6 +215,7 @@ export async function liveRow(
       ...(fanout > 0 ? { relayFanout: fanout } : {}),
       ...(dial === undefined ? {} : { dialPeers: dial }),
       ...(trace.nodes > 16 ? { startConcurrency: 4 } : {}),
+      ...(ownSessions ? { ownSessions: true } : {}),
     },
     trace.nodes > 16 ? 120_000 : 60_000,
   );
@@ -357,6 +366,7 @@ async function main(): Promise<void> {
       `(2,000/s), policy seed: L = 1000 per 1000 ms, k = 50, controlled; g = ${a.gossip.join(',')} ms, ` +
       `injected d = ${a.delays.join(',')} ms; gossip ${a.fanout > 0 ? `relay, fanout ${a.fanout}` : 'broadcast'}` +
       `${a.dial === undefined ? '' : `, dialling ${a.dial} peers each`} (the simulator the same); ` +
+      `${a.sessions ? 'each node its own session' : 'nodes in the runner session'}; ` +
       `load average ${loadavg()
         .map((x) => x.toFixed(2))
         .join(' ')}`,
@@ -364,7 +374,7 @@ async function main(): Promise<void> {
   const rows: LiveRow[] = [];
   for (const g of a.gossip) {
     for (const d of a.delays) {
-      const r = await liveRow(trace, g, d, a.probe, a.fanout, a.dial);
+      const r = await liveRow(trace, g, d, a.probe, a.fanout, a.dial, a.sessions);
       rows.push(r);
       console.log(
         `  g=${g} d=${d}: worst 1s ${r.worst_1s} (sim ${r.predicted_worst_1s}), admitted ${r.admitted}, ` +

@@ -114,6 +114,9 @@ export class NodeProc {
     const args = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
     const proc = spawn(process.execPath, [...args, '--import', 'tsx', CHILD], {
       cwd: ROOT,
+      // its own session: the kernel's autogroup scheduler then weighs it as one service, not as a
+      // 1/N part of the harness's session (it still dies with the parent: IPC disconnect, kill hooks)
+      detached: this.cfg.ownSession === true,
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, NODE_OPTIONS: '' },
     });
@@ -244,6 +247,15 @@ export interface MeshSpec {
   dialPeers?: number;
   /** Node processes started at once (default: all; a 2-core box forms a 32-node mesh better in waves). */
   startConcurrency?: number;
+  /**
+   * Every node process in its own session (setsid). With the kernel's autogroup
+   * scheduling (on here: /proc/sys/kernel/sched_autogroup_enabled) all the
+   * processes of one session share ONE fair share of the CPU against every
+   * other session on the box: 32 nodes in the harness's session get what one
+   * process of another session gets. 32 services on one host would be 32
+   * sessions (or cgroups). Default false.
+   */
+  ownSessions?: boolean;
 }
 
 /** A mesh of node processes, with a work directory for keys and decision files. */
@@ -291,6 +303,7 @@ export class Mesh {
           ...(spec.skewMs?.[i] ? { skewMs: spec.skewMs[i] } : {}),
           ...(spec.relayFanout ? { relayFanout: spec.relayFanout } : {}),
           ...(spec.dialPeers === undefined ? {} : { dialPeers: spec.dialPeers }),
+          ...(spec.ownSessions ? { ownSession: true } : {}),
         };
         // Honest nodes do not dial the rogue; it dials them.
         if (spec.rogue && i < spec.nodes)

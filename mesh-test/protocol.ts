@@ -29,6 +29,8 @@ export interface ChildConfig {
   relayFanout?: number;
   /** Bootstrap entries dialled (MeshLimiterOptions.dialPeers); absent: the limiter's default. */
   dialPeers?: number;
+  /** Harness only: the process gets its own session (see MeshSpec.ownSessions). */
+  ownSession?: boolean;
 }
 
 /** One replay: request i at startAt + times[i] (wall-clock epoch ms), in-process `check(policy, key)`. */
