@@ -9,6 +9,8 @@
  *              sockets, timers and engine; not in the default run)
  *   gossipsub  createMeshLimiter with transport 'gossipsub' (the mesh before issue 13)
  *   direct     createMeshLimiter with transport 'direct' (src/mesh/direct-gossip.ts)
+ *   relay      'direct' in relay mode (relayFanout 3): one batch a tick to 3 random peers,
+ *              every relayed item origin-signed and verified (not in the default run)
  *
  * Every variant calls check() on one key every g ms (its own timer) and
  * gossips every g ms, so each message carries that key's window. Exits when
@@ -30,7 +32,10 @@ import {
 import type { MeshLimiter } from '../src/mesh/types.js';
 import type { PolicySpec } from '../src/types.js';
 
-export type Variant = 'floor' | 'tcp' | 'gossipsub' | 'direct';
+export type Variant = 'floor' | 'tcp' | 'gossipsub' | 'direct' | 'relay';
+
+/** The relay variant's fanout. */
+export const RELAY_FANOUT = 3;
 
 export interface ChildInit {
   variant: Variant;
@@ -204,7 +209,7 @@ async function startFloor(init: ChildInit, signed: boolean): Promise<Node> {
   };
 }
 
-async function startMesh(init: ChildInit, transport: GossipTransport): Promise<Node> {
+async function startMesh(init: ChildInit, transport: GossipTransport, relayFanout = 0): Promise<Node> {
   setDefaultGossipTransport(transport);
   const me = init.index;
   const ids = init.keys.map((k) => privateKeyFromProtobuf(Buffer.from(k, 'hex')).publicKey.toString());
@@ -219,6 +224,7 @@ async function startMesh(init: ChildInit, transport: GossipTransport): Promise<N
     gossipIntervalMs: init.g,
     logger: quiet,
     ...(init.psk === undefined ? {} : { psk: Buffer.from(init.psk, 'hex') }),
+    ...(relayFanout > 0 ? { relayFanout } : {}),
   });
   await limiter.start();
   const traffic = setInterval(() => limiter.check(init.policy.name, init.key), init.g);
@@ -302,7 +308,9 @@ process.on('message', (m: ToChild) => {
           node =
             m.init.variant === 'floor' || m.init.variant === 'tcp'
               ? await startFloor(m.init, m.init.variant === 'floor')
-              : await startMesh(m.init, m.init.variant);
+              : m.init.variant === 'relay'
+                ? await startMesh(m.init, 'direct', RELAY_FANOUT)
+                : await startMesh(m.init, m.init.variant);
           send({ ev: 'started' });
           break;
         case 'status':

@@ -6,6 +6,9 @@
  *   gossipsub  the mesh with transport 'gossipsub' (every message signed and verified by gossipsub)
  *   direct     the mesh with transport 'direct' (src/mesh/direct-gossip.ts)
  *   tcp        (only when asked) the floor without signatures: sockets, timers and engine
+ *   relay      (only when asked) 'direct' in relay mode, fanout 3: one batch a tick to 3 random
+ *              peers, every relayed item origin-signed and verified; in/s/node counts the
+ *              messages merged (items), frames read are in the JSON (direct.batchesIn)
  *
  * in one run, phase after phase (variants interleaved round by round, so
  * outside load spreads over all of them). Each phase starts 8 fresh processes
@@ -20,6 +23,7 @@
  *     [--prof DIR]   (V8 CPU profiles of every node, --cpu-prof)
  *     [--node-args "--perf-basic-prof ..."]   (extra node flags for the node processes)
  *     [--psk]   (the mesh variants run under a pre-shared key, pnet, as off loopback)
+ *     [--out FILE]   (default bench/results/gossip-floor.json)
  *
  * Prints one line per phase and a summary per (g, variant), and writes
  * bench/results/gossip-floor.json. g values after the first get
@@ -63,6 +67,8 @@ interface Args {
   prof: string | undefined;
   nodeArgs: string[];
   psk: boolean;
+  /** Where the JSON goes (default bench/results/gossip-floor.json). */
+  out: string;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -75,6 +81,7 @@ function parseArgs(argv: string[]): Args {
     nodes: 8,
     variants: ['floor', 'gossipsub', 'direct'],
     prof: undefined,
+    out: OUT,
     nodeArgs: [],
     psk: false,
   };
@@ -101,11 +108,17 @@ function parseArgs(argv: string[]): Args {
     } else if (k === '--variants') {
       a.variants = String(v)
         .split(',')
-        .filter((x): x is Variant => x === 'floor' || x === 'tcp' || x === 'gossipsub' || x === 'direct');
+        .filter(
+          (x): x is Variant =>
+            x === 'floor' || x === 'tcp' || x === 'gossipsub' || x === 'direct' || x === 'relay',
+        );
       i++;
     } else if (k === '--psk') a.psk = true;
     else if (k === '--node-args') {
       a.nodeArgs = String(v).split(' ').filter(Boolean);
+      i++;
+    } else if (k === '--out') {
+      a.out = resolve(String(v));
       i++;
     } else if (k === '--prof') {
       a.prof = resolve(String(v));
@@ -465,9 +478,9 @@ async function main(): Promise<void> {
   printTable(sumHeader, rows);
   console.log(`load average: before ${la(loadStart)}, after ${la(loadEnd)}`);
 
-  mkdirSync(dirname(OUT), { recursive: true });
+  mkdirSync(dirname(a.out), { recursive: true });
   writeFileSync(
-    OUT,
+    a.out,
     `${JSON.stringify(
       {
         bench: 'gossip-floor',
@@ -486,7 +499,7 @@ async function main(): Promise<void> {
       2,
     )}\n`,
   );
-  console.log(`wrote ${OUT}`);
+  console.log(`wrote ${a.out}`);
 }
 
 main().then(

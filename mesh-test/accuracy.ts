@@ -3,7 +3,19 @@
  * processes on loopback, beside the simulator's prediction for the same g and d.
  *
  *   npm run mesh:accuracy -- [--nodes 8 (2 to 32)] [--gossip-ms 100] [--delays 0,10,50,100] [--seconds 10] [--probe]
+ *                            [--fanout auto | 0 | 1..16] [--dial N]
  *
+ * `--fanout`: 0 broadcast (every message to every peer), f > 0 relay mode
+ * (MeshLimiterOptions.relayFanout: one batch a tick to f random peers); `auto`
+ * (default): broadcast up to 16 nodes, relay with f = 3 above (32 processes
+ * that each hear 31 others every tick need more than 2 cores). The simulator's
+ * prediction runs the same relay fanout. `--dial`: bootstrap entries each node
+ * dials (default the limiter's: all when broadcasting, max(6, 2f) relaying).
+ * Above 16 nodes the processes start in waves of 4, each in its own session
+ * (`--sessions own|shared|auto`, MeshSpec.ownSessions: with the kernel's
+ * autogroup scheduling the processes of one session share one fair share of
+ * the box against every other session, so 32 nodes in the runner's session
+ * got what one process of another session gets).
  * `--gossip-ms` takes a comma list to sweep g. `--probe` adds the latency probe
  * (20 back-to-back checks every 50 ms on key `probe` in every node; that key then
  * rides in the gossip too, so bytes/s rise by its entry). Writes
@@ -17,7 +29,7 @@ import { gossipRow } from '../bench/accuracy.js';
 import { printTable } from '../bench/table.js';
 import { replayTrace } from '../src/sim/simulator.js';
 import { seedTrace, type Trace } from '../src/sim/trace.js';
-import { ensureDir, Mesh, ROOT, SEED_POLICY } from './harness.js';
+import { ensureDir, Mesh, ROOT, SEED_POLICY, sleep } from './harness.js';
 import { figures, replayLive, round, sum } from './replay.js';
 
 export interface LiveRow {
@@ -69,12 +81,42 @@ export interface LiveRow {
   sustained: boolean;
   /** Machine load (1 min average) before and after the row: the box may be shared with other work. */
   load_avg: [number, number];
+  /** Relay fanout (0: broadcast); the simulator ran the same. */
+  fanout?: number;
+  /** Mean CPU per node process, % of one core. */
+  cpu_pct_node?: number;
+  /** Messages merged per node per second (items new to the node: one per origin and tick at most). */
+  msgs_in_per_s_node?: number;
+  /** Frames read per node per second (relay: batches; broadcast: one per peer and tick). */
+  frames_in_per_s_node?: number;
+  /** CPU per received message, µs: all the nodes' CPU over the messages they merged. */
+  cpu_us_per_msg_in?: number;
+  /** CPU per frame read, µs. */
+  cpu_us_per_frame_in?: number;
+  /** Relay: origin signatures verified per node per second. */
+  verified_per_s_node?: number;
+  /** Connected peers per node at the end (min-max). */
+  connected?: [number, number];
 }
 
-function arg(): { nodes: number; gossip: number[]; delays: number[]; seconds: number; probe: boolean } {
+interface Args {
+  nodes: number;
+  gossip: number[];
+  delays: number[];
+  seconds: number;
+  probe: boolean;
+  fanout: number;
+  dial: number | undefined;
+  sessions: boolean;
+}
+
+function arg(): Args {
   const { values } = parseArgs({
     options: {
       probe: { type: 'boolean', default: false },
+      fanout: { type: 'string', default: 'auto' },
+      dial: { type: 'string' },
+      sessions: { type: 'string', default: 'auto' },
       nodes: { type: 'string', default: '8' },
       'gossip-ms': { type: 'string', default: '100' },
       delays: { type: 'string', default: '0,10,50,100' },
@@ -88,8 +130,12 @@ function arg(): { nodes: number; gossip: number[]; delays: number[]; seconds: nu
         throw new Error(`--${name}: ${x} not in [${min}, ${max}]`);
       return v;
     });
+  const nodes = list(values.nodes, 'nodes', 2, 32)[0]!;
   return {
-    nodes: list(values.nodes, 'nodes', 2, 32)[0]!,
+    nodes,
+    fanout: values.fanout === 'auto' ? (nodes > 16 ? 3 : 0) : list(values.fanout, 'fanout', 0, 16)[0]!,
+    dial: values.dial === undefined ? undefined : list(values.dial, 'dial', 0, 32)[0]!,
+    sessions: values.sessions === 'auto' ? nodes > 16 : values.sessions === 'own',
     gossip: list(values['gossip-ms'], 'gossip-ms', 1, 1000),
     delays: list(values.delays, 'delays', 0, 1000),
     seconds: list(values.seconds, 'seconds', 1, 60)[0]!,
@@ -112,8 +158,8 @@ export function liveTrace(nodes: number, seconds: number): Trace {
 }
 
 /** The simulator's row for the same g, d (bench/accuracy.ts gossipRow on the 10 s, 8-node seed trace). */
-function predict(trace: Trace, g: number, d: number) {
-  if (trace.nodes === 8 && trace.t.length === 20_000) {
+function predict(trace: Trace, g: number, d: number, fanout = 0) {
+  if (trace.nodes === 8 && trace.t.length === 20_000 && fanout === 0) {
     const r = gossipRow('controlled', g, d);
     return {
       admitted: r.admitted,
@@ -134,6 +180,7 @@ function predict(trace: Trace, g: number, d: number) {
       loss: 0,
       cuts: [],
       seed: 7,
+      ...(fanout > 0 ? { relay: { fanout } } : {}),
     },
     SEED_POLICY.name,
   );
@@ -149,20 +196,40 @@ function predict(trace: Trace, g: number, d: number) {
 }
 
 /** One live row: start the mesh, wait for a full view, replay, stop. */
-export async function liveRow(trace: Trace, g: number, d: number, probe = false): Promise<LiveRow> {
+export async function liveRow(
+  trace: Trace,
+  g: number,
+  d: number,
+  probe = false,
+  fanout = 0,
+  dial?: number,
+  ownSessions = false,
+): Promise<LiveRow> {
   const load0 = round(loadavg()[0]!, 1);
-  const mesh = await Mesh.start({
-    nodes: trace.nodes,
-    policies: [SEED_POLICY],
-    gossipIntervalMs: g,
-    injectDelayMs: d,
-  });
+  const mesh = await Mesh.start(
+    {
+      nodes: trace.nodes,
+      policies: [SEED_POLICY],
+      gossipIntervalMs: g,
+      injectDelayMs: d,
+      ...(fanout > 0 ? { relayFanout: fanout } : {}),
+      ...(dial === undefined ? {} : { dialPeers: dial }),
+      ...(trace.nodes > 16 ? { startConcurrency: 4 } : {}),
+      ...(ownSessions ? { ownSessions: true } : {}),
+    },
+    trace.nodes > 16 ? 120_000 : 60_000,
+  );
   try {
-    await mesh.waitForPeers(30_000);
+    if (trace.nodes > 16) {
+      // 32 processes on 2 cores: freshness flaps while they start (each started process compiles,
+      // dials, syncs), so wait until every engine knows every member, then for the views to settle
+      await mesh.waitForPeers(90_000, trace.nodes - 1, true);
+      await sleep(5_000);
+    } else await mesh.waitForPeers(30_000);
     const out = await replayLive(mesh, trace, { policy: SEED_POLICY.name, extra: () => ({ probe }) });
     if (out.reports.length !== trace.nodes) throw new Error(`only ${out.reports.length} nodes reported`);
     const f = figures(trace, out.admitted, SEED_POLICY.limit, SEED_POLICY.windowMs);
-    const p = predict(trace, g, d);
+    const p = predict(trace, g, d, fanout);
     const reps = out.reports;
     const perS = (x: (r: (typeof reps)[number]) => number) => sum(reps.map((r) => x(r) / (r.wallMs / 1000)));
     const cpu = reps.map((r) => round(r.cpuPct, 1));
@@ -171,6 +238,8 @@ export async function liveRow(trace: Trace, g: number, d: number, probe = false)
     const cpuTotal = round(sum(cpu), 1);
     const ticksPct = round(Math.min(...reps.map((r) => (r.gossip.ticks / (r.wallMs / g)) * 100)), 1);
     const bucketMs = SEED_POLICY.windowMs / (SEED_POLICY.buckets ?? 10);
+    // every node's CPU over the run, µs (cpuPct is % of one core over wallMs)
+    const cpuUs = sum(reps.map((r) => (r.cpuPct / 100) * r.wallMs * 1000));
     return {
       design: 'controlled',
       g_ms: g,
@@ -198,6 +267,17 @@ export async function liveRow(trace: Trace, g: number, d: number, probe = false)
       relayed: sum(reps.map((r) => r.gossip.relayed)),
       sustained: ticksPct >= 95 && backlog === 0 && late < bucketMs && cpuTotal < 170,
       load_avg: [load0, round(loadavg()[0]!, 1)],
+      fanout,
+      cpu_pct_node: round(cpuTotal / reps.length, 2),
+      msgs_in_per_s_node: round(perS((r) => r.gossip.msgsIn) / reps.length, 1),
+      frames_in_per_s_node: round(perS((r) => r.transport?.framesIn ?? 0) / reps.length, 1),
+      cpu_us_per_msg_in: round(cpuUs / Math.max(1, sum(reps.map((r) => r.gossip.msgsIn))), 0),
+      cpu_us_per_frame_in: round(cpuUs / Math.max(1, sum(reps.map((r) => r.transport?.framesIn ?? 0))), 0),
+      verified_per_s_node: round(perS((r) => r.transport?.verified ?? 0) / reps.length, 1),
+      connected: [
+        Math.min(...reps.map((r) => r.connected ?? 0)),
+        Math.max(...reps.map((r) => r.connected ?? 0)),
+      ],
     };
   } finally {
     await mesh.close();
@@ -244,6 +324,38 @@ export function printRows(rows: LiveRow[]): void {
     r.load_avg.join('→'),
   ]);
   printTable(header, cells);
+  if (rows.every((r) => r.cpu_pct_node === undefined)) return;
+  console.log('');
+  printTable(
+    [
+      'g ms',
+      'd ms',
+      'nodes',
+      'gossip',
+      'cpu %/node (mean)',
+      'cpu % all (of 1 core)',
+      'msgs in/s/node',
+      'frames in/s/node',
+      'cpu µs/msg in',
+      'cpu µs/frame in',
+      'verified/s/node',
+      'connected min-max',
+    ],
+    rows.map((r) => [
+      r.g_ms,
+      r.d_ms,
+      r.nodes,
+      r.fanout ? `relay f=${r.fanout}` : 'broadcast',
+      r.cpu_pct_node ?? '-',
+      r.cpu_pct_total,
+      r.msgs_in_per_s_node ?? '-',
+      r.frames_in_per_s_node ?? '-',
+      r.cpu_us_per_msg_in ?? '-',
+      r.cpu_us_per_frame_in ?? '-',
+      r.verified_per_s_node ?? '-',
+      r.connected ? r.connected.join('-') : '-',
+    ]),
+  );
 }
 
 async function main(): Promise<void> {
@@ -252,12 +364,17 @@ async function main(): Promise<void> {
   console.log(
     `live mesh: ${a.nodes} node processes on 127.0.0.1, seed trace ${trace.t.length} requests over ${a.seconds} s ` +
       `(2,000/s), policy seed: L = 1000 per 1000 ms, k = 50, controlled; g = ${a.gossip.join(',')} ms, ` +
-      `injected d = ${a.delays.join(',')} ms`,
+      `injected d = ${a.delays.join(',')} ms; gossip ${a.fanout > 0 ? `relay, fanout ${a.fanout}` : 'broadcast'}` +
+      `${a.dial === undefined ? '' : `, dialling ${a.dial} peers each`} (the simulator the same); ` +
+      `${a.sessions ? 'each node its own session' : 'nodes in the runner session'}; ` +
+      `load average ${loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')}`,
   );
   const rows: LiveRow[] = [];
   for (const g of a.gossip) {
     for (const d of a.delays) {
-      const r = await liveRow(trace, g, d, a.probe);
+      const r = await liveRow(trace, g, d, a.probe, a.fanout, a.dial, a.sessions);
       rows.push(r);
       console.log(
         `  g=${g} d=${d}: worst 1s ${r.worst_1s} (sim ${r.predicted_worst_1s}), admitted ${r.admitted}, ` +
@@ -278,9 +395,13 @@ async function main(): Promise<void> {
     );
   const outDir = join(ROOT, 'mesh-test', 'results');
   ensureDir(outDir);
-  const file = join(outDir, 'live-accuracy.json');
-  writeFileSync(file, `${JSON.stringify(rows, null, 2)}\n`);
-  console.log(`wrote mesh-test/results/live-accuracy.json`);
+  // the committed 8-node broadcast sweep stays in live-accuracy.json; other meshes get their own file
+  const name =
+    a.nodes === 8 && a.fanout === 0
+      ? 'live-accuracy.json'
+      : `live-accuracy-n${a.nodes}${a.fanout > 0 ? `-f${a.fanout}` : ''}.json`;
+  writeFileSync(join(outDir, name), `${JSON.stringify(rows, null, 2)}\n`);
+  console.log(`wrote mesh-test/results/${name}`);
   const bad = rows.filter((r) => r.d_ms <= 50 && r.worst_1s > 1020);
   if (bad.length > 0) {
     console.log(

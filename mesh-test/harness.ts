@@ -114,6 +114,9 @@ export class NodeProc {
     const args = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
     const proc = spawn(process.execPath, [...args, '--import', 'tsx', CHILD], {
       cwd: ROOT,
+      // its own session: the kernel's autogroup scheduler then weighs it as one service, not as a
+      // 1/N part of the harness's session (it still dies with the parent: IPC disconnect, kill hooks)
+      detached: this.cfg.ownSession === true,
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, NODE_OPTIONS: '' },
     });
@@ -238,6 +241,21 @@ export interface MeshSpec {
   discoveryIntervalMs?: number;
   /** Per node index: its clock's offset from true time, ms (a skew drill). */
   skewMs?: readonly number[];
+  /** Relay mode's fanout for every node (absent or 0: broadcast). */
+  relayFanout?: number;
+  /** Bootstrap entries each node dials (absent: the limiter's default). */
+  dialPeers?: number;
+  /** Node processes started at once (default: all; a 2-core box forms a 32-node mesh better in waves). */
+  startConcurrency?: number;
+  /**
+   * Every node process in its own session (setsid). With the kernel's autogroup
+   * scheduling (on here: /proc/sys/kernel/sched_autogroup_enabled) all the
+   * processes of one session share ONE fair share of the CPU against every
+   * other session on the box: 32 nodes in the harness's session get what one
+   * process of another session gets. 32 services on one host would be 32
+   * sessions (or cgroups). Default false.
+   */
+  ownSessions?: boolean;
 }
 
 /** A mesh of node processes, with a work directory for keys and decision files. */
@@ -283,13 +301,19 @@ export class Mesh {
             ? {}
             : { discoveryIntervalMs: spec.discoveryIntervalMs }),
           ...(spec.skewMs?.[i] ? { skewMs: spec.skewMs[i] } : {}),
+          ...(spec.relayFanout ? { relayFanout: spec.relayFanout } : {}),
+          ...(spec.dialPeers === undefined ? {} : { dialPeers: spec.dialPeers }),
+          ...(spec.ownSessions ? { ownSession: true } : {}),
         };
         // Honest nodes do not dial the rogue; it dials them.
         if (spec.rogue && i < spec.nodes)
           cfg.bootstrap = cfg.bootstrap.filter((a) => !a.endsWith(ids[spec.nodes]!));
         mesh.procs.push(new NodeProc(cfg, (level, msg) => mesh.onLog(level, msg)));
       }
-      await Promise.all(mesh.procs.map((p) => p.start(timeoutMs)));
+      const wave = Math.max(1, spec.startConcurrency ?? mesh.procs.length);
+      for (let i = 0; i < mesh.procs.length; i += wave) {
+        await Promise.all(mesh.procs.slice(i, i + wave).map((p) => p.start(timeoutMs)));
+      }
       return mesh;
     } catch (err) {
       await mesh.close();
@@ -307,14 +331,23 @@ export class Mesh {
    * some poll since the call (on a starved box freshness flaps, so nodes are not
    * required to show it at the same poll), polling every 100 ms; bounded.
    */
-  async waitForPeers(timeoutMs = 30_000, want = this.procs.length - 1): Promise<Status[]> {
+  async waitForPeers(
+    timeoutMs = 30_000,
+    want = this.procs.length - 1,
+    /** Count members the engine knows (live or stale) instead of live ones (a relay mesh on a busy box). */
+    known = false,
+  ): Promise<Status[]> {
     const deadline = Date.now() + timeoutMs;
     const seen = new Array<boolean>(this.procs.length).fill(false);
     let last: Status[] = [];
     for (let round = 0; round < 10_000; round++) {
-      last = await Promise.all(this.procs.map((p) => p.status()));
+      // a node too busy to answer within the status timeout is not there yet (polled again)
+      const polled = await Promise.all(this.procs.map((p) => p.status().catch(() => undefined)));
+      last = polled.map(
+        (s, i) => s ?? last[i] ?? { peerId: '', live: -1, stale: 0, connected: -1, synced: 0 },
+      );
       last.forEach((s, i) => {
-        if (s.live >= want) seen[i] = true;
+        if (s.live + (known ? s.stale : 0) >= want) seen[i] = true;
       });
       if (seen.every(Boolean)) return last;
       if (Date.now() > deadline) break;

@@ -134,6 +134,8 @@ async function init(c: ChildConfig): Promise<void> {
     ...(c.injectDelayMs > 0 ? { injectDelayMs: c.injectDelayMs } : {}),
     ...(c.heartbeatMs === undefined ? {} : { heartbeatMs: c.heartbeatMs }),
     ...(c.discoveryIntervalMs === undefined ? {} : { discoveryIntervalMs: c.discoveryIntervalMs }),
+    ...(c.relayFanout === undefined ? {} : { relayFanout: c.relayFanout }),
+    ...(c.dialPeers === undefined ? {} : { dialPeers: c.dialPeers }),
     // the limiter's clock only: the replay keeps true time, so decisions are recorded in true time
     ...(c.skewMs ? { clock: { now: () => systemClock.now() + c.skewMs! } } : {}),
     logger,
@@ -329,6 +331,21 @@ async function replay(run: RunSpec): Promise<RunReport> {
       notRelayed: d('notRelayed'),
     },
     drops: gs1.dropped,
+    ...(gs0.transport !== undefined && gs1.transport !== undefined
+      ? {
+          transport: {
+            framesIn: gs1.transport.framesIn - gs0.transport.framesIn,
+            framesOut: gs1.transport.framesOut - gs0.transport.framesOut,
+            batchesIn: gs1.transport.batchesIn - gs0.transport.batchesIn,
+            batchesOut: gs1.transport.batchesOut - gs0.transport.batchesOut,
+            itemsIn: gs1.transport.itemsIn - gs0.transport.itemsIn,
+            itemsNew: gs1.transport.itemsNew - gs0.transport.itemsNew,
+            verified: gs1.transport.verified - gs0.transport.verified,
+            dropped: gs1.transport.dropped,
+          },
+        }
+      : {}),
+    connected: gs1.peers.connected,
     injected: { delayed: gs1.injected.delayed, dropped: gs1.injected.dropped },
     sync: { pulls: gs1.sync.pulls, pullsOk: gs1.sync.pullsOk, served: gs1.sync.served },
     engine: {

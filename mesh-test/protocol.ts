@@ -25,6 +25,12 @@ export interface ChildConfig {
   discoveryIntervalMs?: number;
   /** Drill: this node's clock runs this many ms ahead of true time (negative: behind). */
   skewMs?: number;
+  /** Relay mode's fanout (MeshLimiterOptions.relayFanout); absent: broadcast. */
+  relayFanout?: number;
+  /** Bootstrap entries dialled (MeshLimiterOptions.dialPeers); absent: the limiter's default. */
+  dialPeers?: number;
+  /** Harness only: the process gets its own session (see MeshSpec.ownSessions). */
+  ownSession?: boolean;
 }
 
 /** One replay: request i at startAt + times[i] (wall-clock epoch ms), in-process `check(policy, key)`. */
@@ -89,6 +95,19 @@ export interface RunReport {
     notRelayed: number;
   };
   drops: Record<string, number>;
+  /** The direct transport's counters over the run (deltas); absent over gossipsub. */
+  transport?: {
+    framesIn: number;
+    framesOut: number;
+    batchesIn: number;
+    batchesOut: number;
+    itemsIn: number;
+    itemsNew: number;
+    verified: number;
+    dropped: Record<string, number>;
+  };
+  /** Connected peers at the end of the run. */
+  connected?: number;
   injected: { delayed: number; dropped: number };
   sync: { pulls: number; pullsOk: number; served: number };
   engine: {

@@ -17,6 +17,17 @@ import { peerIdFromPublicKey } from '@libp2p/peer-id';
 import { FrameDecoder, readVarint, varintLength, writeVarint } from './frame-decoder.js';
 import { lazyWindowUpdates } from './link-tuning.js';
 import { nativeSigner, nativeVerifier, type Signer, type Verifier } from './native-ed25519.js';
+import {
+  type BatchItem,
+  encodeBatch,
+  FRAME_BATCH,
+  pickRandom,
+  readBatch,
+  readSeq,
+  SEQ_BYTES,
+  SIG_BYTES,
+  writeSeq,
+} from './relay-batch.js';
 import { SeqWindow } from './seq-window.js';
 
 /**
@@ -37,8 +48,11 @@ const FRAME_WANT_SIGNATURES = 5;
 /** How long a signature request holds, ms; a relaying peer renews it every third of that. */
 const SIGN_TTL_MS = 10_000;
 const NO_SIGNATURE = new Uint8Array(0);
-const SEQ_BYTES = 8;
-const SIG_BYTES = 64;
+const NO_KEY = new Uint8Array(0);
+/** Most items read from one relay batch (origins a node can hold, the wire's limit). */
+const MAX_BATCH_ITEMS = 4_096;
+/** Largest relay fanout. */
+export const MAX_RELAY_FANOUT = 16;
 /** Signatures cover this prefix first, so no other libp2p signature (noise, gossipsub, records) can pass for one. */
 const SIG_DOMAIN = new TextEncoder().encode('ratemesh-gossip/1:');
 const REOPEN_MS = 500;
@@ -102,6 +116,15 @@ export interface DirectGossipInit {
   maxOrigins?: number;
   /** Gossipsub, for peers that do not speak the direct protocol (older nodes) and for its subscription events. */
   fallback?: FallbackPubSub;
+  /**
+   * Relay mode (0 or absent: broadcast). Each publish sends ONE batch frame to
+   * this many random peers with a direct stream (a new draw each time): our own
+   * message, signed, and the newest message of every origin learned since the
+   * last publish, each with its origin's signature (src/mesh/relay-batch.ts).
+   */
+  relayFanout?: number;
+  /** Random draws (tests); default Math.random. */
+  random?: () => number;
 }
 
 /** Counters; read by benchmarks and tests. */
@@ -115,6 +138,17 @@ export interface DirectGossipStats {
   /** Signature requests sent to origins whose messages we had to relay. */
   signatureRequests: number;
   fallbackPublishes: number;
+  /** Relay mode: batch frames sent (one per target per publish) and read. */
+  batchesOut: number;
+  batchesIn: number;
+  /** Relay mode: items read from batches, and those new (newer than any held for their origin). */
+  itemsIn: number;
+  itemsNew: number;
+  /** Relay mode: origin signatures checked (items new and not from the link's own peer). */
+  verified: number;
+  /** Relay mode: items sent in batches (own included), and items left for the next batch (frame cap). */
+  itemsOut: number;
+  itemsDeferred: number;
   dropped: Record<string, number>;
 }
 
@@ -144,17 +178,6 @@ interface Origin {
 
 function toBytes(data: Uint8Array | { subarray(): Uint8Array }): Uint8Array {
   return data instanceof Uint8Array ? data : data.subarray();
-}
-
-function readSeq(buf: Uint8Array, off: number): number {
-  const view = new DataView(buf.buffer, buf.byteOffset + off, SEQ_BYTES);
-  return view.getUint32(0) * 0x1_0000_0000 + view.getUint32(4);
-}
-
-function writeSeq(buf: Uint8Array, off: number, seq: number): void {
-  const view = new DataView(buf.buffer, buf.byteOffset + off, SEQ_BYTES);
-  view.setUint32(0, Math.floor(seq / 0x1_0000_0000));
-  view.setUint32(4, seq >>> 0);
 }
 
 /** What a gossip signature covers: domain, topic, sequence number, data. */
@@ -210,6 +233,13 @@ export class DirectGossip
     signedOut: 0,
     signatureRequests: 0,
     fallbackPublishes: 0,
+    batchesOut: 0,
+    batchesIn: 0,
+    itemsIn: 0,
+    itemsNew: 0,
+    verified: 0,
+    itemsOut: 0,
+    itemsDeferred: 0,
     dropped: {},
   };
   private readonly log: Logger;
@@ -234,6 +264,11 @@ export class DirectGossip
   private readonly asked = new Map<string, number>();
   /** Each peer's topics, from the hello on its stream to us. */
   private readonly remoteTopics = new Map<string, string[]>();
+  /** Relay mode: fanout (0: broadcast). */
+  readonly relayFanout: number;
+  private readonly random: () => number;
+  /** Relay mode: per topic, the newest message of each origin (by id) learned since our last batch. */
+  private readonly outbox = new Map<string, Map<string, BatchItem>>();
 
   constructor(
     private readonly components: DirectGossipComponents,
@@ -246,6 +281,11 @@ export class DirectGossip
     this.maxQueued = init.maxQueuedBytes ?? 1024 * 1024;
     this.maxOrigins = init.maxOrigins ?? 4_096;
     this.fallback = init.fallback;
+    const f = init.relayFanout ?? 0;
+    if (!Number.isInteger(f) || f < 0 || f > MAX_RELAY_FANOUT)
+      throw new RangeError(`relayFanout must be an integer in 0..${MAX_RELAY_FANOUT} (got ${f})`);
+    this.relayFanout = f;
+    this.random = init.random ?? Math.random;
     // One validator map for both paths: the mesh sets it once and gossipsub's messages meet the same check.
     this.topicValidators = this.fallback?.topicValidators ?? new Map();
     // Microseconds since the epoch: ids stay unique across restarts of one identity (< 2^53 until year 2255).
@@ -287,6 +327,7 @@ export class DirectGossip
     this.windows.clear();
     this.origins.clear();
     this.asked.clear();
+    this.outbox.clear();
     await Promise.all(closing);
   }
 
@@ -390,13 +431,17 @@ export class DirectGossip
    * each), and through gossipsub too while some subscriber has none.
    */
   async publish(topic: string, data: Uint8Array): Promise<PublishResult> {
-    const frame = await this.ownFrame(topic, data);
     const recipients: PeerId[] = [];
     const direct = this.directSubscribers(topic);
-    for (const link of direct) {
-      if (this.write(link, frame)) {
-        this.stats.framesOut++;
-        recipients.push(link.peerId);
+    if (this.relayFanout > 0) {
+      recipients.push(...this.publishBatch(topic, data, direct));
+    } else {
+      const frame = await this.ownFrame(topic, data);
+      for (const link of direct) {
+        if (this.write(link, frame)) {
+          this.stats.framesOut++;
+          recipients.push(link.peerId);
+        }
       }
     }
     const fb = this.fallback;
@@ -424,6 +469,53 @@ export class DirectGossip
     const ok = this.write(link, frame);
     if (ok) this.stats.framesOut++;
     return ok;
+  }
+
+  /**
+   * Relay mode: ONE batch (our message, signed, then the newest message of each
+   * origin learned since the last batch) to `relayFanout` random peers among
+   * `direct`. Items past the frame cap stay queued for the next batch.
+   */
+  private publishBatch(topic: string, data: Uint8Array, direct: readonly OutLink[]): PeerId[] {
+    const topicIdx = this.topics.indexOf(topic);
+    if (topicIdx < 0) throw new Error(`not subscribed to ${topic}`);
+    const seq = this.seq++;
+    const seqBytes = new Uint8Array(SEQ_BYTES);
+    writeSeq(seqBytes, 0, seq);
+    const sig = this.signSync(signedBytes(this.topicBytes.get(topic)!, seqBytes, data));
+    if (sig === undefined) {
+      this.drop('relay-unsigned');
+      return [];
+    }
+    this.stats.signedOut++;
+    const box = this.outbox.get(topic);
+    const items: BatchItem[] = [{ key: NO_KEY, seq, sig, data }];
+    if (box !== undefined) for (const it of box.values()) items.push(it);
+    const { frame, used } = encodeBatch(topicIdx, items, this.init.maxFrameBytes);
+    if (box !== undefined) {
+      // what went out leaves the outbox; what did not fit waits (the newest per origin still)
+      let i = 1;
+      for (const id of box.keys()) {
+        if (i++ >= used) break;
+        box.delete(id);
+      }
+      this.stats.itemsDeferred += box.size;
+    }
+    const out: PeerId[] = [];
+    for (const link of pickRandom(direct, this.relayFanout, this.random)) {
+      if (this.write(link, frame)) {
+        this.stats.framesOut++;
+        this.stats.batchesOut++;
+        this.stats.itemsOut += used;
+        out.push(link.peerId);
+      }
+    }
+    return out;
+  }
+
+  /** Signs with the native signer (Ed25519); undefined for other key types, which relay mode does not support. */
+  private signSync(bytes: Uint8Array): Uint8Array | undefined {
+    return this.signer?.sign(bytes);
   }
 
   private async ownFrame(topic: string, data: Uint8Array): Promise<Uint8Array> {
@@ -646,6 +738,9 @@ export class DirectGossip
       case FRAME_RELAYED:
         this.onRelayed(link, f);
         return;
+      case FRAME_BATCH:
+        this.onBatch(link, f);
+        return;
       default:
         this.drop('unknown-frame');
     }
@@ -801,6 +896,102 @@ export class DirectGossip
     );
   }
 
+  /**
+   * A relay batch: each item is checked against the newest sequence number
+   * held for its origin before anything else (an item no newer is a duplicate:
+   * no signature check), then its origin's signature is verified (not for the
+   * link peer's own item: noise authenticated it), then it goes to the topic
+   * validator, credited to its origin, and, accepted, into our next batch.
+   */
+  private onBatch(link: InLink, f: Uint8Array): void {
+    const t = this.frameTopic(link, f);
+    if (t === undefined) return;
+    const [topic, off] = t;
+    const items = readBatch(f, off, MAX_BATCH_ITEMS);
+    if (items instanceof Error) {
+      this.drop('bad-batch');
+      return;
+    }
+    if (link.key === undefined || link.keyBytes === undefined) {
+      this.drop('bad-frame');
+      return;
+    }
+    this.stats.batchesIn++;
+    const topicBytes = this.topicBytes.get(topic)!;
+    const now = performance.now();
+    for (const it of items) {
+      this.stats.itemsIn++;
+      const own = it.key.byteLength === 0;
+      const origin = own ? undefined : this.origin(it.key);
+      if (!own && origin === undefined) {
+        this.drop('bad-key');
+        continue;
+      }
+      const originId = origin?.id ?? link.id;
+      if (originId === this.selfId) {
+        this.drop('self');
+        continue;
+      }
+      let w = this.windows.get(originId);
+      if (w !== undefined && !w.newer(it.seq)) {
+        this.drop('duplicate');
+        continue;
+      }
+      const relayed = origin !== undefined && originId !== link.id;
+      if (relayed) {
+        if (origin.verifier === undefined) {
+          this.drop('unsupported-key');
+          continue;
+        }
+        this.stats.verified++;
+        if (!origin.verifier.verify(signedBytes(topicBytes, it.seqBytes, it.data), it.sig)) {
+          this.drop('bad-signature');
+          continue;
+        }
+        this.stats.relayedIn++;
+      }
+      if (w === undefined) {
+        if (this.windows.size >= this.maxOrigins) this.forgetIdleOrigins(now);
+        w = new SeqWindow();
+        this.windows.set(originId, w);
+      }
+      w.accept(it.seq, now);
+      this.stats.itemsNew++;
+      // copies: the frame is a view into a read buffer, and the item may wait in our outbox
+      const msg: Message & { type: 'signed' } = {
+        type: 'signed',
+        from: origin?.peerId ?? link.peerId,
+        topic,
+        data: it.data.slice(),
+        sequenceNumber: BigInt(it.seq),
+        signature: it.sig.slice(),
+        key: origin?.key ?? link.key,
+      };
+      this.deliver(link, msg, own ? link.keyBytes : it.key.slice(), it.seq);
+    }
+  }
+
+  /** Relay mode: `msg` (accepted) goes into our next batch, unless a newer one of its origin is there. */
+  private enqueue(msg: Message & { type: 'signed' }, originKey: Uint8Array, seq: number): void {
+    if (msg.signature.byteLength !== SIG_BYTES) {
+      this.drop('relay-unsigned');
+      return;
+    }
+    let box = this.outbox.get(msg.topic);
+    if (box === undefined) {
+      box = new Map();
+      this.outbox.set(msg.topic, box);
+    }
+    const id = msg.from.toString();
+    const had = box.get(id);
+    if (had !== undefined && had.seq >= seq) return;
+    if (had === undefined && box.size >= this.maxOrigins) {
+      this.drop('outbox-full');
+      return;
+    }
+    box.set(id, { key: originKey, seq, sig: msg.signature, data: msg.data });
+  }
+
   /** The origin a relayed frame names by its key, with a cached verifier. */
   private origin(keyBytes: Uint8Array): Origin | undefined {
     const cacheKey = Buffer.from(keyBytes.buffer, keyBytes.byteOffset, keyBytes.byteLength).toString(
@@ -859,7 +1050,8 @@ export class DirectGossip
       return;
     }
     if (r === TopicValidatorResult.Accept) {
-      this.relay(msg, originKey, seq, link.id);
+      if (this.relayFanout > 0) this.enqueue(msg, originKey, seq);
+      else this.relay(msg, originKey, seq, link.id);
       return;
     }
     if (r instanceof Promise) {
@@ -868,7 +1060,9 @@ export class DirectGossip
       const key = originKey.slice();
       r.then(
         (res) => {
-          if (res === TopicValidatorResult.Accept && this.running) this.relay(held, key, seq, link.id);
+          if (res !== TopicValidatorResult.Accept || !this.running) return;
+          if (this.relayFanout > 0) this.enqueue(held, key, seq);
+          else this.relay(held, key, seq, link.id);
         },
         () => this.drop('validator-threw'),
       );

@@ -88,6 +88,15 @@ function tcpMultiaddr(ip: string, port: number): Multiaddr {
   return multiaddr(`/${isIP(ip) === 6 ? 'ip6' : 'ip4'}/${ip}/tcp/${port}`);
 }
 
+function shuffle<T>(a: T[]): void {
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    const t = a[i]!;
+    a[i] = a[j]!;
+    a[j] = t;
+  }
+}
+
 export interface DiscoveryStats {
   dials: number;
   dialErrors: number;
@@ -100,6 +109,12 @@ export interface DiscoveryConfig {
   entries: readonly BootstrapEntry[];
   intervalMs: number;
   dialTimeoutMs: number;
+  /**
+   * Dial only while connected to fewer than this many peers, and then only as
+   * many as are missing, drawn at random from the targets not connected (0 or
+   * absent: dial every target). Peers that dial us count.
+   */
+  maxPeers?: number;
   resolve: Resolver;
   logger: Logger;
 }
@@ -178,15 +193,23 @@ export class Discovery {
     }
     const connected = new Set(this.node.getConnections().map((c) => c.remotePeer.toString()));
     const self = this.node.peerId.toString();
-    const dials: Promise<void>[] = [];
+    const max = this.cfg.maxPeers ?? 0;
+    let budget = max > 0 ? max - connected.size : Number.POSITIVE_INFINITY;
+    if (budget <= 0) return;
+    const open: Array<{ addr: Multiaddr; hp: string | undefined }> = [];
     for (const t of targets) {
-      if (!this.running) break;
       const hp = hostPort(t.addr);
       if (hp !== undefined && own.has(hp)) continue;
       const known = t.peerId ?? (hp === undefined ? undefined : this.learned.get(hp));
       if (known === self) continue;
       if (known !== undefined && connected.has(known)) continue;
-      dials.push(this.dial(t.addr, hp));
+      open.push({ addr: t.addr, hp });
+    }
+    if (max > 0) shuffle(open);
+    const dials: Promise<void>[] = [];
+    for (const t of open) {
+      if (!this.running || budget-- <= 0) break;
+      dials.push(this.dial(t.addr, t.hp));
     }
     await Promise.all(dials);
   }

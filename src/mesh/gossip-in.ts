@@ -61,7 +61,7 @@ export class GossipIn {
    * message that is unsigned, oversized or whose header does not parse (never
    * relayed), Accept to relay it to our mesh peers, Ignore not to.
    */
-  readonly validate: TopicValidatorFn = (_peer, msg) => {
+  readonly validate: TopicValidatorFn = (peer, msg) => {
     if (msg.type !== 'signed') {
       bump(this.host.counters.dropped, 'unsigned');
       return TopicValidatorResult.Reject;
@@ -70,7 +70,7 @@ export class GossipIn {
       bump(this.host.counters.dropped, 'oversize');
       return TopicValidatorResult.Reject;
     }
-    this.receive(msg);
+    this.receive(msg, peer);
     return this.relayDecision(msg.data);
   };
 
@@ -87,7 +87,10 @@ export class GossipIn {
     const g = this.host.counters.gossip;
     if (this.host.isolated()) return TopicValidatorResult.Ignore;
     const mode = this.host.cfg.relay;
-    if (mode !== 'always') {
+    if (this.host.cfg.relayFanout > 0) {
+      // relay mode (direct transport): every message we merge goes into our next batch
+      if (this.host.engine.gossipReach(data) === 0) return TopicValidatorResult.Reject;
+    } else if (mode !== 'always') {
       const reach = this.host.engine.gossipReach(data);
       if (reach === 0) return TopicValidatorResult.Reject; // the engine counted why
       if (mode === 'never' || reach >= this.host.engine.memberCount()) {
@@ -99,7 +102,8 @@ export class GossipIn {
     return TopicValidatorResult.Accept;
   }
 
-  private receive(msg: Message): void {
+  /** `via`: the peer that handed us the message; not its origin when relayed. */
+  private receive(msg: Message, via: PeerId): void {
     if (msg.topic !== this.host.topic) {
       bump(this.host.counters.dropped, 'wrong-topic');
       return;
@@ -117,6 +121,8 @@ export class GossipIn {
       bump(this.host.counters.dropped, 'isolated-in');
       return;
     }
+    // a copy that came through another node: the engine takes no clock-offset sample from it
+    const relayed = !via.equals(msg.from);
     const { injectLoss, injectDelayMs } = this.host.cfg;
     if (injectLoss > 0 && this.rng() < injectLoss) {
       this.host.counters.injected.dropped++;
@@ -126,15 +132,15 @@ export class GossipIn {
       this.host.counters.injected.delayed++;
       const t = setTimeout(() => {
         this.host.timers.delete(t);
-        this.deliver(from, msg.from, msg.data);
+        this.deliver(from, msg.from, msg.data, relayed);
       }, injectDelayMs);
       this.host.timers.add(t);
       return;
     }
-    this.deliver(from, msg.from, msg.data);
+    this.deliver(from, msg.from, msg.data, relayed);
   }
 
-  private deliver(from: string, peerId: PeerId, data: Uint8Array): void {
+  private deliver(from: string, peerId: PeerId, data: Uint8Array, relayed: boolean): void {
     if (!this.host.running()) {
       bump(this.host.counters.dropped, 'stopped');
       return;
@@ -149,7 +155,8 @@ export class GossipIn {
     g.msgsIn++;
     g.bytesIn += data.byteLength;
     this.host.links.heard(from, peerId);
-    const r = this.host.engine.receiveGossip(from, data, now);
+    if (relayed) g.relayedIn++;
+    const r = this.host.engine.receiveGossip(from, data, now, relayed);
     if (!r.ok) bump(g.dropped, r.reason ?? 'refused');
   }
 }

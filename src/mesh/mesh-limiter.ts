@@ -10,7 +10,7 @@ import type { EngineFactory, MeshEngine } from './engine-port.js';
 import { bump, GossipIn } from './gossip-in.js';
 import { peerIdOf } from './identity.js';
 import { PeerLinks } from './links.js';
-import { createMeshNode, type MeshNode } from './node.js';
+import { createMeshNode, directGossipOf, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
 import { loadSnapshot, saveSnapshot } from './snapshot-file.js';
 import { SyncService } from './sync.js';
@@ -70,6 +70,7 @@ class MeshLimiterImpl implements MeshLimiter {
         dropped: {},
         relayed: 0,
         notRelayed: 0,
+        relayedIn: 0,
       },
       dropped: {},
       injected: { delayMs: cfg.injectDelayMs, loss: cfg.injectLoss, delayed: 0, dropped: 0 },
@@ -184,6 +185,7 @@ class MeshLimiterImpl implements MeshLimiter {
         inboundConnectionThreshold: cfg.inboundConnectionThreshold,
         maxConnections: cfg.maxConnections,
         dialTimeoutMs: cfg.dialTimeoutMs,
+        relayFanout: cfg.relayFanout,
       });
       this.node = node;
       const pubsub = node.services.pubsub;
@@ -208,6 +210,7 @@ class MeshLimiterImpl implements MeshLimiter {
         entries: cfg.bootstrap,
         intervalMs: cfg.discoveryIntervalMs,
         dialTimeoutMs: cfg.dialTimeoutMs,
+        maxPeers: cfg.dialPeers,
         resolve: systemResolver,
         logger: cfg.logger,
       });
@@ -371,6 +374,7 @@ class MeshLimiterImpl implements MeshLimiter {
     const c = this.counters;
     const now = this.cfg.clock.now();
     const engine = this.engine.stats(now);
+    const direct = this.node === undefined ? undefined : directGossipOf(this.node);
     return {
       peerId: this.peerId,
       topic: this.topic,
@@ -393,6 +397,9 @@ class MeshLimiterImpl implements MeshLimiter {
       otherTopics: { events: c.otherTopics.events, peers: { ...c.otherTopics.peers } },
       discovery: this.discovery === undefined ? emptyDiscovery() : { ...this.discovery.stats },
       engine,
+      ...(direct === undefined
+        ? {}
+        : { transport: { ...direct.stats, dropped: { ...direct.stats.dropped } } }),
     };
   }
 }

@@ -71,6 +71,8 @@ export interface MeshNodeConfig {
   dialTimeoutMs: number;
   /** Default: the process default ({@link setDefaultGossipTransport}), 'direct' unless changed. */
   transport?: GossipTransport | undefined;
+  /** Relay mode's fanout (direct transport only); 0 or absent: broadcast. */
+  relayFanout?: number | undefined;
 }
 
 /** The direct-gossip service of a node, when it runs one. */
@@ -92,6 +94,11 @@ function fastMsgId(msg: { from?: Uint8Array; seqno?: Uint8Array; data?: Uint8Arr
 export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
   const { D, Dlo, Dhi } = cfg.degree;
   const transport = cfg.transport ?? defaultTransport;
+  const relayFanout = cfg.relayFanout ?? 0;
+  if (relayFanout > 0 && transport !== 'direct')
+    throw new TypeError(
+      `relay mode (relayFanout ${relayFanout}) needs the direct transport, not ${transport}`,
+    );
   const protector: (() => ConnectionProtector) | undefined =
     cfg.psk === undefined ? undefined : preSharedKey({ psk: cfg.psk });
   const pubsub = gossipsub({
@@ -127,7 +134,7 @@ export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
       : {
           identify: identify(),
           gossipsub: pubsub,
-          pubsub: directGossip({ maxFrameBytes: cfg.maxRpcBytes, fallbackService: 'gossipsub' }),
+          pubsub: directGossip({ maxFrameBytes: cfg.maxRpcBytes, fallbackService: 'gossipsub', relayFanout }),
         };
   return createLibp2p<MeshServices>({
     privateKey: cfg.privateKey,

@@ -21,6 +21,7 @@ import {
   defaultDepartAfterMs,
   defaultStaleAfterMs,
 } from './constants.js';
+import { MAX_RELAY_FANOUT } from './direct-gossip.js';
 import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
 import { generateIdentity, identityFromProtobuf } from './identity.js';
@@ -45,6 +46,10 @@ export interface MeshConfig {
   injectSeed: number;
   meshDegree: { D: number; Dlo: number; Dhi: number };
   relay: RelayMode;
+  /** 0: broadcast. */
+  relayFanout: number;
+  /** 0: dial every bootstrap entry. */
+  dialPeers: number;
   heartbeatMs: number;
   maxMessageBytes: number;
   maxSyncBytes: number;
@@ -74,6 +79,8 @@ const KNOWN = new Set<string>([
   'injectSeed',
   'meshDegree',
   'relay',
+  'relayFanout',
+  'dialPeers',
   'heartbeatMs',
   'maxMessageBytes',
   'maxSyncBytes',
@@ -195,6 +202,16 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     fail('relay', `must be 'auto', 'always' or 'never' (got ${JSON.stringify(String(relay))})`);
   }
 
+  const relayFanout = num('relayFanout', opts.relayFanout, 0, 0, MAX_RELAY_FANOUT, true);
+  const dialPeers = num(
+    'dialPeers',
+    opts.dialPeers,
+    relayFanout > 0 ? Math.max(6, 2 * relayFanout) : 0,
+    0,
+    4_096,
+    true,
+  );
+
   if (opts.engineFactory !== undefined && typeof opts.engineFactory !== 'function') {
     fail('engineFactory', 'must be a function');
   }
@@ -223,6 +240,8 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     ),
     meshDegree: { D, Dlo, Dhi },
     relay,
+    relayFanout,
+    dialPeers,
     heartbeatMs: num('heartbeatMs', opts.heartbeatMs, DEFAULT_HEARTBEAT_MS, 50, 60_000),
     maxMessageBytes: num(
       'maxMessageBytes',

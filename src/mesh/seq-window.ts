@@ -28,6 +28,15 @@ export class SeqWindow {
     return (this.bits & (1 << d)) !== 0;
   }
 
+  /**
+   * Whether `seq` is newer than every number accepted (or starts over after a
+   * restart): what a relay batch merges. An older one, even unseen, carries
+   * nothing its origin's newer message did not (each message holds the whole window).
+   */
+  newer(seq: number): boolean {
+    return this.hi < 0 || seq > this.hi || this.hi - seq >= RESTART_GAP;
+  }
+
   /** Records `seq`; false when it was seen already (see {@link seen}). */
   accept(seq: number, now: number): boolean {
     if (this.hi < 0 || seq > this.hi + RESTART_GAP || this.hi - seq >= RESTART_GAP) {

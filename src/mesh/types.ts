@@ -4,6 +4,7 @@ import type { EngineStats, PolicyReplacement } from '../decision/types.js';
 import type { Logger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
 import type { PolicySpec, RateLimiter } from '../types.js';
+import type { DirectGossipStats } from './direct-gossip.js';
 import type { EngineFactory } from './engine-port.js';
 
 export type { Logger } from '../logger.js';
@@ -57,6 +58,24 @@ export interface MeshLimiterOptions {
    * (plain gossipsub). `'never'`: none (only for a mesh known to be full).
    */
   relay?: RelayMode;
+  /**
+   * Relay mode (direct transport): once a tick each node sends ONE frame to
+   * this many random peers (a new draw each tick) holding its own message and
+   * the newest message of every origin it learned since its last tick, each
+   * signed by its origin; receivers verify, merge what is new and relay it on.
+   * Messages per node per tick stay at `relayFanout` whatever the mesh size;
+   * counts take a few hops (about log_f N ticks) to reach everyone. 0
+   * (default): broadcast, each message straight to every connected peer. Every
+   * member must run the same mode. 1..16.
+   */
+  relayFanout?: number;
+  /**
+   * Most peers this node dials from its bootstrap list (a random subset, redrawn
+   * while short); peers that dial it come on top. Default: every entry in
+   * broadcast mode, max(6, 2 × relayFanout) in relay mode (a relay needs only a
+   * few links; every member is still heard through them). 0: every entry.
+   */
+  dialPeers?: number;
   /** Gossipsub heartbeat (mesh upkeep), ms. Default 700. */
   heartbeatMs?: number;
   /** Largest gossip message accepted from a peer, bytes; larger ones are dropped and counted. Default 1 MiB. */
@@ -140,10 +159,17 @@ export interface MeshStats {
     bytesIn: number;
     /** Received messages the engine dropped, by its reason (the engine keeps its own detailed counts). */
     dropped: Record<string, number>;
-    /** Received messages handed back to gossipsub to relay, and not to (their origin reached everyone we know). */
+    /**
+     * Received messages handed back to the transport to relay, and not to (their origin reached
+     * everyone we know). In relay mode (`relayFanout`) every merged message is relayed.
+     */
     relayed: number;
     notRelayed: number;
+    /** Received messages that came through another node than their origin (no clock-offset sample). */
+    relayedIn: number;
   };
+  /** The direct transport's own counters (frames, relay batches, signatures checked, drops); absent over gossipsub. */
+  transport?: DirectGossipStats;
   /** Messages the transport dropped, by reason (oversize, unsigned, self, stopped, ...). */
   dropped: Record<string, number>;
   injected: { delayMs: number; loss: number; delayed: number; dropped: number };

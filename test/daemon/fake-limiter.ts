@@ -173,6 +173,7 @@ export function emptyStats(peerId: string, topic: string): MeshStats {
       bytesOut: 0,
       relayed: 0,
       notRelayed: 0,
+      relayedIn: 0,
       publishErrors: 0,
       msgsIn: 0,
       bytesIn: 0,

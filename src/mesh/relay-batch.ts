@@ -1,0 +1,150 @@
+import { readVarint, varintLength, writeVarint } from './frame-decoder.js';
+
+/**
+ * The relay batch (frame kind 6 of the direct gossip protocol,
+ * docs/gossip-transport.md): once a tick a node in relay mode sends ONE frame
+ * to `fanout` random peers, holding its own message and the newest message of
+ * every origin it learned since its last tick, each signed by its origin.
+ *
+ * ```
+ * batch  6  topic:uvarint count:uvarint item*count
+ * item      keylen:uvarint key seq:u64be sig:64 len:uvarint message
+ * ```
+ *
+ * `key` is the origin's public key (libp2p protobuf); `keylen` 0 names the
+ * sender itself (the link authenticated it). `sig` is the origin's Ed25519
+ * signature over the same bytes as a relayed frame's (domain, topic, seq,
+ * message).
+ */
+export const FRAME_BATCH = 6;
+
+export const SEQ_BYTES = 8;
+export const SIG_BYTES = 64;
+/** A key longer than this is not a libp2p public key we accept (Ed25519 protobuf: 36 bytes). */
+export const MAX_KEY_BYTES = 1024;
+
+/** One item to send: `key` empty for our own message. */
+export interface BatchItem {
+  key: Uint8Array;
+  seq: number;
+  sig: Uint8Array;
+  data: Uint8Array;
+}
+
+/** One item read from a batch: views into the frame. */
+export interface ReadItem {
+  key: Uint8Array;
+  seq: number;
+  seqBytes: Uint8Array;
+  sig: Uint8Array;
+  data: Uint8Array;
+}
+
+function itemBytes(it: BatchItem): number {
+  return (
+    varintLength(it.key.byteLength) +
+    it.key.byteLength +
+    SEQ_BYTES +
+    SIG_BYTES +
+    varintLength(it.data.byteLength) +
+    it.data.byteLength
+  );
+}
+
+export function readSeq(buf: Uint8Array, off: number): number {
+  const view = new DataView(buf.buffer, buf.byteOffset + off, SEQ_BYTES);
+  return view.getUint32(0) * 0x1_0000_0000 + view.getUint32(4);
+}
+
+export function writeSeq(buf: Uint8Array, off: number, seq: number): void {
+  const view = new DataView(buf.buffer, buf.byteOffset + off, SEQ_BYTES);
+  view.setUint32(0, Math.floor(seq / 0x1_0000_0000));
+  view.setUint32(4, seq >>> 0);
+}
+
+/**
+ * Encodes `items` in order (the first one always, the others while the frame
+ * stays within `maxFrameBytes`) as one length-prefixed batch frame. `used` is
+ * how many items went in; the rest wait for the next tick.
+ */
+export function encodeBatch(
+  topicIdx: number,
+  items: readonly BatchItem[],
+  maxFrameBytes: number,
+): { frame: Uint8Array; used: number } {
+  let body = 1 + varintLength(topicIdx) + 4; // the count: at most 4 varint bytes
+  let used = 0;
+  for (const it of items) {
+    const b = itemBytes(it);
+    if (used > 0 && body + b > maxFrameBytes) break;
+    body += b;
+    used++;
+  }
+  body -= 4 - varintLength(used);
+  const frame = new Uint8Array(varintLength(body) + body);
+  let off = writeVarint(frame, 0, body);
+  frame[off++] = FRAME_BATCH;
+  off = writeVarint(frame, off, topicIdx);
+  off = writeVarint(frame, off, used);
+  for (let i = 0; i < used; i++) {
+    const it = items[i]!;
+    off = writeVarint(frame, off, it.key.byteLength);
+    frame.set(it.key, off);
+    off += it.key.byteLength;
+    writeSeq(frame, off, it.seq);
+    off += SEQ_BYTES;
+    frame.set(it.sig, off);
+    off += SIG_BYTES;
+    off = writeVarint(frame, off, it.data.byteLength);
+    frame.set(it.data, off);
+    off += it.data.byteLength;
+  }
+  return { frame, used };
+}
+
+/**
+ * Reads the items of a batch frame body from `off` (just past the topic):
+ * every item, or an Error when the frame is malformed (nothing of it is used
+ * then: a peer that sends a broken batch loses the whole batch). `maxItems`
+ * caps the count.
+ */
+export function readBatch(f: Uint8Array, off: number, maxItems: number): ReadItem[] | Error {
+  const n = readVarint(f, off);
+  if (n === undefined || n[0] > maxItems) return new Error('bad batch count');
+  const out: ReadItem[] = [];
+  let p = n[1];
+  for (let i = 0; i < n[0]; i++) {
+    const k = readVarint(f, p);
+    if (k === undefined || k[0] > MAX_KEY_BYTES) return new Error('bad item key');
+    const keyEnd = k[1] + k[0];
+    if (keyEnd + SEQ_BYTES + SIG_BYTES > f.byteLength) return new Error('truncated item');
+    const seqBytes = f.subarray(keyEnd, keyEnd + SEQ_BYTES);
+    const sig = f.subarray(keyEnd + SEQ_BYTES, keyEnd + SEQ_BYTES + SIG_BYTES);
+    const len = readVarint(f, keyEnd + SEQ_BYTES + SIG_BYTES);
+    if (len === undefined || len[1] + len[0] > f.byteLength) return new Error('truncated item');
+    out.push({
+      key: f.subarray(k[1], keyEnd),
+      seq: readSeq(f, keyEnd),
+      seqBytes,
+      sig,
+      data: f.subarray(len[1], len[1] + len[0]),
+    });
+    p = len[1] + len[0];
+  }
+  if (p !== f.byteLength) return new Error('trailing bytes');
+  return out;
+}
+
+/** `k` distinct entries of `xs` drawn uniformly (all of them when k >= length). */
+export function pickRandom<T>(xs: readonly T[], k: number, rand: () => number = Math.random): T[] {
+  const a = xs.slice();
+  const m = Math.min(k, a.length);
+  for (let i = 0; i < m; i++) {
+    const j = i + Math.floor(rand() * (a.length - i));
+    const t = a[i]!;
+    a[i] = a[j]!;
+    a[j] = t;
+  }
+  a.length = m;
+  return a;
+}

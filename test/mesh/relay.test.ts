@@ -1,0 +1,251 @@
+import { publicKeyToProtobuf } from '@libp2p/crypto/keys';
+import type { Message } from '@libp2p/gossipsub';
+import { TopicValidatorResult } from '@libp2p/gossipsub';
+import type { PrivateKey, Stream } from '@libp2p/interface';
+import { multiaddr } from '@multiformats/multiaddr';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { Engine } from '../../src/decision/engine.js';
+import { type DirectGossip, GOSSIP_PROTOCOL } from '../../src/mesh/direct-gossip.js';
+import { writeVarint } from '../../src/mesh/frame-decoder.js';
+import { generateIdentity } from '../../src/mesh/identity.js';
+import { nativeSigner } from '../../src/mesh/native-ed25519.js';
+import { createMeshNode, directGossipOf, type MeshNode } from '../../src/mesh/node.js';
+import { parseOptions } from '../../src/mesh/options.js';
+import { encodeBatch, FRAME_BATCH, pickRandom, readBatch, writeSeq } from '../../src/mesh/relay-batch.js';
+import type { MeshLimiter } from '../../src/mesh/types.js';
+import { Cluster, dialable, waitFor } from './helpers.js';
+
+const POLICY = { name: 'api', limit: 1_000, windowMs: 10_000 };
+
+describe('relay batch encoding', () => {
+  it('round-trips items, defers what does not fit, and refuses malformed batches', () => {
+    const items = [0, 1, 2].map((i) => ({
+      key: new Uint8Array(i === 0 ? 0 : 36).fill(i),
+      seq: 1_700_000_000_000_000 + i,
+      sig: new Uint8Array(64).fill(9 - i),
+      data: new Uint8Array(50 + i).fill(i + 1),
+    }));
+    const { frame, used } = encodeBatch(0, items, 10_000);
+    expect(used).toBe(3);
+    // frame: length varint, kind, topic index 0
+    const lenBytes = frame[0]! >= 0x80 ? 2 : 1;
+    expect(frame[lenBytes]).toBe(FRAME_BATCH);
+    const body = frame.subarray(lenBytes);
+    const got = readBatch(body, 2, 100);
+    if (got instanceof Error) throw got;
+    expect(got.map((g) => [g.key.byteLength, g.seq, g.sig[0], g.data.byteLength])).toEqual(
+      items.map((it) => [it.key.byteLength, it.seq, it.sig[0], it.data.byteLength]),
+    );
+    // a cap that holds the first item and one more
+    expect(encodeBatch(0, items, 300).used).toBe(2);
+    // the first item goes out whatever the cap
+    expect(encodeBatch(0, items, 10).used).toBe(1);
+    expect(readBatch(body.subarray(0, body.byteLength - 1), 2, 100)).toBeInstanceOf(Error);
+    expect(readBatch(body, 2, 2)).toBeInstanceOf(Error);
+  });
+
+  it('picks distinct peers, at most as many as there are', () => {
+    const xs = [1, 2, 3, 4, 5];
+    for (let i = 0; i < 20; i++) {
+      const p = pickRandom(xs, 2);
+      expect(new Set(p).size).toBe(2);
+    }
+    expect(pickRandom(xs, 9).sort()).toEqual(xs);
+  });
+
+  it('validates relayFanout and dialPeers', () => {
+    const base = { policies: [POLICY], listen: ['/ip4/127.0.0.1/tcp/0'] };
+    expect(parseOptions(base).relayFanout).toBe(0);
+    expect(parseOptions(base).dialPeers).toBe(0);
+    expect(parseOptions({ ...base, relayFanout: 3 }).dialPeers).toBe(6);
+    expect(parseOptions({ ...base, relayFanout: 4, dialPeers: 2 }).dialPeers).toBe(2);
+    expect(() => parseOptions({ ...base, relayFanout: 1.5 })).toThrow(/relayFanout/);
+    expect(() => parseOptions({ ...base, relayFanout: 17 })).toThrow(/relayFanout/);
+    expect(() => parseOptions({ ...base, dialPeers: -1 })).toThrow(/dialPeers/);
+  });
+});
+
+describe('relay mode (live, loopback)', () => {
+  const cluster = new Cluster();
+  afterAll(() => cluster.stopAll());
+
+  it('5 nodes in a line, fanout 2: every engine learns every origin and its counts through relays', async () => {
+    const engines: Engine[] = [];
+    const heard: Array<Map<string, { direct: number; relayed: number }>> = [];
+    const nodes: MeshLimiter[] = [];
+    for (let i = 0; i < 5; i++) {
+      const log = new Map<string, { direct: number; relayed: number }>();
+      heard.push(log);
+      const node = await cluster.add({
+        policies: [POLICY],
+        relayFanout: 2,
+        // a line: each node dials only the one before it, so 0 and 4 hear each other only through three relays
+        bootstrap: i === 0 ? [] : [dialable(nodes[i - 1]!)],
+        dialPeers: 1,
+        engineFactory: (init) => {
+          const e = new Engine(init);
+          if (!init.nodeId.startsWith('warm-')) {
+            engines.push(e);
+            const receive = e.receiveGossip.bind(e);
+            e.receiveGossip = (from, bytes, now, relayed) => {
+              const c = log.get(from) ?? { direct: 0, relayed: 0 };
+              if (relayed === true) c.relayed++;
+              else c.direct++;
+              log.set(from, c);
+              return receive(from, bytes, now, relayed);
+            };
+          }
+          return e;
+        },
+      });
+      nodes.push(node);
+    }
+    // every member known (and each link's state pull done) before anyone admits
+    await waitFor('every node sees 4 live members', () =>
+      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 4 && n.stats().sync.pullsOk >= 1),
+    );
+    // node i admits 10 * (i + 1): 150 in all
+    nodes.forEach((n, i) => {
+      for (let j = 0; j < 10 * (i + 1); j++) expect(n.check('api', 'k').allowed).toBe(true);
+    });
+    await waitFor(
+      'every node counts 150 on key k',
+      () => engines.every((e) => Math.round(e.estimate('api', 'k')) === 150),
+      20_000,
+    );
+    const ids = nodes.map((n) => n.peerId);
+    for (let i = 0; i < 5; i++) {
+      expect(
+        nodes[i]!.peers()
+          .map((p) => p.id)
+          .sort(),
+      ).toEqual(ids.filter((_, j) => j !== i).sort());
+      // the line's ends and everything two hops away came only through relays
+      for (let j = 0; j < 5; j++) {
+        if (Math.abs(i - j) < 2) continue;
+        const c = heard[i]!.get(ids[j]!);
+        expect(c?.relayed ?? 0).toBeGreaterThan(0);
+        expect(c?.direct ?? 0).toBe(0);
+      }
+      // neighbours: their own items came over the link (credited directly)
+      for (const j of [i - 1, i + 1]) {
+        if (j < 0 || j > 4) continue;
+        expect(heard[i]!.get(ids[j]!)?.direct ?? 0).toBeGreaterThan(0);
+      }
+      const s = nodes[i]!.stats();
+      expect(s.peers.connected).toBeLessThanOrEqual(2);
+      expect(s.transport?.batchesOut).toBeGreaterThan(0);
+      // a node with two links sends each batch to both; never more frames than ticks x fanout (+ hellos)
+      expect(s.transport!.batchesOut).toBeLessThanOrEqual(2 * (s.gossip.ticks + s.gossip.earlyPublishes));
+      if (i === 0 || i === 4) continue;
+      expect(s.transport!.verified).toBeGreaterThan(0);
+    }
+  }, 60_000);
+});
+
+describe('relay batches: bad input (live, loopback)', () => {
+  const nodes: MeshNode[] = [];
+  afterEach(async () => {
+    await Promise.all(nodes.map((n) => n.stop()));
+    nodes.length = 0;
+  });
+
+  async function node(key: PrivateKey): Promise<{ node: MeshNode; direct: DirectGossip; got: Message[] }> {
+    const n = await createMeshNode({
+      listen: ['/ip4/127.0.0.1/tcp/0'],
+      privateKey: key,
+      degree: { D: 3, Dlo: 2, Dhi: 4 },
+      heartbeatMs: 700,
+      maxRpcBytes: 64 * 1024,
+      inboundConnectionThreshold: 100,
+      maxConnections: 64,
+      dialTimeoutMs: 5_000,
+      relayFanout: 2,
+    });
+    nodes.push(n);
+    const direct = directGossipOf(n)!;
+    const got: Message[] = [];
+    direct.topicValidators.set('t', (_p, m) => {
+      got.push(m);
+      return TopicValidatorResult.Accept;
+    });
+    await n.start();
+    direct.subscribe('t');
+    return { node: n, direct, got };
+  }
+
+  it('drops a relayed item with a bad signature or an unknown origin key (counted), and credits the good ones', async () => {
+    const a = await node(generateIdentity());
+    const origin = generateIdentity();
+    const sender = generateIdentity();
+    // the sender: a bare libp2p node speaking the protocol by hand
+    const raw = await createMeshNode({
+      listen: ['/ip4/127.0.0.1/tcp/0'],
+      privateKey: sender,
+      degree: { D: 3, Dlo: 2, Dhi: 4 },
+      heartbeatMs: 700,
+      maxRpcBytes: 64 * 1024,
+      inboundConnectionThreshold: 100,
+      maxConnections: 64,
+      dialTimeoutMs: 5_000,
+    });
+    nodes.push(raw);
+    await raw.start();
+    const addr = a.node.getMultiaddrs().find((m) => m.toString().includes('127.0.0.1'))!;
+    const conn = await raw.dial(multiaddr(addr.toString()));
+    const stream: Stream = await conn.newStream(GOSSIP_PROTOCOL);
+    const frame = (body: Uint8Array): Uint8Array => {
+      const out = new Uint8Array(5 + body.byteLength);
+      const off = writeVarint(out, 0, body.byteLength);
+      out.set(body, off);
+      return out.subarray(0, off + body.byteLength);
+    };
+    // hello: one topic 't'
+    stream.send(frame(new Uint8Array([1, 1, 1, 't'.charCodeAt(0)])));
+    const te = new TextEncoder();
+    const signed = (key: PrivateKey, seq: number, data: Uint8Array): Uint8Array => {
+      const dom = te.encode('ratemesh-gossip/1:');
+      const s = new Uint8Array(8);
+      writeSeq(s, 0, seq);
+      const bytes = new Uint8Array(Buffer.concat([dom, new Uint8Array([1]), te.encode('t'), s, data]));
+      return nativeSigner(key)!.sign(bytes);
+    };
+    const seq = Date.now() * 1000;
+    const good = new Uint8Array([1, 2, 3]);
+    const items = [
+      // the sender's own item (credited to the link)
+      { key: new Uint8Array(0), seq, sig: signed(sender, seq, good), data: good },
+      // relayed, good signature
+      {
+        key: publicKeyToProtobuf(origin.publicKey),
+        seq: seq + 1,
+        sig: signed(origin, seq + 1, good),
+        data: good,
+      },
+      // relayed, bad signature (signed by the sender, claimed for another origin)
+      {
+        key: publicKeyToProtobuf(generateIdentity().publicKey),
+        seq: seq + 2,
+        sig: signed(sender, seq + 2, good),
+        data: good,
+      },
+      // unknown origin: a key that is no libp2p key
+      { key: new Uint8Array(36).fill(7), seq: seq + 3, sig: new Uint8Array(64), data: good },
+    ];
+    stream.send(encodeBatch(0, items, 64 * 1024).frame);
+    // the same batch again: every item a duplicate, no signature checked twice
+    stream.send(encodeBatch(0, items, 64 * 1024).frame);
+    await waitFor('two batches read', () => a.direct.stats.batchesIn >= 2, 10_000);
+    expect(a.got.map((m) => (m.type === 'signed' ? m.from.toString() : ''))).toEqual([
+      sender.publicKey.toString(),
+      origin.publicKey.toString(),
+    ]);
+    // a bad item is not recorded: its copy in the second batch is checked (and dropped) again
+    expect(a.direct.stats.dropped['bad-signature']).toBe(2);
+    expect(a.direct.stats.dropped['bad-key']).toBe(2);
+    expect(a.direct.stats.dropped.duplicate).toBe(2);
+    expect(a.direct.stats.verified).toBe(3);
+    expect(a.direct.stats.relayedIn).toBe(1);
+    await stream.close();
+  }, 30_000);
+});
