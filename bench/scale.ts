@@ -11,7 +11,8 @@
  * received per node per second, bytes received per node per cluster request,
  * the largest message, and the engine's wall time per node per second.
  *
- *   npx tsx bench/scale.ts [--only nodes|keys] [--nodes 8,16] [--keys 1,100] [--seconds S]
+ *   npx tsx bench/scale.ts [--only nodes|keys] [--design broadcast,relay] [--nodes 8,16] [--keys 1,100]
+ *     [--seconds S] [--out FILE]
  *
  * Writes bench/results/scale.json (merged by row: a partial run replaces its rows only).
  */
@@ -24,7 +25,11 @@ import { Simulator } from '../src/sim/simulator.js';
 import type { PolicySpec } from '../src/types.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const OUT = resolve(here, 'results/scale.json');
+/** The results file; `--out FILE` writes another (two runs at once must not share one). */
+const OUT = (() => {
+  const i = process.argv.indexOf('--out');
+  return i >= 0 ? resolve(process.argv[i + 1]!) : resolve(here, 'results/scale.json');
+})();
 
 /** The gossip design a row measures. */
 export type Design = 'broadcast' | 'relay';
@@ -103,7 +108,7 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     engine: {
       maxPeers: Math.max(256, nodes),
       expectedMembers: nodes,
-      ...(design === 'relay' ? { staleAfterMs: STALE } : {}),
+      ...(design === 'relay' && STALE !== undefined ? { staleAfterMs: STALE } : {}),
     },
     ...(design === 'relay' ? { relay: { fanout: FANOUT } } : {}),
   });
@@ -157,7 +162,8 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
 }
 
 const FANOUT = Number(process.env.FANOUT ?? 4);
-const STALE = Number(process.env.STALE ?? 600);
+/** An override of staleAfterMs for relay rows (default: the engine's, from relayHops). */
+const STALE = process.env.STALE === undefined ? undefined : Number(process.env.STALE);
 export const NODE_COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024];
 export const KEY_COUNTS = [1, 100, 1_000, 10_000, 100_000];
 
