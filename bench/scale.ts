@@ -51,6 +51,8 @@ export interface ScaleRow {
   bytes_in_per_request_node: number;
   max_msg_bytes: number;
   engine_ms_per_s_node: number;
+  /** Simulated seconds of the row (10 for nodes, 30 for keys, unless run shorter: the big broadcast rows). */
+  seconds: number;
   /** Wall time of the row, s. */
   wall_s: number;
 }
@@ -157,6 +159,7 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     bytes_in_per_request_node: round(sim.deliveredBytes / nodes / n, 1),
     max_msg_bytes: sim.maxMessageBytes,
     engine_ms_per_s_node: round(sim.engineMs / nodes / durS, 1),
+    seconds,
     wall_s: round(wall, 1),
   };
 }
@@ -188,6 +191,7 @@ const COLS: (keyof ScaleRow)[] = [
   'bytes_in_per_request_node',
   'max_msg_bytes',
   'engine_ms_per_s_node',
+  'seconds',
   'wall_s',
 ];
 
