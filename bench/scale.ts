@@ -246,6 +246,8 @@ function main(): void {
 /** Merge `rows` into the results file by (design, nodes, keys): a partial run replaces its rows only. */
 function save(rows: ScaleRow[]): void {
   const old: ScaleRow[] = existsSync(OUT) ? JSON.parse(readFileSync(OUT, 'utf8')).rows : [];
+  // rows written before rows carried their seconds ran the default
+  for (const r of old) r.seconds ??= r.series === 'nodes' ? 10 : 30;
   const id = (r: ScaleRow) => `${r.series}/${r.design}/${r.nodes}/${r.keys}`;
   const fresh = new Set(rows.map(id));
   const merged = [...old.filter((r) => !fresh.has(id(r))), ...rows];
