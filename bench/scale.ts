@@ -13,6 +13,7 @@
  *
  *   npx tsx bench/scale.ts [--only nodes|keys] [--design broadcast,relay] [--nodes 8,16] [--keys 1,100]
  *     [--seconds S] [--out FILE]
+ *   npx tsx bench/scale.ts --print [--only nodes]   (the rows saved, as printed)
  *
  * Writes bench/results/scale.json (merged by row: a partial run replaces its rows only).
  */
@@ -200,6 +201,20 @@ function printRow(r: ScaleRow): void {
 }
 
 function main(): void {
+  if (process.argv.includes('--print')) {
+    // the rows of the results file as the runs printed them
+    const saved: ScaleRow[] = JSON.parse(readFileSync(OUT, 'utf8')).rows;
+    const only = arg('only');
+    console.log(['series', ...COLS].map((c) => c.padStart(c === 'design' ? 10 : 12)).join(' '));
+    for (const r of saved)
+      if (only === undefined || r.series === only)
+        console.log(
+          [r.series.padStart(12), ...COLS.map((c) => String(r[c]).padStart(c === 'design' ? 10 : 12))].join(
+            ' ',
+          ),
+        );
+    return;
+  }
   const only = arg('only');
   const designs = (arg('design') ?? 'broadcast,relay').split(',') as Design[];
   const seconds = arg('seconds');
