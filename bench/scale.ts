@@ -206,13 +206,12 @@ function main(): void {
     const saved: ScaleRow[] = JSON.parse(readFileSync(OUT, 'utf8')).rows;
     const only = arg('only');
     console.log(['series', ...COLS].map((c) => c.padStart(c === 'design' ? 10 : 12)).join(' '));
-    for (const r of saved)
-      if (only === undefined || r.series === only)
-        console.log(
-          [r.series.padStart(12), ...COLS.map((c) => String(r[c]).padStart(c === 'design' ? 10 : 12))].join(
-            ' ',
-          ),
-        );
+    for (const r of saved) {
+      r.seconds ??= r.series === 'nodes' ? 10 : 30;
+      if (only !== undefined && r.series !== only) continue;
+      const cells = COLS.map((c) => String(r[c]).padStart(c === 'design' ? 10 : 12));
+      console.log([r.series.padStart(12), ...cells].join(' '));
+    }
     return;
   }
   const only = arg('only');
