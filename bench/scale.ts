@@ -11,7 +11,9 @@
  * received per node per second, bytes received per node per cluster request,
  * the largest message, and the engine's wall time per node per second.
  *
- *   npx tsx bench/scale.ts [--only nodes|keys] [--nodes 8,16] [--keys 1,100] [--seconds S]
+ *   npx tsx bench/scale.ts [--only nodes|keys] [--design broadcast,relay] [--nodes 8,16] [--keys 1,100]
+ *     [--seconds S] [--out FILE]
+ *   npx tsx bench/scale.ts --print [--only nodes]   (the rows saved, as printed)
  *
  * Writes bench/results/scale.json (merged by row: a partial run replaces its rows only).
  */
@@ -24,7 +26,11 @@ import { Simulator } from '../src/sim/simulator.js';
 import type { PolicySpec } from '../src/types.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const OUT = resolve(here, 'results/scale.json');
+/** The results file; `--out FILE` writes another (two runs at once must not share one). */
+const OUT = (() => {
+  const i = process.argv.indexOf('--out');
+  return i >= 0 ? resolve(process.argv[i + 1]!) : resolve(here, 'results/scale.json');
+})();
 
 /** The gossip design a row measures. */
 export type Design = 'broadcast' | 'relay';
@@ -46,6 +52,8 @@ export interface ScaleRow {
   bytes_in_per_request_node: number;
   max_msg_bytes: number;
   engine_ms_per_s_node: number;
+  /** Simulated seconds of the row (10 for nodes, 30 for keys, unless run shorter: the big broadcast rows). */
+  seconds: number;
   /** Wall time of the row, s. */
   wall_s: number;
 }
@@ -103,7 +111,7 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     engine: {
       maxPeers: Math.max(256, nodes),
       expectedMembers: nodes,
-      ...(design === 'relay' ? { staleAfterMs: STALE } : {}),
+      ...(design === 'relay' && STALE !== undefined ? { staleAfterMs: STALE } : {}),
     },
     ...(design === 'relay' ? { relay: { fanout: FANOUT } } : {}),
   });
@@ -152,12 +160,14 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     bytes_in_per_request_node: round(sim.deliveredBytes / nodes / n, 1),
     max_msg_bytes: sim.maxMessageBytes,
     engine_ms_per_s_node: round(sim.engineMs / nodes / durS, 1),
+    seconds,
     wall_s: round(wall, 1),
   };
 }
 
 const FANOUT = Number(process.env.FANOUT ?? 4);
-const STALE = Number(process.env.STALE ?? 600);
+/** An override of staleAfterMs for relay rows (default: the engine's, from relayHops). */
+const STALE = process.env.STALE === undefined ? undefined : Number(process.env.STALE);
 export const NODE_COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024];
 export const KEY_COUNTS = [1, 100, 1_000, 10_000, 100_000];
 
@@ -182,6 +192,7 @@ const COLS: (keyof ScaleRow)[] = [
   'bytes_in_per_request_node',
   'max_msg_bytes',
   'engine_ms_per_s_node',
+  'seconds',
   'wall_s',
 ];
 
@@ -190,6 +201,19 @@ function printRow(r: ScaleRow): void {
 }
 
 function main(): void {
+  if (process.argv.includes('--print')) {
+    // the rows of the results file as the runs printed them
+    const saved: ScaleRow[] = JSON.parse(readFileSync(OUT, 'utf8')).rows;
+    const only = arg('only');
+    console.log(['series', ...COLS].map((c) => c.padStart(c === 'design' ? 10 : 12)).join(' '));
+    for (const r of saved) {
+      r.seconds ??= r.series === 'nodes' ? 10 : 30;
+      if (only !== undefined && r.series !== only) continue;
+      const cells = COLS.map((c) => String(r[c]).padStart(c === 'design' ? 10 : 12));
+      console.log([r.series.padStart(12), ...cells].join(' '));
+    }
+    return;
+  }
   const only = arg('only');
   const designs = (arg('design') ?? 'broadcast,relay').split(',') as Design[];
   const seconds = arg('seconds');
@@ -236,6 +260,8 @@ function main(): void {
 /** Merge `rows` into the results file by (design, nodes, keys): a partial run replaces its rows only. */
 function save(rows: ScaleRow[]): void {
   const old: ScaleRow[] = existsSync(OUT) ? JSON.parse(readFileSync(OUT, 'utf8')).rows : [];
+  // rows written before rows carried their seconds ran the default
+  for (const r of old) r.seconds ??= r.series === 'nodes' ? 10 : 30;
   const id = (r: ScaleRow) => `${r.series}/${r.design}/${r.nodes}/${r.keys}`;
   const fresh = new Set(rows.map(id));
   const merged = [...old.filter((r) => !fresh.has(id(r))), ...rows];

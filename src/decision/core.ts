@@ -94,6 +94,8 @@ export class EngineCore {
   early = false;
   /** Min over live peers of the time (ours) their newest data was sent. */
   oldestSent = Number.POSITIVE_INFINITY;
+  /** The live peer whose newest data is {@link oldestSent} (undefined when none). */
+  private oldestPeer: PeerState | undefined;
   /** (peer, policy, version) marks already logged. */
   private readonly warnedForeign = new Set<string>();
 
@@ -108,7 +110,7 @@ export class EngineCore {
       cfg.departAfterMs,
       cfg.maxPeers,
       cfg.expectedMembers,
-      cfg.expectedDelayMs,
+      cfg.dataDelayMs,
     );
     this.budget = new KeyBudget(cfg.maxKeys);
     this.installRts(this.policySet.policies.map((policy, idx) => this.makeRt(policy, idx)));
@@ -261,20 +263,49 @@ export class EngineCore {
    */
   updateOldestSent(): void {
     let oldest = Number.POSITIVE_INFINITY;
+    let oldestPeer: PeerState | undefined;
     let firstStale = Number.POSITIVE_INFINITY;
     for (const p of this.peers.live) {
-      // A peer whose clock is far behind (or a rogue claiming old send times)
-      // must not stretch the horizon past the window and switch the control
-      // off: its delay counts for at most one staleness period.
-      const sent = p.lastHeard - Math.min(p.delayMs, this.cfg.staleAfterMs);
-      if (sent < oldest) oldest = sent;
+      const sent = this.sentOf(p);
+      if (sent < oldest) {
+        oldest = sent;
+        oldestPeer = p;
+      }
       // a peer is stale once its data age passes staleAfterMs
       const due = this.peers.staleAt(p);
       if (due < firstStale) firstStale = due;
     }
     this.oldestSent = oldest;
+    this.oldestPeer = oldestPeer;
     const due = firstStale + 1e-6;
     if (due < this.nextRefresh) this.nextRefresh = due;
+  }
+
+  /**
+   * {@link updateOldestSent} after gossip from live peer `p`, the live set unchanged: the same
+   * result, in O(1) unless `p` held the oldest data (then the full pass). With relays each
+   * node hears every member every tick, and the full pass made every message O(N).
+   */
+  heardLive(p: PeerState): void {
+    if (p === this.oldestPeer) {
+      this.updateOldestSent();
+      return;
+    }
+    const sent = this.sentOf(p);
+    if (sent < this.oldestSent) {
+      this.oldestSent = sent;
+      this.oldestPeer = p;
+    }
+    const due = this.peers.staleAt(p) + 1e-6;
+    if (due < this.nextRefresh) this.nextRefresh = due;
+  }
+
+  /** When (ours) a live peer's newest data was sent, for the unseen horizon. */
+  private sentOf(p: PeerState): number {
+    // A peer whose clock is far behind (or a rogue claiming old send times)
+    // must not stretch the horizon past the window and switch the control
+    // off: its delay counts for at most one staleness period.
+    return p.lastHeard - Math.min(p.delayMs, this.cfg.staleAfterMs);
   }
 
   // ---- foreign-version marks

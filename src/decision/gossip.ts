@@ -259,7 +259,7 @@ export class Gossip {
     peer.delayMs = delay < 0 ? 0 : Math.min(delay, 60_000);
     core.stamp++;
     if (!wasMember || peer.stale) core.refresh(now);
-    else core.updateOldestSent();
+    else core.heardLive(peer);
     return { ok: true };
   }
 

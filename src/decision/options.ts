@@ -17,8 +17,10 @@ import {
   DEFAULT_REPEAT_TICKS,
   DEFAULT_SKETCH_WIDTH,
   DEFAULT_STRIKES_TO_IGNORE,
+  dataDelayMs,
   defaultDepartAfterMs,
   defaultStaleAfterMs,
+  MAX_RELAY_HOPS,
 } from './constants.js';
 
 /** Options of {@link Engine}; validated at construction. */
@@ -32,7 +34,15 @@ export interface EngineOptions {
   gossipIntervalMs?: number;
   /** Expected one-way gossip delay d, ms. Default 10. */
   expectedDelayMs?: number;
-  /** A peer is stale when its newest data is older than this. Default 3g + 2d. */
+  /**
+   * Relay hops a peer's gossip takes to reach this node, beyond its first (0: every node sends
+   * straight to every other, the default). When nodes relay (each forwards, once a tick, what
+   * it learned to a few peers), a peer's data arrives up to D = d + relayHops × (g/2 + d) old:
+   * staleness and the controlled rule's unseen horizon allow for that age (see
+   * {@link expectedRelayHops} for a value from the mesh size and the fanout). Default 0.
+   */
+  relayHops?: number;
+  /** A peer is stale when its newest data is older than this. Default 3g + d + D (3g + 2d without relay). */
   staleAfterMs?: number;
   /**
    * A silent member departs after this: while another member is live, or once the transport
@@ -98,6 +108,9 @@ export interface EngineConfig {
   readonly clock: Clock;
   readonly gossipIntervalMs: number;
   readonly expectedDelayMs: number;
+  readonly relayHops: number;
+  /** D: the expected age of a peer's data on arrival, d + relayHops × (g/2 + d) (d without relay). */
+  readonly dataDelayMs: number;
   readonly staleAfterMs: number;
   readonly departAfterMs: number;
   readonly expectedMembers: number;
@@ -145,10 +158,11 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
   const clock = opts.clock ?? systemClock;
   const gossipIntervalMs = int(opts.gossipIntervalMs, 'gossipIntervalMs', DEFAULT_GOSSIP_INTERVAL_MS);
   const expectedDelayMs = int(opts.expectedDelayMs, 'expectedDelayMs', DEFAULT_EXPECTED_DELAY_MS, 0);
+  const relayHops = optional(opts.relayHops, 0, (x) => integer(x, 'relayHops', 0, MAX_RELAY_HOPS));
   const staleAfterMs = int(
     opts.staleAfterMs,
     'staleAfterMs',
-    defaultStaleAfterMs(gossipIntervalMs, expectedDelayMs),
+    defaultStaleAfterMs(gossipIntervalMs, expectedDelayMs, relayHops),
   );
   const departAfterMs = int(opts.departAfterMs, 'departAfterMs', defaultDepartAfterMs(staleAfterMs));
   const maxKeys = int(opts.maxKeys, 'maxKeys', DEFAULT_MAX_KEYS);
@@ -180,6 +194,8 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
     clock,
     gossipIntervalMs,
     expectedDelayMs,
+    relayHops,
+    dataDelayMs: dataDelayMs(gossipIntervalMs, expectedDelayMs, relayHops),
     staleAfterMs,
     departAfterMs,
     expectedMembers,

@@ -110,7 +110,7 @@ export class PeerTable {
     private readonly departAfterMs: number,
     private readonly maxOrigins: number,
     expectedMembers = 1,
-    private readonly expectedDelayMs = 0,
+    private readonly dataDelayMs = 0,
   ) {
     this.knownN = expectedMembers;
     this.expected = expectedMembers;
@@ -120,11 +120,13 @@ export class PeerTable {
 
   /**
    * When a peer turns stale: its newest data (arrival time less its measured
-   * delay, the delay capped at the expected one since a skewed clock inflates
-   * the measure) plus staleAfterMs.
+   * delay, the delay capped at the expected age of data on arrival, D: d, or
+   * more through relays; a skewed clock inflates the measure) plus staleAfterMs.
+   * While the measured delay is within D, a live peer's data is never older
+   * than staleAfterMs, so the unseen horizon (capped there) is never short.
    */
   staleAt(p: PeerState): number {
-    return p.lastHeard - Math.min(p.delayMs, this.expectedDelayMs) + this.staleAfterMs;
+    return p.lastHeard - Math.min(p.delayMs, this.dataDelayMs) + this.staleAfterMs;
   }
 
   get size(): number {

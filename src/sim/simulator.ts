@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { expectedRelayHops } from '../decision/constants.js';
 import { Engine, type EngineOptions } from '../decision/engine.js';
 import type { Decision, PolicySpec } from '../types.js';
 import { EventQueue } from './event-queue.js';
@@ -29,7 +30,10 @@ export interface SimOptions {
   cuts?: readonly Cut[];
   /** Per-node wall-clock skew, ms (node clock = true time + skew). */
   skewMs?: readonly number[];
-  /** Extra engine options (gossipIntervalMs and expectedDelayMs default to the above). */
+  /**
+   * Extra engine options (gossipIntervalMs and expectedDelayMs default to the above; with
+   * `relay`, relayHops to {@link expectedRelayHops} of the node count and the fanout).
+   */
   engine?: Partial<EngineOptions>;
   /** Publish early when an engine asks (as the live mesh does). Default true. */
   earlyPublish?: boolean;
@@ -43,7 +47,9 @@ export interface SimOptions {
    * How gossip travels. `broadcast` (default): each node's message goes straight to every
    * other node. `relay`: once a tick each node sends one batch to `fanout` random peers,
    * holding its own message and every origin's message it learned since its last tick
-   * (the newest of each origin only); a receiver merges what is newer than it holds.
+   * (the newest of each origin only), less what the target certainly holds (its own
+   * messages, and those it sent this node); a receiver merges what is newer than it holds.
+   * Relayed copies reach the engine marked as such (no clock-offset sample).
    */
   relay?: { fanout: number };
 }
@@ -110,9 +116,11 @@ export class Simulator {
   }
 
   private newEngine(id: string, i: number, extra: Partial<EngineOptions> = {}): Engine {
+    const relay = this.opts.relay;
     return new Engine({
       gossipIntervalMs: this.opts.gossipIntervalMs,
       expectedDelayMs: this.opts.delayMs,
+      ...(relay === undefined ? {} : { relayHops: expectedRelayHops(this.opts.nodes, relay.fanout) }),
       ...this.opts.engine,
       ...extra,
       policies: this.opts.policies,
@@ -189,10 +197,13 @@ export class Simulator {
     });
   }
 
-  /** Relay: per node, the items to send in its next batch (newest per origin). */
-  private outbox: Map<number, RelayItem>[] = [];
-  /** Relay: per node, the newest sequence number held per origin id. */
-  private held: Map<string, number>[] = [];
+  /** Relay, per node: the origins queued for its next batch, and per origin the item and who sent it. */
+  private outList: number[][] = [];
+  private outItem: (RelayItem | undefined)[][] = [];
+  private outVia: Int32Array[] = [];
+  /** Relay, per node and origin: the newest sequence number held, and of which id (a replaced node gets a new one). */
+  private heldSeq: Float64Array[] = [];
+  private heldFrom: (string | undefined)[][] = [];
   private ownSeq: number[] = [];
 
   private publish(node: number): void {
@@ -249,19 +260,27 @@ export class Simulator {
 
   private relayPublish(node: number, bytes: Uint8Array): void {
     const n = this.engines.length;
-    while (this.outbox.length < n) {
-      this.outbox.push(new Map());
-      this.held.push(new Map());
+    while (this.outList.length < n) {
+      this.outList.push([]);
+      this.outItem.push(new Array<RelayItem | undefined>(n).fill(undefined));
+      this.outVia.push(new Int32Array(n).fill(-1));
+      this.heldSeq.push(new Float64Array(n).fill(-1));
+      this.heldFrom.push(new Array<string | undefined>(n).fill(undefined));
       this.ownSeq.push(0);
     }
     const seq = ++this.ownSeq[node]!;
-    const box = this.outbox[node]!;
-    box.set(node, { origin: node, from: this.ids[node]!, seq, bytes });
-    const items = [...box.values()];
-    box.clear();
-    let size = 4;
-    for (const it of items) size += it.bytes.length + RELAY_ITEM_OVERHEAD;
-    if (size > this.maxMessageBytes) this.maxMessageBytes = size;
+    // the batch: its own message, then the newest of each origin learned since its last tick
+    const list = this.outList[node]!;
+    const box = this.outItem[node]!;
+    const via = this.outVia[node]!;
+    const items: RelayItem[] = [{ origin: node, from: this.ids[node]!, seq, bytes }];
+    const vias: number[] = [-1];
+    for (const o of list) {
+      items.push(box[o]!);
+      vias.push(via[o]!);
+      box[o] = undefined;
+    }
+    list.length = 0;
     const f = Math.min(this.opts.relay!.fanout, n - 1);
     // f distinct targets other than `node`, uniformly
     const picked: number[] = [];
@@ -270,20 +289,37 @@ export class Simulator {
       if (to >= node) to++;
       if (!picked.includes(to)) picked.push(to);
     }
+    // a target is not sent what it certainly holds: its own message, or one it sent us
+    const skip = (k: number, to: number): boolean => items[k]!.origin === to || vias[k] === to;
     const deliver = (target: Engine, to: number): void => {
-      const held = this.held[to]!;
-      const out = this.outbox[to]!;
-      for (const it of items) {
-        if (it.origin === to) continue;
-        const had = held.get(it.from);
-        if (had !== undefined && had >= it.seq) continue;
-        held.set(it.from, it.seq);
-        target.receiveGossip(it.from, it.bytes, undefined, it.origin !== node);
-        const queued = out.get(it.origin);
-        if (queued === undefined || queued.seq < it.seq || queued.from !== it.from) out.set(it.origin, it);
+      const hs = this.heldSeq[to]!;
+      const hf = this.heldFrom[to]!;
+      const out = this.outItem[to]!;
+      const outVia = this.outVia[to]!;
+      const outList = this.outList[to]!;
+      for (let k = 0; k < items.length; k++) {
+        if (skip(k, to)) continue;
+        const it = items[k]!;
+        const o = it.origin;
+        if (hf[o] === it.from && hs[o]! >= it.seq) continue;
+        hf[o] = it.from;
+        hs[o] = it.seq;
+        target.receiveGossip(it.from, it.bytes, undefined, o !== node);
+        const queued = out[o];
+        if (queued === undefined) outList.push(o);
+        if (queued === undefined || queued.seq < it.seq || queued.from !== it.from) {
+          out[o] = it;
+          outVia[o] = node;
+        }
       }
     };
-    for (const to of picked) this.send(node, to, size, deliver);
+    for (const to of picked) {
+      let size = 4;
+      for (let k = 0; k < items.length; k++)
+        if (!skip(k, to)) size += items[k]!.bytes.length + RELAY_ITEM_OVERHEAD;
+      if (size > this.maxMessageBytes) this.maxMessageBytes = size;
+      this.send(node, to, size, deliver);
+    }
   }
 
   /** Every node pulls every other node's state (request and answer travel with the link delay). */

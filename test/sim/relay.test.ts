@@ -1,0 +1,142 @@
+import { describe, expect, it } from 'vitest';
+import { expectedRelayHops } from '../../src/decision/constants.js';
+import { slidingLogAdmits, worstRolling } from '../../src/sim/metrics.js';
+import { Prng } from '../../src/sim/prng.js';
+import { type Cut, type SimOptions, Simulator } from '../../src/sim/simulator.js';
+import type { Decision } from '../../src/types.js';
+
+/** bench:scale's nodes series, shorter: one key, L = 1000 per 1 s, k = 50, 2,000 req/s uniform, g = 100, d = 10. */
+const L = 1000;
+const F = 4;
+
+interface Run {
+  admitted: number;
+  bound: number;
+  worst1s: number;
+  msgsInPerSNode: number;
+  sim: Simulator;
+  /** Peer views seen stale, of all sampled after the first second (each node's, every 100 ms). */
+  staleViews: number;
+  views: number;
+}
+
+function run(
+  nodes: number,
+  seconds: number,
+  opts: Partial<SimOptions> = {},
+  onTick?: (t: number, sim: Simulator) => void,
+  onRequest?: (t: number, node: number, d: Decision) => void,
+): Run {
+  const sim = new Simulator({
+    nodes,
+    policies: [
+      { name: 'p', limit: L, windowMs: 1000, buckets: 50, overAdmission: 'controlled', fallback: true },
+    ],
+    gossipIntervalMs: 100,
+    delayMs: 10,
+    seed: 3,
+    ...opts,
+    engine: { expectedMembers: nodes, ...opts.engine },
+  });
+  const prng = new Prng(5);
+  const arrivals: number[] = [];
+  const admitted: number[] = [];
+  let staleViews = 0;
+  let views = 0;
+  for (let i = 0; i < 2000 * seconds; i++) {
+    const t = i / 2;
+    sim.runUntil(t);
+    arrivals.push(t);
+    const node = Math.floor(prng.next() * nodes);
+    const d = sim.request(node, 'p', 'k');
+    if (d.allowed) admitted.push(t);
+    onRequest?.(t, node, d);
+    if (i % 200 === 0) {
+      onTick?.(t, sim);
+      if (t < 1000) continue;
+      for (const e of sim.engines)
+        for (const v of e.peerViews()) {
+          views++;
+          if (v.stale) staleViews++;
+        }
+    }
+  }
+  return {
+    admitted: admitted.length,
+    bound: slidingLogAdmits(arrivals, L, 1000).length,
+    worst1s: worstRolling(admitted, 1000) - L,
+    msgsInPerSNode: sim.delivered / nodes / seconds,
+    sim,
+    staleViews,
+    views,
+  };
+}
+
+describe('relay (each node sends one batch a tick to f = 4 random peers)', () => {
+  for (const nodes of [32, 64]) {
+    it(`N = ${nodes}: at most f messages in per node a tick, the limit holds, and it admits as much as broadcast`, () => {
+      const relay = run(nodes, 4, { relay: { fanout: F } });
+      const broadcast = run(nodes, 4);
+      expect(relay.msgsInPerSNode).toBeLessThanOrEqual(F * 10);
+      expect(broadcast.msgsInPerSNode).toBeGreaterThan(nodes * 9);
+      expect(relay.worst1s).toBeLessThanOrEqual(L * 0.01);
+      expect(relay.admitted).toBeGreaterThanOrEqual(0.99 * broadcast.admitted);
+      expect(relay.admitted / relay.bound).toBeGreaterThanOrEqual(0.95);
+    });
+
+    it(`N = ${nodes}, 10 % loss and node 3 cut from 1.5 s to 3.5 s: worst 1 s <= L + 1 %; the cut node falls back and is seen stale`, () => {
+      const cuts: Cut[] = [{ node: 3, fromMs: 1500, toMs: 3500 }];
+      const modes = new Set<string>();
+      let seenStale = 0;
+      let seenBy = 0;
+      const r = run(
+        nodes,
+        5,
+        { relay: { fanout: F }, loss: 0.1, cuts },
+        (t, sim) => {
+          // one staleness period after the cut starts, until it ends
+          if (t < 2500 || t >= 3500) return;
+          for (const [i, e] of sim.engines.entries()) {
+            if (i === 3) continue;
+            seenBy++;
+            if (e.peerViews().find((v) => v.id === sim.ids[3])?.stale === true) seenStale++;
+          }
+        },
+        (t, node, d) => {
+          if (node === 3 && t >= 2500 && t < 3500) modes.add(d.mode);
+        },
+      );
+      expect(r.sim.lost).toBeGreaterThan(0);
+      expect(r.worst1s).toBeLessThanOrEqual(L * 0.01);
+      expect([...modes]).toEqual(['fallback']);
+      expect(seenStale).toBe(seenBy);
+      expect(r.admitted / r.bound).toBeGreaterThanOrEqual(0.9);
+    });
+  }
+
+  it('relayed copies take no clock-offset sample: with true clocks every offset estimate stays 0', () => {
+    // a relayed copy is older than d on arrival: as a sample it would read as a clock behind ours
+    const r = run(32, 2, { relay: { fanout: F } });
+    let views = 0;
+    for (const e of r.sim.engines)
+      for (const v of e.peerViews()) {
+        views++;
+        expect(v.clockOffsetMs).toBe(0);
+        // relayed data is older than d on arrival: the delays measured show the hops
+      }
+    expect(views).toBe(32 * 31);
+    const delays = r.sim.engines.flatMap((e) => e.peerViews().map((v) => v.delayMs));
+    expect(Math.max(...delays)).toBeGreaterThan(10);
+  });
+
+  it('staleness allows for the hops: at N = 64 no peer is ever seen stale, while the one-hop allowance makes some stale', () => {
+    expect(expectedRelayHops(64, F)).toBe(5);
+    const hops = run(64, 4, { relay: { fanout: F } });
+    const oneHop = run(64, 4, { relay: { fanout: F }, engine: { relayHops: 0 } });
+    expect(hops.sim.engines[0]!.staleAfterMs).toBe(3 * 100 + 10 + 10 + 5 * 60);
+    expect(oneHop.sim.engines[0]!.staleAfterMs).toBe(320);
+    expect(hops.views).toBeGreaterThan(0);
+    expect(hops.staleViews).toBe(0);
+    expect(oneHop.staleViews).toBeGreaterThan(0);
+  });
+});
