@@ -54,6 +54,7 @@ export class Gossip {
     const seq = core.seq + 1;
     // anti-entropy and the sweep of keys not due go by time (early publishes are ticks too)
     const g = core.cfg.gossipIntervalMs;
+    const relaying = core.cfg.relayHops > 0;
     const anti = now - core.antiAt >= antiEntropyTicks * g;
     if (anti) core.antiAt = now;
     const sweep = anti || now - core.sweepAt >= g;
@@ -90,7 +91,7 @@ export class Gossip {
         const c = Math.floor(now / rt.bw);
         if (c > kw.cur) kw.roll(c);
         // from the bucket of the send before last: one lost message is repaired by the next
-        let from = ks.prevBucket;
+        let from = relaying ? Number.NEGATIVE_INFINITY : ks.prevBucket;
         let demand = -1;
         if (!due) {
           const ownLeft = kw.ownEstimate(1);
@@ -180,6 +181,8 @@ export class Gossip {
    * no later than what we hold ends the ask.
    */
   private track(peer: PeerState, seq: number, repair: number, merged: boolean): void {
+    // relayed meshes send whole windows: the next message repairs any gap (see relayHops)
+    if (this.core.cfg.relayHops > 0) return;
     const had = peer.seq;
     let nack = peer.nack;
     if (peer.messages === 0 || seq < had) {
@@ -232,7 +235,7 @@ export class Gossip {
       const shift = appliedOffset(peer, core.cfg.expectedDelayMs);
       // its counts so far sit where the old offset put them: ask for its whole window again, to
       // put them where they belong (the old places stay counted until they age out: an over-count)
-      if (shift !== applied) peer.nack = 0;
+      if (shift !== applied && core.cfg.relayHops === 0) peer.nack = 0;
       let capped = false;
       for (const e of m.entries) {
         const rt = map[e.policy];

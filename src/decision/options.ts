@@ -40,6 +40,9 @@ export interface EngineOptions {
    * it learned to a few peers), a peer's data arrives up to D = d + relayHops × (g/2 + d) old:
    * staleness and the controlled rule's unseen horizon allow for that age (see
    * {@link expectedRelayHops} for a value from the mesh size and the fanout). Default 0.
+   * With relay every entry carries the key's whole window (a relay forwards each origin's
+   * newest message only, so the messages between are never seen downstream: deltas and the
+   * repair on a gap would not serve), and a key goes in max(repeatTicks, relayHops) messages.
    */
   relayHops?: number;
   /** A peer is stale when its newest data is older than this. Default 3g + d + D (3g + 2d without relay). */
@@ -167,7 +170,14 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
   const departAfterMs = int(opts.departAfterMs, 'departAfterMs', defaultDepartAfterMs(staleAfterMs));
   const maxKeys = int(opts.maxKeys, 'maxKeys', DEFAULT_MAX_KEYS);
   const maxPeers = int(opts.maxPeers, 'maxPeers', DEFAULT_MAX_PEERS);
-  const repeatTicks = int(opts.repeatTicks, 'repeatTicks', DEFAULT_REPEAT_TICKS, 0);
+  // A relay forwards each origin's newest message only, so a key's update must ride the next
+  // messages too while older ones may still be on their hops: repeated for as many ticks.
+  const repeatTicks = int(
+    opts.repeatTicks,
+    'repeatTicks',
+    relayHops > 0 ? Math.max(DEFAULT_REPEAT_TICKS, relayHops) : DEFAULT_REPEAT_TICKS,
+    0,
+  );
   const antiEntropyTicks = int(opts.antiEntropyTicks, 'antiEntropyTicks', DEFAULT_ANTI_ENTROPY_TICKS);
   const earlyPublishFraction = opts.earlyPublishFraction ?? DEFAULT_EARLY_PUBLISH_FRACTION;
   if (typeof earlyPublishFraction !== 'number' || !(earlyPublishFraction > 0 && earlyPublishFraction <= 1)) {

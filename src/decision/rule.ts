@@ -335,8 +335,9 @@ export class Rule {
       let unseen = 0;
       const demand = kw.demandOf(p.idx);
       if (demand > 0) {
-        const sent = p.lastHeard - Math.min(p.delayMs, cfg.expectedDelayMs);
-        const end = Math.min(now, sent + cfg.staleAfterMs + cfg.expectedDelayMs);
+        // D, the age its data may have on arrival (d; more with relay hops)
+        const sent = p.lastHeard - Math.min(p.delayMs, cfg.dataDelayMs);
+        const end = Math.min(now, sent + cfg.staleAfterMs + cfg.dataDelayMs);
         const span = end - Math.max(sent, now - W);
         if (span > 0) unseen = Math.min((demand / W) * span, Math.max(0, L - seen));
       }

@@ -69,6 +69,8 @@ export interface EngineInit {
   departAfterMs: number;
   /** 1 + the bootstrap entries: the engine enforces L/N with this N until it hears a peer. */
   expectedMembers?: number;
+  /** Relay mode: hops a member's gossip may take beyond the first (EngineOptions.relayHops); 0 or absent: broadcast. */
+  relayHops?: number;
   /** Where the engine logs what an operator should see (a peer ignored, a peer departed). */
   logger?: WarnLogger;
 }

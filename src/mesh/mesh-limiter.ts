@@ -55,6 +55,7 @@ class MeshLimiterImpl implements MeshLimiter {
       expectedDelayMs: cfg.expectedDelayMs,
       departAfterMs: cfg.departAfterMs,
       expectedMembers: 1 + cfg.bootstrap.length,
+      relayHops: cfg.relayHops,
       logger: cfg.logger,
     });
     this.topic = TOPIC;

@@ -21,6 +21,7 @@ import {
   defaultDepartAfterMs,
   defaultStaleAfterMs,
 } from './constants.js';
+import { expectedRelayHops, MAX_RELAY_HOPS } from '../decision/constants.js';
 import { MAX_RELAY_FANOUT } from './direct-gossip.js';
 import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
@@ -48,6 +49,8 @@ export interface MeshConfig {
   relay: RelayMode;
   /** 0: broadcast. */
   relayFanout: number;
+  /** The engine's relayHops (0 in broadcast mode). */
+  relayHops: number;
   /** 0: dial every bootstrap entry. */
   dialPeers: number;
   heartbeatMs: number;
@@ -80,6 +83,7 @@ const KNOWN = new Set<string>([
   'meshDegree',
   'relay',
   'relayFanout',
+  'relayHops',
   'dialPeers',
   'heartbeatMs',
   'maxMessageBytes',
@@ -203,6 +207,17 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
   }
 
   const relayFanout = num('relayFanout', opts.relayFanout, 0, 0, MAX_RELAY_FANOUT, true);
+  const relayHops =
+    relayFanout > 0
+      ? num(
+          'relayHops',
+          opts.relayHops,
+          expectedRelayHops(1 + bootstrap.length, relayFanout),
+          0,
+          MAX_RELAY_HOPS,
+          true,
+        )
+      : 0;
   const dialPeers = num(
     'dialPeers',
     opts.dialPeers,
@@ -241,6 +256,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     meshDegree: { D, Dlo, Dhi },
     relay,
     relayFanout,
+    relayHops,
     dialPeers,
     heartbeatMs: num('heartbeatMs', opts.heartbeatMs, DEFAULT_HEARTBEAT_MS, 50, 60_000),
     maxMessageBytes: num(

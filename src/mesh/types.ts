@@ -70,6 +70,13 @@ export interface MeshLimiterOptions {
    */
   relayFanout?: number;
   /**
+   * Relay mode: the hops a member's gossip may take to reach this node beyond the first,
+   * which the engine's staleness and unseen horizon allow for (EngineOptions.relayHops).
+   * Default: expectedRelayHops(members, relayFanout), members = 1 + the bootstrap entries
+   * (every member must list the mesh). 0..64; ignored in broadcast mode.
+   */
+  relayHops?: number;
+  /**
    * Most peers this node dials from its bootstrap list (a random subset, redrawn
    * while short); peers that dial it come on top. Default: every entry in
    * broadcast mode, max(6, 2 × relayFanout) in relay mode (a relay needs only a

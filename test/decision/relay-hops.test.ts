@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
+import { decodeMessage, TYPE_GOSSIP } from '../../src/crdt/codec.js';
 import { dataDelayMs, expectedRelayHops } from '../../src/decision/constants.js';
 import { Engine, type EngineOptions } from '../../src/decision/engine.js';
 import { ErrorCodes } from '../../src/errors.js';
@@ -83,5 +84,39 @@ describe('relayHops: data that arrives through relays', () => {
     expect(relayed.self.peerViews()[0]!.clockOffsetMs).toBe(0);
     // its send time minus our receive time plus d: -290
     expect(direct.self.peerViews()[0]!.clockOffsetMs).toBe(-290);
+  });
+});
+
+describe('relayHops: whole windows, no repair requests', () => {
+  // A relay forwards each origin's newest message only: the messages between never arrive.
+  function run(relayHops: number) {
+    const clock = new ManualClock(T0);
+    const a = new Engine({ policies, clock, nodeId: 'a', relayHops });
+    const b = new Engine({ policies, clock, nodeId: 'b', relayHops });
+    b.receiveGossip('a', a.buildGossip());
+    a.receiveGossip('b', b.buildGossip());
+    const sent: Uint8Array[] = [];
+    for (let i = 0; i < 5; i++) {
+      for (let j = 0; j < 3; j++) expect(a.check('p', 'k').allowed).toBe(true);
+      sent.push(a.buildGossip());
+      clock.advance(100);
+    }
+    // b hears only the last of the five, as after a relay that kept the newest
+    b.receiveGossip('a', sent[4]!, undefined, true);
+    const back = decodeMessage(b.buildGossip());
+    if (!back.ok || back.message.type !== TYPE_GOSSIP) throw new Error('not gossip');
+    return { view: b.estimate('p', 'k'), nacks: back.message.nacks.length };
+  }
+
+  it('with relay, the newest message alone carries every count, and a gap asks for nothing', () => {
+    const r = run(3);
+    expect(r.view).toBe(15);
+    expect(r.nacks).toBe(0);
+  });
+
+  it('without relay, the same gap is repaired on request (deltas)', () => {
+    const r = run(0);
+    expect(r.view).toBeLessThan(15);
+    expect(r.nacks).toBe(1);
   });
 });
