@@ -3,6 +3,7 @@ import type { PrivateKey } from '@libp2p/interface';
 import { preSharedKey } from '@libp2p/pnet';
 import { multiaddr } from '@multiformats/multiaddr';
 import { type Clock, systemClock } from '../clock.js';
+import { expectedRelayHops, MAX_RELAY_HOPS } from '../decision/constants.js';
 import type { PolicySpec } from '../types.js';
 import { bytes, fail, finite, integer, optional, stringArray } from '../validate.js';
 import {
@@ -21,7 +22,6 @@ import {
   defaultDepartAfterMs,
   defaultStaleAfterMs,
 } from './constants.js';
-import { expectedRelayHops, MAX_RELAY_HOPS } from '../decision/constants.js';
 import { MAX_RELAY_FANOUT } from './direct-gossip.js';
 import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
