@@ -372,7 +372,12 @@ export class EngineCore {
       if (v !== undefined && v !== rt.version) this.markForeign(rt, p, v, at);
       else {
         const i = rt.foreign.indexOf(p);
-        if (i >= 0) this.unmarkForeign(rt, i);
+        if (i >= 0) {
+          this.unmarkForeign(rt, i);
+          // its counts of that policy were not merged while versions differed, and only changes
+          // travel: ask for its whole window (relay mode sends whole windows anyway)
+          if (this.cfg.relayHops === 0) p.nack = 0;
+        }
       }
     }
     return map;

@@ -152,6 +152,8 @@ export class Gossip {
   /** The repair requests of our next message: every member (not ignored, not skewed) we missed messages of. */
   private nacks(): WireNack[] {
     const out: WireNack[] = [];
+    // relay mode sends whole windows: nothing to ask for (and a relay drops the messages between)
+    if (this.core.cfg.relayHops > 0) return out;
     const now = this.core.lastNow;
     for (const p of this.core.peers.byIdx) {
       if (p === undefined || p.nack < 0 || !p.member || p.skewed || now < p.ignoredUntil) continue;
@@ -169,7 +171,7 @@ export class Gossip {
    */
   private nacked(x: WireNack): void {
     const core = this.core;
-    if (x.seen > core.seq) return;
+    if (core.cfg.relayHops > 0 || x.seen > core.seq) return;
     if (core.lastRepairAt > x.seen && core.lastRepairFrom <= x.have + 1) return;
     core.repairFrom = Math.min(core.repairFrom, x.have + 1);
   }

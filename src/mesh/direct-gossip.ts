@@ -945,8 +945,10 @@ export class DirectGossip
         }
         this.stats.verified++;
         if (!origin.verifier.verify(signedBytes(topicBytes, it.seqBytes, it.data), it.sig)) {
+          // an honest relay forwards only what it verified: the rest of this batch costs no
+          // more verifies (a hostile link could fill a frame with bad signatures)
           this.drop('bad-signature');
-          continue;
+          return;
         }
         this.stats.relayedIn++;
       }

@@ -70,7 +70,9 @@ export class GossipIn {
       bump(this.host.counters.dropped, 'oversize');
       return TopicValidatorResult.Reject;
     }
-    this.receive(msg, peer);
+    // relay mode relays what we merged, never what the engine refused (an ignored peer's, a
+    // duplicate, a message that does not decode)
+    if (!this.receive(msg, peer) && this.host.cfg.relayFanout > 0) return TopicValidatorResult.Ignore;
     return this.relayDecision(msg.data);
   };
 
@@ -103,30 +105,31 @@ export class GossipIn {
   }
 
   /** `via`: the peer that handed us the message; not its origin when relayed. */
-  private receive(msg: Message, via: PeerId): void {
+  /** False when the message was refused (dropped here, or by the engine at once). */
+  private receive(msg: Message, via: PeerId): boolean {
     if (msg.topic !== this.host.topic) {
       bump(this.host.counters.dropped, 'wrong-topic');
-      return;
+      return false;
     }
     if (msg.type !== 'signed') {
       bump(this.host.counters.dropped, 'unsigned');
-      return;
+      return false;
     }
     const from = msg.from.toString();
     if (from === this.host.peerId) {
       bump(this.host.counters.dropped, 'self');
-      return;
+      return false;
     }
     if (this.host.isolated()) {
       bump(this.host.counters.dropped, 'isolated-in');
-      return;
+      return false;
     }
     // a copy that came through another node: the engine takes no clock-offset sample from it
     const relayed = !via.equals(msg.from);
     const { injectLoss, injectDelayMs } = this.host.cfg;
     if (injectLoss > 0 && this.rng() < injectLoss) {
       this.host.counters.injected.dropped++;
-      return;
+      return false;
     }
     if (injectDelayMs > 0) {
       this.host.counters.injected.delayed++;
@@ -135,20 +138,20 @@ export class GossipIn {
         this.deliver(from, msg.from, msg.data, relayed);
       }, injectDelayMs);
       this.host.timers.add(t);
-      return;
+      return true;
     }
-    this.deliver(from, msg.from, msg.data, relayed);
+    return this.deliver(from, msg.from, msg.data, relayed);
   }
 
-  private deliver(from: string, peerId: PeerId, data: Uint8Array, relayed: boolean): void {
+  private deliver(from: string, peerId: PeerId, data: Uint8Array, relayed: boolean): boolean {
     if (!this.host.running()) {
       bump(this.host.counters.dropped, 'stopped');
-      return;
+      return false;
     }
     if (this.host.isolated()) {
       // held by the injected delay when the cut began: in flight, so lost with the cut
       bump(this.host.counters.dropped, 'isolated-in');
-      return;
+      return false;
     }
     const now = this.host.cfg.clock.now();
     const g = this.host.counters.gossip;
@@ -158,5 +161,6 @@ export class GossipIn {
     if (relayed) g.relayedIn++;
     const r = this.host.engine.receiveGossip(from, data, now, relayed);
     if (!r.ok) bump(g.dropped, r.reason ?? 'refused');
+    return r.ok;
   }
 }

@@ -209,11 +209,13 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
   const relayFanout = num('relayFanout', opts.relayFanout, 0, 0, MAX_RELAY_FANOUT, true);
   const relayHops =
     relayFanout > 0
-      ? num(
+      ? // at least 1: the engine then sends whole windows and allows for a hop (a short
+        // bootstrap list says little of the mesh's size)
+        num(
           'relayHops',
           opts.relayHops,
-          expectedRelayHops(1 + bootstrap.length, relayFanout),
-          0,
+          Math.max(1, expectedRelayHops(1 + bootstrap.length, relayFanout)),
+          1,
           MAX_RELAY_HOPS,
           true,
         )

@@ -174,7 +174,7 @@ describe('relay batches: bad input (live, loopback)', () => {
     return { node: n, direct, got };
   }
 
-  it('drops a relayed item with a bad signature or an unknown origin key (counted), and credits the good ones', async () => {
+  it('drops a relayed item with a bad signature (and the rest of its batch) or an unknown origin key (counted), and credits the good ones', async () => {
     const a = await node(generateIdentity());
     const origin = generateIdentity();
     const sender = generateIdentity();
@@ -222,6 +222,8 @@ describe('relay batches: bad input (live, loopback)', () => {
         sig: signed(origin, seq + 1, good),
         data: good,
       },
+      // unknown origin: a key that is no libp2p key
+      { key: new Uint8Array(36).fill(7), seq: seq + 3, sig: new Uint8Array(64), data: good },
       // relayed, bad signature (signed by the sender, claimed for another origin)
       {
         key: publicKeyToProtobuf(generateIdentity().publicKey),
@@ -229,8 +231,13 @@ describe('relay batches: bad input (live, loopback)', () => {
         sig: signed(sender, seq + 2, good),
         data: good,
       },
-      // unknown origin: a key that is no libp2p key
-      { key: new Uint8Array(36).fill(7), seq: seq + 3, sig: new Uint8Array(64), data: good },
+      // after a bad signature the rest of the batch is not looked at: a good item is not credited
+      {
+        key: publicKeyToProtobuf(origin.publicKey),
+        seq: seq + 4,
+        sig: signed(origin, seq + 4, good),
+        data: good,
+      },
     ];
     stream.send(encodeBatch(0, items, 64 * 1024).frame);
     // the same batch again: every item a duplicate, no signature checked twice
