@@ -363,13 +363,14 @@ function utf8Bytes(s: string): number {
 }
 
 /**
- * An upper bound of the bytes `e` takes in a gossip message (its base counted
- * as a full delta from 0), for a sender that keeps its messages under a size
- * cap. Nothing allocated.
+ * An upper bound of the bytes `e` takes in a gossip message, for a sender that
+ * keeps its messages under a size cap. Its base travels as the difference from
+ * the previous entry's, which may be of a policy with other buckets: counted as
+ * the largest a base difference takes (bases within ±2^50: 8 bytes). Nothing allocated.
  */
 export function entryBytes(e: WireEntry): number {
   const k = utf8Bytes(e.key);
-  let n = varintBytes(e.policy) + varintBytes(k) + k + varintBytes(2 * Math.abs(e.base) + 2) + 1;
+  let n = varintBytes(e.policy) + varintBytes(k) + k + 8 + 1;
   let pairs = 0;
   for (const v of e.counts) {
     if (v > 0) {
