@@ -375,8 +375,8 @@ export class EngineCore {
         if (i >= 0) {
           this.unmarkForeign(rt, i);
           // its counts of that policy were not merged while versions differed, and only changes
-          // travel: ask for its whole window (relay mode sends whole windows anyway)
-          if (this.cfg.relayHops === 0) p.nack = 0;
+          // travel: ask for its whole window
+          p.nack = 0;
         }
       }
     }

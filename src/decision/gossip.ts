@@ -152,7 +152,9 @@ export class Gossip {
   /** The repair requests of our next message: every member (not ignored, not skewed) we missed messages of. */
   private nacks(): WireNack[] {
     const out: WireNack[] = [];
-    // relay mode sends whole windows: nothing to ask for (and a relay drops the messages between)
+    // The one gate of repair requests in relay mode (entries are whole windows, and a relay
+    // drops the messages between, so gaps are the rule): none is asked for, whatever the
+    // peers' nack state says; nacked() is the gate of the answering side.
     if (this.core.cfg.relayHops > 0) return out;
     const now = this.core.lastNow;
     for (const p of this.core.peers.byIdx) {
@@ -183,8 +185,6 @@ export class Gossip {
    * no later than what we hold ends the ask.
    */
   private track(peer: PeerState, seq: number, repair: number, merged: boolean): void {
-    // relayed meshes send whole windows: the next message repairs any gap (see relayHops)
-    if (this.core.cfg.relayHops > 0) return;
     const had = peer.seq;
     let nack = peer.nack;
     if (peer.messages === 0 || seq < had) {
@@ -237,7 +237,7 @@ export class Gossip {
       const shift = appliedOffset(peer, core.cfg.expectedDelayMs);
       // its counts so far sit where the old offset put them: ask for its whole window again, to
       // put them where they belong (the old places stay counted until they age out: an over-count)
-      if (shift !== applied && core.cfg.relayHops === 0) peer.nack = 0;
+      if (shift !== applied) peer.nack = 0;
       let capped = false;
       for (const e of m.entries) {
         const rt = map[e.policy];

@@ -12,17 +12,16 @@ export class KeyState {
   share = 0;
   /** The view stamp the share belongs to (-1: none yet). */
   shareStamp = -1;
-  /** Controlled mode: the shares of the sharers ordered before this node (by id), summed: where its slice of the headroom starts. */
-  before = 0;
-  /** Controlled mode: every sharer's demand for the key heard and ours sent (whole units are dealt only then). */
-  settled = false;
+  /**
+   * Controlled mode: the key's L is dealt in whole units (slices under a few units, every
+   * sharer's demand heard and ours sent; see wholeUnits in rule.ts).
+   */
+  dealsUnits = false;
   /** Controlled mode: the whole units of L in this node's slice, [unitsLo, unitsHi) (see wholeUnits). */
   unitsLo = 0;
   unitsHi = 0;
   /** When (ours) those units last changed. */
   slicedAt = 0;
-  /** Controlled mode: the sharers of the key's headroom (live members on its policy's version, this node included). */
-  sharers = 1;
   /** Where the whole units of a split headroom fall, in [0, 1): the same on every node (a hash of the key). */
   readonly phase: number;
   /** Gossip: the last tick this key changed locally (own counts or demand). */

@@ -76,10 +76,8 @@ export function replacePolicies(core: EngineCore, next: PolicySet, now: number):
   // A policy that changed may now match what members run: their counts of it were not merged
   // while versions differed, and only changes travel. Ask every member for its whole window,
   // and send ours whole (a rare event, within maxGossipBytes a message).
-  if (core.cfg.relayHops === 0) {
-    for (const peer of core.peers.byIdx) if (peer?.member) peer.nack = 0;
-    core.repairFrom = 1;
-  }
+  for (const peer of core.peers.byIdx) if (peer?.member) peer.nack = 0;
+  if (core.cfg.relayHops === 0) core.repairFrom = 1;
   core.counters.policyReplacements++;
   core.stamp++;
   core.refresh(now);

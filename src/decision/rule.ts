@@ -142,7 +142,7 @@ export class Rule {
         const recentAll = since[0]!;
         let ownRecent = since[1]!;
         let allowance = ks.share * (L - est + recentAll);
-        if (ks.settled && L < WHOLE_UNITS_BELOW * ks.sharers && now - ks.slicedAt >= p.windowMs) {
+        if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
           // Slices of a few units (L/N small: a login limit on a large service): the window's
           // L is dealt in whole units over the sharers' slices, and this node's own admissions
           // over the whole window may not pass the units in its slice (see wholeUnits). Only
@@ -301,18 +301,17 @@ export class Rule {
     const share = total > 0 ? own / total : 1 / sharers;
     const from = total > 0 ? before / total : beforeN / sharers;
     // the whole units of L its slice holds: [lo, hi); the view is steady while they stay
-    const lo = Math.floor(from * L + ks.phase);
-    const hi = Math.floor((from + share) * L + ks.phase);
+    const lo = unitEdge(from, L, ks.phase);
+    const hi = unitEdge(from + share, L, ks.phase);
     if (lo !== ks.unitsLo || hi !== ks.unitsHi) {
       ks.unitsLo = lo;
       ks.unitsHi = hi;
       ks.slicedAt = this.core.lastNow;
     }
     ks.share = share;
-    ks.before = from;
-    ks.sharers = sharers;
-    // whole units only on a settled view: every sharer's demand heard, ours sent
-    ks.settled = own > 0 && reporters === sharers - 1;
+    // whole units only where slices are thin, and on a settled view: every sharer's demand
+    // heard, ours sent
+    ks.dealsUnits = L < WHOLE_UNITS_BELOW * sharers && own > 0 && reporters === sharers - 1;
     ks.shareStamp = this.core.stamp;
   }
 
@@ -383,7 +382,12 @@ const WHOLE_UNITS_BELOW = 4;
  */
 export function wholeUnits(before: number, share: number, H: number, phase: number): number {
   if (!(H > 0) || !(share > 0)) return 0;
-  return Math.floor((before + share) * H + phase) - Math.floor(before * H + phase);
+  return unitEdge(before + share, H, phase) - unitEdge(before, H, phase);
+}
+
+/** The first whole unit of H at or past the point `at` (a fraction of H) of the slices, shifted by `phase`. */
+function unitEdge(at: number, H: number, phase: number): number {
+  return Math.floor(at * H + phase);
 }
 
 function allow(out: Eval, mode: DecisionMode, remaining: number): void {

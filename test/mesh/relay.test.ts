@@ -150,8 +150,9 @@ describe('relay batches: bad input (live, loopback)', () => {
     nodes.length = 0;
   });
 
-  async function node(key: PrivateKey): Promise<{ node: MeshNode; direct: DirectGossip; got: Message[] }> {
-    const n = await createMeshNode({
+  /** A loopback node's options (broadcast; the relay nodes add relayFanout). */
+  function nodeOptions(key: PrivateKey) {
+    return {
       listen: ['/ip4/127.0.0.1/tcp/0'],
       privateKey: key,
       degree: { D: 3, Dlo: 2, Dhi: 4 },
@@ -160,8 +161,11 @@ describe('relay batches: bad input (live, loopback)', () => {
       inboundConnectionThreshold: 100,
       maxConnections: 64,
       dialTimeoutMs: 5_000,
-      relayFanout: 2,
-    });
+    };
+  }
+
+  async function node(key: PrivateKey): Promise<{ node: MeshNode; direct: DirectGossip; got: Message[] }> {
+    const n = await createMeshNode({ ...nodeOptions(key), relayFanout: 2 });
     nodes.push(n);
     const direct = directGossipOf(n)!;
     const got: Message[] = [];
@@ -179,16 +183,7 @@ describe('relay batches: bad input (live, loopback)', () => {
     const origin = generateIdentity();
     const sender = generateIdentity();
     // the sender: a bare libp2p node speaking the protocol by hand
-    const raw = await createMeshNode({
-      listen: ['/ip4/127.0.0.1/tcp/0'],
-      privateKey: sender,
-      degree: { D: 3, Dlo: 2, Dhi: 4 },
-      heartbeatMs: 700,
-      maxRpcBytes: 64 * 1024,
-      inboundConnectionThreshold: 100,
-      maxConnections: 64,
-      dialTimeoutMs: 5_000,
-    });
+    const raw = await createMeshNode(nodeOptions(sender));
     nodes.push(raw);
     await raw.start();
     const addr = a.node.getMultiaddrs().find((m) => m.toString().includes('127.0.0.1'))!;
