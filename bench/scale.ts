@@ -7,20 +7,22 @@
  *   the K keys, per-key L = 20 per 10 s, k = 10, g = 100 ms, d = 10 ms, 30 s.
  *
  * Every row: admitted against an exact central sliding-window log on the same
- * arrivals (per key), the worst window over keys minus L, messages and bytes
+ * arrivals (per key), the ceiling of any limiter whose nodes decide alone and never pass L
+ * (against the same exact limiter), admitted against that ceiling, the worst window over keys minus L, messages and bytes
  * received per node per second, bytes received per node per cluster request,
  * the largest message, and the engine's wall time per node per second.
  *
  *   npx tsx bench/scale.ts [--only nodes|keys] [--design broadcast,relay] [--nodes 8,16] [--keys 1,100]
  *     [--seconds S] [--out FILE]
  *   npx tsx bench/scale.ts --print [--only nodes]   (the rows saved, as printed)
+ *   npx tsx bench/scale.ts --fill-ceiling   (the ceiling of saved rows that lack it: no simulation)
  *
  * Writes bench/results/scale.json (merged by row: a partial run replaces its rows only).
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { round, slidingLogAdmits, worstRolling } from '../src/sim/metrics.js';
+import { localCeilingAdmits, round, slidingLogAdmits, worstRolling } from '../src/sim/metrics.js';
 import { Prng } from '../src/sim/prng.js';
 import { Simulator } from '../src/sim/simulator.js';
 import type { PolicySpec } from '../src/types.js';
@@ -45,6 +47,13 @@ export interface ScaleRow {
   admitted: number;
   exact: number;
   admitted_vs_bound: number;
+  /**
+   * The most a limiter whose nodes decide alone can admit without passing L, against the exact
+   * limiter's (localCeilingAdmits in src/sim/metrics.ts, the mean of CEILING_DRAWS draws).
+   */
+  ceiling: number;
+  /** admitted against that ceiling. */
+  admitted_vs_ceiling: number;
   /** Worst over keys of (worst rolling window − L); negative when no window reached L. */
   worst_1s: number;
   msgs_in_per_s_node: number;
@@ -136,14 +145,13 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     }
   }
   const wall = (performance.now() - t0) / 1000;
-  let exact = 0;
   let worst = Number.NEGATIVE_INFINITY;
   for (let k = 0; k < keys; k++) {
     if (arrivals[k]!.length === 0) continue;
-    exact += slidingLogAdmits(arrivals[k]!, limit, windowMs).length;
     const w = worstRolling(admittedAt[k]!, windowMs) - limit;
     if (w > worst) worst = w;
   }
+  const { exact, ceiling } = bounds(arrivals, shape);
   const durS = (n * step) / 1000;
   return {
     series,
@@ -154,6 +162,8 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     admitted,
     exact,
     admitted_vs_bound: round(admitted / exact),
+    ceiling: round(ceiling / exact),
+    admitted_vs_ceiling: round(admitted / ceiling),
     worst_1s: worst,
     msgs_in_per_s_node: round(sim.delivered / nodes / durS, 1),
     bytes_in_per_s_node: Math.round(sim.deliveredBytes / nodes / durS),
@@ -165,11 +175,50 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
   };
 }
 
+/** Draws of the ceiling oracle averaged per row. */
+const CEILING_DRAWS = 5;
+
+/** What the exact limiter admits on `arrivals` (per key), and the ceiling's mean over CEILING_DRAWS draws. */
+function bounds(arrivals: number[][], shape: Shape): { exact: number; ceiling: number } {
+  let exact = 0;
+  let ceiling = 0;
+  for (let d = 0; d < CEILING_DRAWS; d++) {
+    const prng = new Prng(101 + d);
+    for (const times of arrivals) {
+      if (times.length === 0) continue;
+      if (d === 0) exact += slidingLogAdmits(times, shape.limit, shape.windowMs).length;
+      ceiling += localCeilingAdmits(times, shape.limit, shape.windowMs, shape.nodes, prng).length;
+    }
+  }
+  return { exact, ceiling: ceiling / CEILING_DRAWS };
+}
+
+/** The arrivals of a row (per key), drawn as runRow draws them: the same seeds, the same order. */
+function arrivalsOf(shape: Shape): number[][] {
+  const prng = new Prng(11);
+  const pick = zipf(shape.keys, prng);
+  const n = Math.round(shape.rate * shape.seconds);
+  const step = 1000 / shape.rate;
+  const arrivals: number[][] = Array.from({ length: shape.keys }, () => []);
+  for (let i = 0; i < n; i++) {
+    prng.next(); // the node
+    arrivals[pick()]!.push(i * step);
+  }
+  return arrivals;
+}
+
 const FANOUT = Number(process.env.FANOUT ?? 4);
 /** An override of staleAfterMs for relay rows (default: the engine's, from relayHops). */
 const STALE = process.env.STALE === undefined ? undefined : Number(process.env.STALE);
 export const NODE_COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024];
 export const KEY_COUNTS = [1, 100, 1_000, 10_000, 100_000];
+
+/** The traffic of a row of `series`. */
+function shapeOf(series: ScaleRow['series'], nodes: number, keys: number, seconds: number): Shape {
+  return series === 'nodes'
+    ? { nodes, keys, rate: 2000, limit: 1000, windowMs: 1000, buckets: 50, seconds }
+    : { nodes, keys, rate: 5000, limit: 20, windowMs: 10_000, buckets: 10, seconds };
+}
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -186,6 +235,8 @@ const COLS: (keyof ScaleRow)[] = [
   'nodes',
   'keys',
   'admitted_vs_bound',
+  'ceiling',
+  'admitted_vs_ceiling',
   'worst_1s',
   'msgs_in_per_s_node',
   'bytes_in_per_s_node',
@@ -214,6 +265,21 @@ function main(): void {
     }
     return;
   }
+  if (process.argv.includes('--fill-ceiling')) {
+    const saved: ScaleRow[] = JSON.parse(readFileSync(OUT, 'utf8')).rows;
+    for (const r of saved) {
+      if (r.ceiling !== undefined) continue;
+      const shape = shapeOf(r.series, r.nodes, r.keys, r.seconds ?? (r.series === 'nodes' ? 10 : 30));
+      const { exact, ceiling } = bounds(arrivalsOf(shape), shape);
+      if (exact !== r.exact)
+        throw new Error(`row ${r.series}/${r.design}/${r.nodes}/${r.keys}: other arrivals`);
+      r.ceiling = round(ceiling / exact);
+      r.admitted_vs_ceiling = round(r.admitted / ceiling);
+    }
+    save(saved);
+    console.log(`filled the ceiling of ${OUT}`);
+    return;
+  }
   const only = arg('only');
   const designs = (arg('design') ?? 'broadcast,relay').split(',') as Design[];
   const seconds = arg('seconds');
@@ -222,15 +288,7 @@ function main(): void {
   if (only === undefined || only === 'nodes') {
     for (const design of designs)
       for (const nodes of list('nodes', NODE_COUNTS)) {
-        const r = runRow('nodes', design, {
-          nodes,
-          keys: 1,
-          rate: 2000,
-          limit: 1000,
-          windowMs: 1000,
-          buckets: 50,
-          seconds: seconds ? Number(seconds) : 10,
-        });
+        const r = runRow('nodes', design, shapeOf('nodes', nodes, 1, seconds ? Number(seconds) : 10));
         rows.push(r);
         printRow(r);
         save([r]);
@@ -240,15 +298,7 @@ function main(): void {
     for (const design of designs)
       for (const nodes of list('nodes', [8, 64]))
         for (const keys of list('keys', KEY_COUNTS)) {
-          const r = runRow('keys', design, {
-            nodes,
-            keys,
-            rate: 5000,
-            limit: 20,
-            windowMs: 10_000,
-            buckets: 10,
-            seconds: seconds ? Number(seconds) : 30,
-          });
+          const r = runRow('keys', design, shapeOf('keys', nodes, keys, seconds ? Number(seconds) : 30));
           rows.push(r);
           printRow(r);
           save([r]);

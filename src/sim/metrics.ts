@@ -70,3 +70,35 @@ export function rowFigures(admitted: readonly number[], gcra: number, windowBoun
     worst_100ms: worstAligned(admitted, 100),
   };
 }
+
+/**
+ * What the best limiter whose nodes decide alone can admit, without ever passing `limit` in a
+ * window, on arrivals `times` (ascending, cost 1) that each go to one of `nodes` nodes chosen
+ * uniformly and independently (the ceiling beside the scale bench's rows, issue 13).
+ *
+ * A node admits only on units of the headroom h = limit − (admitted in (t − W, t]) that it
+ * already holds: no node may count on another's units without hearing from it, so the units
+ * held add up to at most h, and at most min(h, nodes) of the nodes hold one. The node of an
+ * arrival is independent of who holds them, so no such limiter admits it with a probability
+ * above min(h, nodes) / nodes. This oracle admits every arrival with exactly that probability
+ * (as if units moved between nodes at once and for free, with no gossip delay), drawn from
+ * `prng`: one draw of the ceiling (the times it admits); average a few. Using a unit now rather than later never
+ * costs one: it is free again W later.
+ */
+export function localCeilingAdmits(
+  times: ArrayLike<number>,
+  limit: number,
+  windowMs: number,
+  nodes: number,
+  prng: { next(): number },
+): number[] {
+  const admitted: number[] = [];
+  let head = 0;
+  for (let i = 0; i < times.length; i++) {
+    const t = times[i]!;
+    while (head < admitted.length && admitted[head]! <= t - windowMs) head++;
+    const h = limit - (admitted.length - head);
+    if (h >= 1 && prng.next() * nodes < Math.min(h, nodes)) admitted.push(t);
+  }
+  return admitted;
+}

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { EventQueue } from '../../src/sim/event-queue.js';
-import { slidingLogAdmits, worstAligned, worstRolling } from '../../src/sim/metrics.js';
+import { localCeilingAdmits, slidingLogAdmits, worstAligned, worstRolling } from '../../src/sim/metrics.js';
 import { Prng } from '../../src/sim/prng.js';
 import { SEED_WEIGHTS, seedTrace } from '../../src/sim/trace.js';
 
@@ -156,5 +156,43 @@ describe('EventQueue and Prng', () => {
     for (const x of xs) expect(x >= 0 && x < 1).toBe(true);
     const mean = xs.reduce((s, x) => s + x, 0) / xs.length;
     expect(Math.abs(mean - 0.5)).toBeLessThan(0.05);
+  });
+
+  describe('localCeilingAdmits (the ceiling of a limiter whose nodes decide alone)', () => {
+    /** 2,000 a second evenly spaced over `seconds`, as bench:scale's nodes rows. */
+    const uniform = (seconds: number) => Array.from({ length: 2000 * seconds }, (_, i) => i * 0.5);
+
+    it('one node: the exact sliding-window log', () => {
+      fc.assert(
+        fc.property(sortedTimes, fc.integer({ min: 1, max: 20 }), (times, limit) => {
+          const got = localCeilingAdmits(times, limit, 100, 1, new Prng(1));
+          expect(got).toEqual(slidingLogAdmits(times, limit, 100));
+        }),
+      );
+    });
+
+    it('never passes the limit in any window, at any number of nodes', () => {
+      fc.assert(
+        fc.property(
+          sortedTimes,
+          fc.integer({ min: 1, max: 20 }),
+          fc.integer({ min: 1, max: 64 }),
+          (t, l, n) => {
+            expect(worstRolling(localCeilingAdmits(t, l, 100, n, new Prng(n)), 100)).toBeLessThanOrEqual(l);
+          },
+        ),
+      );
+    });
+
+    it('many nodes on thin slices admit well under the exact limiter; few nodes admit as much', () => {
+      const times = uniform(10);
+      const exact = slidingLogAdmits(times, 1000, 1000).length;
+      const at = (n: number) => localCeilingAdmits(times, 1000, 1000, n, new Prng(3)).length / exact;
+      // L / N = 1000 / 1024: fewer units than nodes, so a request often lands where none is held
+      expect(at(1024)).toBeLessThan(0.75);
+      expect(at(256)).toBeLessThan(0.95);
+      expect(at(16)).toBeGreaterThan(0.99);
+      expect(at(1024)).toBeLessThan(at(256));
+    });
   });
 });
