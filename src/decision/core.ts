@@ -79,6 +79,8 @@ export class EngineCore {
   lastNow = Number.NEGATIVE_INFINITY;
   private nextRefresh = Number.NEGATIVE_INFINITY;
   tick = 0;
+  /** When (ours) the last gossip message was built: our demand reports age from their send to it, as peers age them. */
+  builtAt = Number.NEGATIVE_INFINITY;
   seq = 0;
   /** Loss repair: the next message resends every key sent in messages numbered this and up (Infinity: none asked). */
   repairFrom = Number.POSITIVE_INFINITY;

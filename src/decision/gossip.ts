@@ -133,6 +133,7 @@ export class Gossip {
       }
     }
     core.seq = seq;
+    core.builtAt = now;
     const live = core.peers.live.length;
     const bytes = encodeGossip({
       policies: core.wireTable,

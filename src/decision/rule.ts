@@ -118,7 +118,10 @@ export class Rule {
       out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
       return;
     }
-    let est = kw.estimate(w);
+    // Where slices are thin a key runs at L on whole units, and one count too few is a large
+    // part of L: peers' counts in the oldest bucket, which carry no times, count whole there
+    // (they may all be inside the window), not by the part of the bucket still inside.
+    let est = L < WHOLE_UNITS_BELOW * (peers.live.length + 1) ? kw.estimateWhole(w) : kw.estimate(w);
     if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(ks, w, L, now, p.windowMs);
     if (rt.foreign.length > 0) est += this.foreignReserve(rt, ks, w, L);
     if (this.overLimit(out, ks, est, cost, now, rt, 'global')) return;
@@ -289,41 +292,55 @@ export class Rule {
     const live = this.core.peers.live;
     // members on another version of the policy are not sharers: foreignReserve counts them
     let sharers = live.length + 1;
-    let before = 0;
+    if (rt.foreign.length > 0)
+      for (let i = 0; i < live.length; i++) if (rt.foreign.indexOf(live[i]!) >= 0) sharers--;
+    // Whole units are dealt by demand counted up to half a fair share, a step rather than a
+    // fade (see unitWeight): a key that every sharer keeps offering is dealt in equal slices
+    // that noisy demand does not move. Ours is aged as the peers age it.
+    const thin = L < WHOLE_UNITS_BELOW * sharers;
+    const cap = (UNIT_WEIGHT_CAP * L) / sharers;
+    const ownUnit = thin ? unitWeight(ks.sentDemand, ks.sentDemandAt, this.core.builtAt, W, cap) : 0;
+    let unitTotal = ownUnit;
+    let unitBefore = 0;
     let beforeN = 0;
     let reporters = 0;
     for (let i = 0; i < live.length; i++) {
-      if (rt.foreign.length > 0 && rt.foreign.indexOf(live[i]!) >= 0) {
-        sharers--;
-        continue;
-      }
       const peer = live[i]!;
+      if (rt.foreign.length > 0 && rt.foreign.indexOf(peer) >= 0) continue;
       if (peer.before) beforeN++;
       const o = peer.idx;
       if (kw.hasOrigin(o)) {
-        const d = reportedDemand(kw.demandOf(o), kw.demandAt(o), peer.lastHeard, W, L);
+        const demand = kw.demandOf(o);
+        const at = kw.demandAt(o);
+        const d = reportedDemand(demand, at, peer.lastHeard, W, L);
         if (d > 0) reporters++;
         total += d;
-        all += reportedDemand(kw.demandOf(o), kw.demandAt(o), peer.lastHeard, W, Number.POSITIVE_INFINITY);
-        if (peer.before) before += d;
+        all += reportedDemand(demand, at, peer.lastHeard, W, Number.POSITIVE_INFINITY);
+        if (thin) {
+          const u = unitWeight(demand, at, peer.lastHeard, W, cap);
+          unitTotal += u;
+          if (peer.before) unitBefore += u;
+        }
       }
     }
     const share = total > 0 ? own / total : 1 / sharers;
-    const from = total > 0 ? before / total : beforeN / sharers;
-    // the whole units of L its slice holds: [lo, hi); the view is steady while they stay
-    const lo = unitEdge(from, L, ks.phase);
-    const hi = unitEdge(from + share, L, ks.phase);
-    if (lo !== ks.unitsLo || hi !== ks.unitsHi) {
-      ks.unitsLo = lo;
-      ks.unitsHi = hi;
-      ks.slicedAt = this.core.lastNow;
+    if (thin) {
+      // the whole units of L its slice holds: [lo, hi); the view is steady while they stay
+      const from = unitTotal > 0 ? unitBefore / unitTotal : beforeN / sharers;
+      const lo = unitEdge(from, L, ks.phase);
+      const hi = unitEdge(from + (unitTotal > 0 ? ownUnit / unitTotal : 1 / sharers), L, ks.phase);
+      if (lo !== ks.unitsLo || hi !== ks.unitsHi) {
+        ks.unitsLo = lo;
+        ks.unitsHi = hi;
+        ks.slicedAt = this.core.lastNow;
+      }
     }
     ks.share = share;
     ks.demandAll = all;
     ks.sharers = sharers;
     // whole units only where slices are thin, and on a settled view: every sharer's demand
     // heard, ours sent
-    ks.dealsUnits = L < WHOLE_UNITS_BELOW * sharers && own > 0 && reporters === sharers - 1;
+    ks.dealsUnits = thin && own > 0 && reporters === sharers - 1;
     ks.shareStamp = this.core.stamp;
   }
 
@@ -386,6 +403,8 @@ const SPREAD_MARGIN = 4;
 
 /** When L is under this many units per sharer, a settled view deals the window's L in whole units ({@link wholeUnits}). */
 const WHOLE_UNITS_BELOW = 4;
+/** When whole units are dealt, a sharer's demand weighs at most this much of a fair share (L / sharers). */
+const UNIT_WEIGHT_CAP = 0.5;
 
 /**
  * The whole units of a headroom H that fall in a sharer's slice [before·H, (before + share)·H),
@@ -403,6 +422,16 @@ export function wholeUnits(before: number, share: number, H: number, phase: numb
 /** The first whole unit of H at or past the point `at` (a fraction of H) of the slices, shifted by `phase`. */
 function unitEdge(at: number, H: number, phase: number): number {
   return Math.floor(at * H + phase);
+}
+
+/**
+ * A sharer's weight in the whole-unit slices: its reported demand up to `cap`, whole while the
+ * report is under a window old (aged from the message that carried it to the sharer's newest,
+ * `at`), then none. A step, where the headroom's shares fade: the slices of sharers that keep
+ * offering a key stay where they are, so the units settle.
+ */
+function unitWeight(demand: number, reportedAt: number, at: number, W: number, cap: number): number {
+  return at - reportedAt < W ? Math.min(demand, cap) : 0;
 }
 
 function allow(out: Eval, mode: DecisionMode, remaining: number): void {
