@@ -98,6 +98,13 @@ export class EngineCore {
   oldestSent = Number.POSITIVE_INFINITY;
   /** The live peer whose newest data is {@link oldestSent} (undefined when none). */
   private oldestPeer: PeerState | undefined;
+  /**
+   * The live peers ordered by sentOf, oldest first, as a list through PeerState.older/newer:
+   * rebuilt when the view is refreshed, kept by heardLive in O(1) for a peer heard anew (its
+   * data is then about the newest). `order` marks the current list.
+   */
+  private newestPeer: PeerState | undefined;
+  private order = 0;
   /** (peer, policy, version) marks already logged. */
   private readonly warnedForeign = new Set<string>();
 
@@ -264,40 +271,75 @@ export class EngineCore {
    * first live peer turns stale, so the view goes stale exactly on time.
    */
   updateOldestSent(): void {
-    let oldest = Number.POSITIVE_INFINITY;
-    let oldestPeer: PeerState | undefined;
     let firstStale = Number.POSITIVE_INFINITY;
-    for (const p of this.peers.live) {
-      const sent = this.sentOf(p);
-      if (sent < oldest) {
-        oldest = sent;
-        oldestPeer = p;
-      }
+    const live = this.peers.live;
+    for (const p of live) {
       // a peer is stale once its data age passes staleAfterMs
       const due = this.peers.staleAt(p);
       if (due < firstStale) firstStale = due;
     }
-    this.oldestSent = oldest;
-    this.oldestPeer = oldestPeer;
+    // the live peers in order of sentOf, oldest first
+    const byAge = this.byAge;
+    byAge.length = 0;
+    for (const p of live) byAge.push(p);
+    byAge.sort((a, b) => this.sentOf(a) - this.sentOf(b));
+    this.order++;
+    let prev: PeerState | undefined;
+    for (const p of byAge) {
+      p.older = prev;
+      p.newer = undefined;
+      p.order = this.order;
+      if (prev !== undefined) prev.newer = p;
+      prev = p;
+    }
+    this.newestPeer = prev;
+    this.setOldest(byAge[0]);
+    byAge.length = 0;
     const due = firstStale + 1e-6;
     if (due < this.nextRefresh) this.nextRefresh = due;
   }
 
+  /** Scratch of updateOldestSent. */
+  private readonly byAge: PeerState[] = [];
+
+  private setOldest(p: PeerState | undefined): void {
+    this.oldestPeer = p;
+    this.oldestSent = p === undefined ? Number.POSITIVE_INFINITY : this.sentOf(p);
+  }
+
   /**
    * {@link updateOldestSent} after gossip from live peer `p`, the live set unchanged: the same
-   * result, in O(1) unless `p` held the oldest data (then the full pass). With relays each
-   * node hears every member every tick, and the full pass made every message O(N).
+   * horizon, in O(1) for a peer whose new data is the newest or nearly (it moves to the end of
+   * the order; others keep their place, their data unchanged). With broadcast each message
+   * comes from the peer that held the oldest data, and a full pass made every message O(N).
    */
   heardLive(p: PeerState): void {
-    if (p === this.oldestPeer) {
+    if (p.order !== this.order) {
       this.updateOldestSent();
       return;
     }
+    // unlink p
+    const { older, newer } = p;
+    if (older !== undefined) older.newer = newer;
+    if (newer !== undefined) newer.older = older;
+    else this.newestPeer = older;
+    if (p === this.oldestPeer) this.oldestPeer = newer;
+    // insert it after the newest peer whose data is no newer than its own
     const sent = this.sentOf(p);
-    if (sent < this.oldestSent) {
-      this.oldestSent = sent;
+    let at = this.newestPeer;
+    while (at !== undefined && this.sentOf(at) > sent) at = at.older;
+    p.older = at;
+    if (at === undefined) {
+      p.newer = this.oldestPeer;
+      if (this.oldestPeer !== undefined) this.oldestPeer.older = p;
       this.oldestPeer = p;
+    } else {
+      p.newer = at.newer;
+      if (at.newer !== undefined) at.newer.older = p;
+      at.newer = p;
     }
+    if (p.newer === undefined) this.newestPeer = p;
+    this.setOldest(this.oldestPeer);
     const due = this.peers.staleAt(p) + 1e-6;
     if (due < this.nextRefresh) this.nextRefresh = due;
   }

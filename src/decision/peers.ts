@@ -63,6 +63,13 @@ export interface PeerState {
   linkLostAt: number;
   /** Its id sorts before ours: every node orders the members the same way when it splits a headroom into whole units. */
   readonly before: boolean;
+  /**
+   * The live peers ordered by when their newest data was sent, oldest first (EngineCore's
+   * horizon): its neighbours in that order, valid while `order` is the core's current one.
+   */
+  older: PeerState | undefined;
+  newer: PeerState | undefined;
+  order: number;
 }
 
 /** One peer as reported to users: the engine's view of it, and on a mesh node its addresses. */
@@ -173,6 +180,9 @@ export class PeerTable {
       ignoredUntil: Number.NEGATIVE_INFINITY,
       policies: [],
       linkLostAt: Number.POSITIVE_INFINITY,
+      older: undefined,
+      newer: undefined,
+      order: -1,
     };
     this.byId.set(id, p);
     this.byIdx[idx] = p;
