@@ -131,10 +131,6 @@ export class KeyWindow {
   }
 
   /**
-   * The global estimate given `w`, the weight (0..1] of the oldest bucket still inside the
-   * window: peers' counts there weighted by `w`, our own by {@link ownWeight}.
-   */
-  /**
    * {@link estimate} with peers' counts in the oldest bucket counted whole, not by the part `w`
    * of the bucket still inside: they carry no times, and may all be inside the window.
    */
@@ -144,6 +140,10 @@ export class KeyWindow {
     return this.full + (this.sum[o]! - own) + own * this.ownWeight(w);
   }
 
+  /**
+   * The global estimate given `w`, the weight (0..1] of the oldest bucket still inside the
+   * window: peers' counts there weighted by `w`, our own by {@link ownWeight}.
+   */
   estimate(w: number): number {
     const o = this.oldest;
     const own = this.own[o]!;

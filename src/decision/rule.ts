@@ -334,6 +334,10 @@ export class Rule {
         ks.unitsHi = hi;
         ks.slicedAt = this.core.lastNow;
       }
+    } else {
+      // no slices: when slices are thin again, they start their wait of a window afresh
+      ks.unitsLo = -1;
+      ks.unitsHi = -1;
     }
     ks.share = share;
     ks.demandAll = all;
