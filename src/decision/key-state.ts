@@ -10,13 +10,6 @@ export class KeyState {
   readonly window: KeyWindow;
   /** Controlled mode: this node's demand-weighted share of the key's headroom. */
   share = 0;
-  /**
-   * Controlled mode: the sharers' demand in all (offered cost per window, ours as sent, every
-   * live peer's as reported and faded; not capped), and how many sharers there are: the part of
-   * a headroom their demand cannot use within the horizon is split equally (see Rule.evaluate).
-   */
-  demandAll = 0;
-  sharers = 1;
   /** The view stamp the share belongs to (-1: none yet). */
   shareStamp = -1;
   /**

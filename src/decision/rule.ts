@@ -144,15 +144,7 @@ export class Rule {
         kw.countsSince(cU, since);
         const recentAll = since[0]!;
         let ownRecent = since[1]!;
-        const H = L - est + recentAll;
-        // The sharers' demand at its rate over the horizon, SPREAD_MARGIN times over, is what
-        // they can use of it: that part is shared by demand, and the rest, which demand would
-        // leave unused, equally when that gives each node a whole unit or more, so a node whose
-        // first request for a key comes while the key is far under its limit is not denied for
-        // want of a reported demand (thinner, it would give no node a unit: it then goes by
-        // demand). Every node splits the same way, so the allowances still add up to H.
-        const need = (SPREAD_MARGIN * ks.demandAll * Math.max(U, 0)) / p.windowMs;
-        let allowance = H - need >= ks.sharers ? ks.share * need + (H - need) / ks.sharers : ks.share * H;
+        let allowance = ks.share * (L - est + recentAll);
         if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
           // Slices of a few units (L/N small: a login limit on a large service): the window's
           // L is dealt in whole units over the sharers' slices, and this node's own admissions
@@ -288,7 +280,6 @@ export class Rule {
     const kw = ks.window;
     const own = Math.min(ks.sentDemand, L);
     let total = own;
-    let all = ks.sentDemand;
     const live = this.core.peers.live;
     // members on another version of the policy are not sharers: foreignReserve counts them
     let sharers = live.length + 1;
@@ -315,7 +306,6 @@ export class Rule {
         const d = reportedDemand(demand, at, peer.lastHeard, W, L);
         if (d > 0) reporters++;
         total += d;
-        all += reportedDemand(demand, at, peer.lastHeard, W, Number.POSITIVE_INFINITY);
         if (thin) {
           const u = unitWeight(demand, at, peer.lastHeard, W, cap);
           unitTotal += u;
@@ -340,8 +330,6 @@ export class Rule {
       ks.unitsHi = -1;
     }
     ks.share = share;
-    ks.demandAll = all;
-    ks.sharers = sharers;
     // whole units only where slices are thin, and on a settled view: every sharer's demand
     // heard, ours sent
     ks.dealsUnits = thin && own > 0 && reporters === sharers - 1;
@@ -401,9 +389,6 @@ export class Rule {
     return extra;
   }
 }
-
-/** How many times the sharers' demand over the horizon is kept for them before the rest of a headroom is split equally. */
-const SPREAD_MARGIN = 4;
 
 /** When L is under this many units per sharer, a settled view deals the window's L in whole units ({@link wholeUnits}). */
 const WHOLE_UNITS_BELOW = 4;
