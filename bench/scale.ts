@@ -100,7 +100,7 @@ function zipf(K: number, prng: Prng): () => number {
 }
 
 export function runRow(series: ScaleRow['series'], design: Design, shape: Shape): ScaleRow {
-  const { nodes, keys, rate, limit, windowMs, buckets, seconds } = shape;
+  const { nodes, keys, limit, windowMs, buckets, seconds } = shape;
   const policy: PolicySpec = {
     name: 'p',
     limit,
@@ -124,22 +124,18 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     },
     ...(design === 'relay' ? { relay: { fanout: FANOUT } } : {}),
   });
-  const prng = new Prng(11);
-  const pick = zipf(keys, prng);
-  const n = Math.round(rate * seconds);
-  const step = 1000 / rate;
+  const draw = drawArrivals(shape);
   const arrivals: number[][] = Array.from({ length: keys }, () => []);
   const admittedAt: number[][] = Array.from({ length: keys }, () => []);
   const names = Array.from({ length: keys }, (_, k) => `k${k}`);
   let admitted = 0;
   const t0 = performance.now();
-  for (let i = 0; i < n; i++) {
-    const t = i * step;
-    const node = Math.floor(prng.next() * nodes);
-    const k = pick();
+  for (let i = 0; i < draw.keys.length; i++) {
+    const t = i * draw.step;
+    const k = draw.keys[i]!;
     sim.runUntil(t);
     arrivals[k]!.push(t);
-    if (sim.request(node, 'p', names[k]!).allowed) {
+    if (sim.request(draw.nodes[i]!, 'p', names[k]!).allowed) {
       admitted++;
       admittedAt[k]!.push(t);
     }
@@ -152,7 +148,8 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     if (w > worst) worst = w;
   }
   const { exact, ceiling } = bounds(arrivals, shape);
-  const durS = (n * step) / 1000;
+  const n = draw.keys.length;
+  const durS = (n * draw.step) / 1000;
   return {
     series,
     design,
@@ -193,17 +190,25 @@ function bounds(arrivals: number[][], shape: Shape): { exact: number; ceiling: n
   return { exact, ceiling: ceiling / CEILING_DRAWS };
 }
 
-/** The arrivals of a row (per key), drawn as runRow draws them: the same seeds, the same order. */
-function arrivalsOf(shape: Shape): number[][] {
+/** A row's arrivals in order, one every `step` ms: the node and the key of each. */
+function drawArrivals(shape: Shape): { nodes: Int32Array; keys: Int32Array; step: number } {
   const prng = new Prng(11);
   const pick = zipf(shape.keys, prng);
   const n = Math.round(shape.rate * shape.seconds);
-  const step = 1000 / shape.rate;
-  const arrivals: number[][] = Array.from({ length: shape.keys }, () => []);
+  const nodes = new Int32Array(n);
+  const keys = new Int32Array(n);
   for (let i = 0; i < n; i++) {
-    prng.next(); // the node
-    arrivals[pick()]!.push(i * step);
+    nodes[i] = Math.floor(prng.next() * shape.nodes);
+    keys[i] = pick();
   }
+  return { nodes, keys, step: 1000 / shape.rate };
+}
+
+/** The arrival times of a row, per key (as runRow sees them). */
+function arrivalsOf(shape: Shape): number[][] {
+  const { keys, step } = drawArrivals(shape);
+  const arrivals: number[][] = Array.from({ length: shape.keys }, () => []);
+  for (let i = 0; i < keys.length; i++) arrivals[keys[i]!]!.push(i * step);
   return arrivals;
 }
 

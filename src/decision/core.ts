@@ -272,16 +272,14 @@ export class EngineCore {
    */
   updateOldestSent(): void {
     let firstStale = Number.POSITIVE_INFINITY;
-    const live = this.peers.live;
-    for (const p of live) {
+    // the live peers in order of sentOf, oldest first
+    const byAge = this.byAge;
+    for (const p of this.peers.live) {
       // a peer is stale once its data age passes staleAfterMs
       const due = this.peers.staleAt(p);
       if (due < firstStale) firstStale = due;
+      byAge.push(p);
     }
-    // the live peers in order of sentOf, oldest first
-    const byAge = this.byAge;
-    byAge.length = 0;
-    for (const p of live) byAge.push(p);
     byAge.sort((a, b) => this.sentOf(a) - this.sentOf(b));
     this.order++;
     let prev: PeerState | undefined;

@@ -121,7 +121,7 @@ export class Rule {
     // Where slices are thin a key runs at L on whole units, and one count too few is a large
     // part of L: peers' counts in the oldest bucket, which carry no times, count whole there
     // (they may all be inside the window), not by the part of the bucket still inside.
-    let est = L < WHOLE_UNITS_BELOW * (peers.live.length + 1) ? kw.estimateWhole(w) : kw.estimate(w);
+    let est = thinSlices(L, peers.live.length + 1) ? kw.estimateWhole(w) : kw.estimate(w);
     if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(ks, w, L, now, p.windowMs);
     if (rt.foreign.length > 0) est += this.foreignReserve(rt, ks, w, L);
     if (this.overLimit(out, ks, est, cost, now, rt, 'global')) return;
@@ -288,7 +288,7 @@ export class Rule {
     // Whole units are dealt by demand counted up to half a fair share, a step rather than a
     // fade (see unitWeight): a key that every sharer keeps offering is dealt in equal slices
     // that noisy demand does not move. Ours is aged as the peers age it.
-    const thin = L < WHOLE_UNITS_BELOW * sharers;
+    const thin = thinSlices(L, sharers);
     const cap = (UNIT_WEIGHT_CAP * L) / sharers;
     const ownUnit = thin ? unitWeight(ks.sentDemand, ks.sentDemandAt, this.core.builtAt, W, cap) : 0;
     let unitTotal = ownUnit;
@@ -392,6 +392,10 @@ export class Rule {
 
 /** When L is under this many units per sharer, a settled view deals the window's L in whole units ({@link wholeUnits}). */
 const WHOLE_UNITS_BELOW = 4;
+/** Whether L holds under WHOLE_UNITS_BELOW units per sharer: slices thin enough to deal in whole units. */
+function thinSlices(L: number, sharers: number): boolean {
+  return L < WHOLE_UNITS_BELOW * sharers;
+}
 /** When whole units are dealt, a sharer's demand weighs at most this much of a fair share (L / sharers). */
 const UNIT_WEIGHT_CAP = 0.5;
 
