@@ -45,6 +45,13 @@ export interface PolicyRuntime {
   foreign: PeerState[];
   foreignAt: number[];
   foreignVer: string[];
+  /**
+   * Controlled mode: how much of this policy's traffic the load balancer spreads over the
+   * nodes, learnt from the requests: a moving mean, over requests for keys whose demand was
+   * heard in the last window, of whether a peer's was. Near 1 where keys are spread, 0 where
+   * each key is pinned to one node (sticky routing) and at the start (see Rule, cold slices).
+   */
+  spread: number;
 }
 
 /**
@@ -145,6 +152,7 @@ export class EngineCore {
       foreign: [],
       foreignAt: [],
       foreignVer: [],
+      spread: 0,
     } as unknown as PolicyRuntime;
     rt.windows = new KeyStore<KeyState>(this.budget, {
       isExpired: (ks) => this.windowExpired(rt, ks),

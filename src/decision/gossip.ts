@@ -119,6 +119,7 @@ export class Gossip {
         }
         size += bytes;
         entries.push(e);
+        ks.prevSentDemand = ks.sentDemand;
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;
         ks.unsynced = 0;

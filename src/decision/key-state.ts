@@ -20,6 +20,16 @@ export class KeyState {
   /** Controlled mode: the whole units of L in this node's slice, [unitsLo, unitsHi) (see wholeUnits). */
   unitsLo = 0;
   unitsHi = 0;
+  /** Controlled mode, thin slices: sharers whose demand is not heard (cold), 0 elsewhere. */
+  cold = 0;
+  /** Controlled mode: live peers whose demand for the key was heard in the last window. */
+  peerReporters = 0;
+  /** Controlled mode: this node's own demand is not reported (sent over a window ago or never). */
+  ownCold = true;
+  /** Controlled mode: the sharers the headroom is split over. */
+  sharers = 1;
+  /** Controlled mode: the reporters' demand, uncapped (offered cost per window). */
+  demandAll = 0;
   /** When (ours) those units last changed. */
   slicedAt = 0;
   /** Where the whole units of a split headroom fall, in [0, 1): the same on every node (a hash of the key). */
@@ -36,6 +46,8 @@ export class KeyState {
   sentTick = -1;
   /** Own demand (offered cost per window) as the last gossip carried it. */
   sentDemand = 0;
+  /** Own demand as the gossip before the last carried it (peers may still hold that one). */
+  prevSentDemand = 0;
   /** When (ours) the last gossip carried this key's demand. */
   sentDemandAt = Number.NEGATIVE_INFINITY;
   /** Gossip: the sequence number of the message that last carried it (-1: never). */

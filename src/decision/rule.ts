@@ -144,7 +144,20 @@ export class Rule {
         kw.countsSince(cU, since);
         const recentAll = since[0]!;
         let ownRecent = since[1]!;
-        let allowance = ks.share * (L - est + recentAll);
+        const H = L - est + recentAll;
+        let allowance = ks.share * H;
+        // whether the load balancer spreads this policy's keys (see PolicyRuntime.spread)
+        if (ks.peerReporters > 0 || !ks.ownCold)
+          rt.spread += ((ks.peerReporters > 0 ? 1 : 0) - rt.spread) * SPREAD_RATE;
+        if (ks.cold > 0 && rt.spread >= SPREAD_ON) {
+          // Thin slices with sharers whose demand is not heard (cold), on traffic the load
+          // balancer spreads: each keeps an equal slice of the headroom the reporters' demand
+          // leaves unused over the horizon, and the reporters split the rest by demand (see
+          // computeShare).
+          const need = (COLD_NEED_MARGIN * ks.demandAll * Math.max(U, 0)) / p.windowMs;
+          const q = Math.max(0, H - need) / ks.sharers;
+          allowance = ks.ownCold ? q : ks.share * (H - ks.cold * q);
+        }
         if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
           // Slices of a few units (L/N small: a login limit on a large service): the window's
           // L is dealt in whole units over the sharers' slices, and this node's own admissions
@@ -280,6 +293,16 @@ export class Rule {
     const kw = ks.window;
     const own = Math.min(ks.sentDemand, L);
     let total = own;
+    // The reporters' demand, uncapped (the rate a burst runs at), for the cold slices. Ours as
+    // a peer may hold it: the smaller of our last two reports, faded as peers fade it. A larger
+    // need here than on a cold node would hold back less for it than it takes.
+    let demandAll = reportedDemand(
+      Math.min(ks.sentDemand, ks.prevSentDemand),
+      ks.sentDemandAt,
+      this.core.builtAt,
+      W,
+      Number.POSITIVE_INFINITY,
+    );
     const live = this.core.peers.live;
     // members on another version of the policy are not sharers: foreignReserve counts them
     let sharers = live.length + 1;
@@ -304,7 +327,10 @@ export class Rule {
         const demand = kw.demandOf(o);
         const at = kw.demandAt(o);
         const d = reportedDemand(demand, at, peer.lastHeard, W, L);
-        if (d > 0) reporters++;
+        if (d > 0) {
+          reporters++;
+          demandAll += reportedDemand(demand, at, peer.lastHeard, W, Number.POSITIVE_INFINITY);
+        }
         total += d;
         if (thin) {
           const u = unitWeight(demand, at, peer.lastHeard, W, cap);
@@ -314,6 +340,25 @@ export class Rule {
       }
     }
     const share = total > 0 ? own / total : 1 / sharers;
+    // Thin slices: a sharer with no demand heard in the last window is cold. A node's first
+    // request for a key that others run far under its limit comes while it is cold, and a split
+    // by demand alone gave it nothing, with most of L unused. So each cold sharer keeps an
+    // equal slice of what the reporters' demand, at its rate over the horizon and
+    // COLD_NEED_MARGIN times over, leaves of the headroom; the reporters split the rest by
+    // demand. On one view that adds up to the headroom. Only on a policy whose keys the load
+    // balancer spreads over the nodes (PolicyRuntime.spread, learnt from the requests): where
+    // each key is pinned to one node, a node alone on a key takes the whole headroom at once,
+    // and cold slices would hold back 7/8 of it at 8 nodes. Not where slices are wide: there a
+    // node's first requests are a small part of L, and a lone node that bursts before its
+    // demand is heard gets the whole headroom at once. Nor where an equal slice is under one
+    // unit (L < sharers): a cold node could admit nothing on it, and what it held back would be
+    // lost to the reporters.
+    const ownReported = own > 0 && this.core.builtAt - ks.sentDemandAt < W;
+    ks.cold = thin && L >= sharers ? sharers - reporters - (ownReported ? 1 : 0) : 0;
+    ks.peerReporters = reporters;
+    ks.ownCold = !ownReported;
+    ks.sharers = sharers;
+    ks.demandAll = demandAll;
     if (thin) {
       // the whole units of L its slice holds: [lo, hi); the view is steady while they stay
       const from = unitTotal > 0 ? unitBefore / unitTotal : beforeN / sharers;
@@ -389,6 +434,19 @@ export class Rule {
     return extra;
   }
 }
+
+/**
+ * Cold slices are kept only on a policy whose traffic the load balancer spreads over the nodes:
+ * where at least this part of the requests for keys with demand heard find a peer's demand
+ * heard. Where each key is pinned to one node, a node alone on a key that bursts gets the
+ * whole headroom at once, and a cold node never sees a request for its key.
+ */
+const SPREAD_ON = 0.5;
+/** The weight of one request in the moving mean of PolicyRuntime.spread. */
+const SPREAD_RATE = 1 / 64;
+
+/** How many times the reporters' demand at its rate over the horizon is kept for them before cold sharers take equal slices of the rest. */
+const COLD_NEED_MARGIN = 4;
 
 /** When L is under this many units per sharer, a settled view deals the window's L in whole units ({@link wholeUnits}). */
 const WHOLE_UNITS_BELOW = 4;

@@ -1,0 +1,93 @@
+/**
+ * Random meshes and traffic against one key, to find windows past L: how often, and by how
+ * much, the controlled rule over-admits where views disagree (bursts, jitter, loss, slow
+ * gossip). A measurement, not a test: it prints what it finds.
+ *
+ *   npm run bench:limit-fuzz -- [--seeds 300] [--from 0]
+ *
+ * Each seed draws N in {3, 4, 6, 8, 12, 16}, L in [N, 4N), g in {50, 100, 250} ms, d = 10 ms,
+ * jitter up to 60 ms on half the seeds, loss up to 30 % on 30 %, W = 10 s, 60 s of traffic; each
+ * node steady (0.2 to 20 a second), bursty (20 bursts of 1 to 10, one in five up to 200) or a
+ * burst of up to 50 about once a window.
+ */
+import { worstRolling } from '../src/sim/metrics.js';
+import { Prng } from '../src/sim/prng.js';
+import { Simulator } from '../src/sim/simulator.js';
+
+function arg(name: string, fallback: number): number {
+  const i = process.argv.indexOf(name);
+  if (i < 0) return fallback;
+  const v = Number(process.argv[i + 1]);
+  if (!Number.isInteger(v) || v < 0)
+    throw new Error(`${name} takes a whole number, got ${process.argv[i + 1]}`);
+  return v;
+}
+
+const W = 10_000;
+const T = 60_000;
+const seeds = arg('--seeds', 300);
+const from = arg('--from', 0);
+let over = 0;
+let excess = 0;
+let admittedAll = 0;
+let exceeding: string[] = [];
+for (let seed = from + 1; seed <= from + seeds; seed++) {
+  const rng = new Prng(seed * 104729);
+  const N = [3, 4, 6, 8, 12, 16][Math.floor(rng.next() * 6)]!;
+  const L = N + Math.floor(rng.next() * 3 * N);
+  const jitterMs = rng.next() < 0.5 ? Math.floor(rng.next() * 60) : 0;
+  const loss = rng.next() < 0.3 ? rng.next() * 0.3 : 0;
+  const g = [50, 100, 250][Math.floor(rng.next() * 3)]!;
+  const sim = new Simulator({
+    nodes: N,
+    policies: [
+      { name: 'p', limit: L, windowMs: W, buckets: 10, overAdmission: 'controlled', fallback: true },
+    ],
+    gossipIntervalMs: g,
+    delayMs: 10,
+    jitterMs,
+    loss,
+    seed,
+    engine: { expectedMembers: N },
+  });
+  const ev: { t: number; n: number }[] = [];
+  for (let n = 0; n < N; n++) {
+    const kind = rng.next();
+    if (kind < 0.3) {
+      const r = rng.next() * 20;
+      if (r > 0.2)
+        for (let t = 500 + rng.next() * 1000; t < T; t += 1000 / r) ev.push({ t: Math.floor(t), n });
+    } else if (kind < 0.7) {
+      for (let b = 0; b < 20; b++) {
+        const t0 = 300 + Math.floor(rng.next() * (T - 1000));
+        const size = 1 + Math.floor(rng.next() * (rng.next() < 0.2 ? 200 : 10));
+        for (let j = 0; j < size; j++) ev.push({ t: t0 + Math.floor(j * rng.next() * 3), n });
+      }
+    } else {
+      let t = 300 + rng.next() * 2000;
+      while (t < T) {
+        const size = 1 + Math.floor(rng.next() * 50);
+        for (let j = 0; j < size; j++) ev.push({ t: Math.floor(t) + j, n });
+        t += W + (rng.next() - 0.5) * 400;
+      }
+    }
+  }
+  ev.sort((a, b) => a.t - b.t);
+  const admitted: number[] = [];
+  for (const e of ev) {
+    sim.runUntil(e.t);
+    if (sim.request(e.n, 'p', 'k').allowed) admitted.push(e.t);
+  }
+  admittedAll += admitted.length;
+  const worst = worstRolling(admitted, W);
+  if (worst > L) {
+    over++;
+    excess += worst - L;
+    exceeding.push(`${seed} (N ${N}, L ${L}, g ${g}, +${worst - L})`);
+  }
+}
+if (exceeding.length > 40) exceeding = [...exceeding.slice(0, 40), '...'];
+console.log(
+  `seeds ${from + 1}-${from + seeds}: ${over} with a window past L (sum of excess ${excess}), admitted ${admittedAll}`,
+);
+if (exceeding.length > 0) console.log(`past L: ${exceeding.join(', ')}`);
