@@ -21,6 +21,12 @@ export type FailureMode = 'open' | 'closed';
 
 /** `controlled` shares the headroom between nodes (default); `naive` spends whenever estimate + cost <= limit. */
 export type OverAdmission = 'controlled' | 'naive';
+/**
+ * How the load balancer routes a global policy's keys to the nodes (controlled mode): `spread`
+ * (any node may see any key) or `pinned` (each key to one node: sticky sessions, consistent
+ * hashing). `auto`, the default, learns it from the requests.
+ */
+export type Routing = 'auto' | 'spread' | 'pinned';
 
 /**
  * A local algorithm: `limit` cells per `windowMs` (the rate), with algorithm
@@ -73,6 +79,12 @@ export interface PolicySpec {
   overAdmission?: OverAdmission;
   /** global scope only: fall back to L/N when the view of peers is stale. Default true. */
   fallback?: boolean;
+  /**
+   * global scope only: how the load balancer routes the keys ({@link Routing}). Default `auto`.
+   * Where slices are thin, a node that has not reported a key keeps an equal slice of its
+   * headroom on spread traffic; on pinned keys a node alone on a key takes all of it at once.
+   */
+  routing?: Routing;
 }
 
 /** A validated policy with every default filled in. Produced only by the policy compiler. */
@@ -89,6 +101,8 @@ export interface Policy {
   readonly maxCost: number;
   readonly overAdmission: OverAdmission;
   readonly fallback: boolean;
+  /** Absent for `auto` (the default), so policies that do not set it keep their version. */
+  readonly routing?: Exclude<Routing, 'auto'>;
 }
 
 /** How a decision was reached. */

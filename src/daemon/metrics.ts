@@ -230,6 +230,19 @@ export class DaemonMetrics {
         this.set(fallbackActive(limiter) ? 1 : 0);
       },
     });
+    new Gauge({
+      name: 'ratemesh_policy_spread',
+      help:
+        'Per global controlled policy: the part of its requests, for keys whose demand was heard, that found ' +
+        "a peer's demand heard (near 1: the load balancer spreads its keys; near 0: each key is pinned to one node).",
+      labelNames: ['policy'],
+      registers,
+      collect() {
+        this.reset();
+        const spread = stats()?.engine.spread ?? {};
+        for (const [policy, value] of Object.entries(spread)) this.set({ policy }, num(value));
+      },
+    });
     new Counter({
       name: 'ratemesh_gossip_capped_total',
       help: 'Peer counts capped because the origin could not have admitted that much.',

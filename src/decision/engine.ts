@@ -460,7 +460,10 @@ export class Engine implements RateLimiter {
     c.fallback = peers.allStale;
     const fv: Record<string, number> = {};
     for (const rt of core.rtByWire) if (rt.foreign.length > 0) fv[rt.policy.name] = rt.foreign.length;
-    return { ...c, byMode: { ...c.byMode }, dropped: { ...c.dropped }, foreignVersion: fv };
+    const spread: Record<string, number> = {};
+    for (const rt of core.rtByWire)
+      if (rt.policy.overAdmission === 'controlled') spread[rt.policy.name] = Math.round(rt.spread * 1000) / 1000;
+    return { ...c, byMode: { ...c.byMode }, dropped: { ...c.dropped }, foreignVersion: fv, spread };
   }
 
   /** This node's estimate of the global count for a key now (for tests and tools). */

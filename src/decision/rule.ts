@@ -149,7 +149,7 @@ export class Rule {
         // whether the load balancer spreads this policy's keys (see PolicyRuntime.spread)
         if (ks.peerReporters > 0 || !ks.ownCold)
           rt.spread += ((ks.peerReporters > 0 ? 1 : 0) - rt.spread) * SPREAD_RATE;
-        if (ks.cold > 0 && rt.spread >= SPREAD_ON) {
+        if (ks.cold > 0 && (p.routing === undefined ? rt.spread >= SPREAD_ON : p.routing === 'spread')) {
           // Thin slices with sharers whose demand is not heard (cold), on traffic the load
           // balancer spreads: each keeps an equal slice of the headroom the reporters' demand
           // leaves unused over the horizon, and the reporters split the rest by demand (see

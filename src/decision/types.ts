@@ -49,6 +49,12 @@ export interface EngineStats {
   foreignEntries: number;
   /** Times the policy set was replaced at runtime ({@link Engine.replacePolicies}). */
   policyReplacements: number;
+  /**
+   * Per global controlled policy: the part of its requests, for keys whose demand was heard,
+   * that found a peer's demand heard (how spread the load balancer's routing is; routing
+   * `auto` keeps cold slices from 0.5).
+   */
+  spread: Record<string, number>;
 }
 
 /** What {@link Engine.replacePolicies} did, by policy name. */
@@ -103,5 +109,6 @@ export function emptyEngineStats(): EngineStats {
     foreignVersion: {},
     foreignEntries: 0,
     policyReplacements: 0,
+    spread: {},
   };
 }

@@ -51,6 +51,7 @@ const POLICY_FIELDS: readonly string[] = [
   'maxCost',
   'overAdmission',
   'fallback',
+  'routing',
 ];
 const LOCAL_FIELDS: readonly string[] = [
   'algorithm',
@@ -130,7 +131,7 @@ export function compilePolicies(specs: unknown): PolicySet {
  * Defaults: scope `global`; buckets 10 (or windowMs when the window is shorter
  * than 10 ms); algorithm `gcra` (local scope); burst, queue and maxCost the
  * limit; deadlineMs the window; failureMode `open`; shadow false;
- * overAdmission `controlled`; fallback true.
+ * overAdmission `controlled`; fallback true; routing `auto` (left out of the compiled policy).
  */
 export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const s = asFields(spec, path);
@@ -146,7 +147,7 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const maxCost = integer(s, 'maxCost', path, 1, MAX_CELLS, CELLS, limit);
 
   if (scope === 'local') {
-    for (const field of ['local', 'overAdmission', 'fallback']) {
+    for (const field of ['local', 'overAdmission', 'fallback', 'routing']) {
       if (present(s, field)) {
         fail(
           join(path, field),
@@ -195,6 +196,7 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const local = present(s, 'local') ? frontLimiter(s.local, join(path, 'local')) : undefined;
   const overAdmission = oneOf(s, 'overAdmission', path, ['controlled', 'naive'] as const, 'controlled');
   const fallback = boolean(s, 'fallback', path, true);
+  const routing = oneOf(s, 'routing', path, ['auto', 'spread', 'pinned'] as const, 'auto');
   return Object.freeze({
     name,
     scope,
@@ -207,6 +209,8 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
     maxCost,
     overAdmission,
     fallback,
+    // the default is left out: a policy that does not set it keeps the version it had
+    ...(routing === 'auto' ? {} : { routing }),
   });
 }
 

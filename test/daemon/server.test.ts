@@ -567,6 +567,7 @@ describe('GET /metrics', () => {
       peersForgotten: 300,
       evictedLive: 6,
       sketchBytes: 1310720,
+      spread: { api: 0.875 },
     });
     const text2 = await (await fetch(`${daemon.http.url}/metrics`)).text();
     for (const line of [
@@ -581,6 +582,7 @@ describe('GET /metrics', () => {
       'ratemesh_peers_forgotten_total 300',
       'ratemesh_key_evictions_live_total 6',
       'ratemesh_eviction_sketch_bytes 1310720',
+      'ratemesh_policy_spread{policy="api"} 0.875',
     ]) {
       expect(text2).toContain(line);
     }

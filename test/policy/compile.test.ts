@@ -362,6 +362,13 @@ describe('compilePolicy: every invalid field', () => {
       'applies only to scope "global"',
     ],
     ['local fallback', { ...local, fallback: false }, '.fallback', 'applies only to scope "global"'],
+    ['local routing', { ...local, routing: 'spread' }, '.routing', 'applies only to scope "global"'],
+    [
+      'unknown routing',
+      { ...base, routing: 'sticky' },
+      '.routing',
+      'must be one of "auto", "spread", "pinned" (got "sticky")',
+    ],
     [
       'burst on fixed-window',
       { ...local, algorithm: 'fixed-window', burst: 5 },

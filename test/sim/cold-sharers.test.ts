@@ -2,14 +2,23 @@ import { describe, expect, it } from 'vitest';
 import { slidingLogAdmits, worstRolling } from '../../src/sim/metrics.js';
 import { Prng } from '../../src/sim/prng.js';
 import { Simulator } from '../../src/sim/simulator.js';
+import type { Routing } from '../../src/types.js';
 
 const WINDOW_MS = 10_000;
 
-function mesh(nodes: number, limit: number, seed = 5): Simulator {
+function mesh(nodes: number, limit: number, seed = 5, routing?: Routing): Simulator {
   return new Simulator({
     nodes,
     policies: [
-      { name: 'p', limit, windowMs: WINDOW_MS, buckets: 10, overAdmission: 'controlled', fallback: true },
+      {
+        name: 'p',
+        limit,
+        windowMs: WINDOW_MS,
+        buckets: 10,
+        overAdmission: 'controlled',
+        fallback: true,
+        ...(routing === undefined ? {} : { routing }),
+      },
     ],
     gossipIntervalMs: 100,
     delayMs: 10,
@@ -140,5 +149,58 @@ describe('thin slices: a sharer with no demand heard keeps an equal slice', () =
     const admitted = offer(sim, times, (i) => nodes[i]!);
     expect(worstRolling(admitted, WINDOW_MS)).toBeLessThanOrEqual(20);
     expect(admitted.length).toBeGreaterThanOrEqual(40);
+  });
+});
+
+describe("routing: how the load balancer routes a policy's keys", () => {
+  /** Other keys of the policy at random nodes for `untilMs` (a load balancer that spreads), then `after`. */
+  function spreadTraffic(sim: Simulator, untilMs: number): void {
+    const prng = new Prng(3);
+    for (let t = 0; t < untilMs; t += 25) {
+      sim.runUntil(t);
+      sim.request(Math.floor(prng.next() * 8), 'p', `other${Math.floor(prng.next() * 20)}`);
+    }
+  }
+
+  it('auto learns it: past 0.5 (cold slices on) where keys land on any node, 0 where each key has one node', () => {
+    const spread = mesh(8, 20);
+    spreadTraffic(spread, 15_000);
+    const pinned = mesh(8, 20);
+    const prng = new Prng(4);
+    for (let t = 0; t < 15_000; t += 25) {
+      pinned.runUntil(t);
+      const k = Math.floor(prng.next() * 20);
+      pinned.request(k % 8, 'p', `other${k}`);
+    }
+    for (let n = 0; n < 8; n++) {
+      expect(spread.engines[n]!.stats().spread.p).toBeGreaterThan(0.5);
+      expect(pinned.engines[n]!.stats().spread.p).toBe(0);
+    }
+  });
+
+  it('spread: cold slices from the first request, with nothing learnt', () => {
+    // the rotating key of the first test, alone on a fresh mesh: auto has learnt nothing yet
+    const times = Array.from({ length: 60 }, (_, i) => 500 + i * 1000);
+    const told = offer(mesh(8, 20, 5, 'spread'), times, (i) => i % 8);
+    const auto = offer(mesh(8, 20, 5), times, (i) => i % 8);
+    expect(told.length).toBeGreaterThanOrEqual(57);
+    expect(worstRolling(told, WINDOW_MS)).toBeLessThanOrEqual(20);
+    expect(auto.length).toBeLessThan(told.length);
+  });
+
+  it('pinned: a node alone on a key takes all of L at once, where auto has learnt that keys are spread', () => {
+    const burst = (routing?: Routing) => {
+      const sim = mesh(8, 20, 5, routing);
+      spreadTraffic(sim, 15_000);
+      const admitted = offer(
+        sim,
+        Array.from({ length: 30 }, (_, i) => 15_000 + i),
+        () => 3,
+      );
+      return admitted.length;
+    };
+    expect(burst('pinned')).toBe(20);
+    // auto keeps the cold nodes' slices: a burst at one node gets part of L at first
+    expect(burst()).toBeLessThan(20);
   });
 });
