@@ -462,7 +462,8 @@ export class Engine implements RateLimiter {
     for (const rt of core.rtByWire) if (rt.foreign.length > 0) fv[rt.policy.name] = rt.foreign.length;
     const spread: Record<string, number> = {};
     for (const rt of core.rtByWire)
-      if (rt.policy.overAdmission === 'controlled') spread[rt.policy.name] = Math.round(rt.spread * 1000) / 1000;
+      if (rt.policy.overAdmission === 'controlled')
+        spread[rt.policy.name] = Math.round(rt.spread * 1000) / 1000;
     return { ...c, byMode: { ...c.byMode }, dropped: { ...c.dropped }, foreignVersion: fv, spread };
   }
 
