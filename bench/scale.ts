@@ -108,6 +108,8 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     buckets,
     overAdmission: 'controlled',
     fallback: true,
+    // each request goes to a node drawn uniformly: the load balancer spreads every key
+    routing: 'spread',
   };
   const sim = new Simulator({
     nodes,

@@ -23,10 +23,11 @@ export type FailureMode = 'open' | 'closed';
 export type OverAdmission = 'controlled' | 'naive';
 /**
  * How the load balancer routes a global policy's keys to the nodes (controlled mode): `spread`
- * (any node may see any key) or `pinned` (each key to one node: sticky sessions, consistent
- * hashing). `auto`, the default, learns it from the requests.
+ * (any node may see any key: round robin, least connections, random) or `mixed`, the default
+ * (no assumption: some or all keys may be pinned to one node, by sticky sessions or consistent
+ * hashing).
  */
-export type Routing = 'auto' | 'spread' | 'pinned';
+export type Routing = 'mixed' | 'spread';
 
 /**
  * A local algorithm: `limit` cells per `windowMs` (the rate), with algorithm
@@ -80,9 +81,10 @@ export interface PolicySpec {
   /** global scope only: fall back to L/N when the view of peers is stale. Default true. */
   fallback?: boolean;
   /**
-   * global scope only: how the load balancer routes the keys ({@link Routing}). Default `auto`.
-   * Where slices are thin, a node that has not reported a key keeps an equal slice of its
-   * headroom on spread traffic; on pinned keys a node alone on a key takes all of it at once.
+   * global scope only: how the load balancer routes the keys ({@link Routing}). Default `mixed`.
+   * With `spread`, where slices are thin, a node that has not reported a key keeps an equal
+   * slice of its headroom (cold slices); with `mixed` a node alone on a key takes all of it at
+   * once.
    */
   routing?: Routing;
 }
@@ -101,8 +103,8 @@ export interface Policy {
   readonly maxCost: number;
   readonly overAdmission: OverAdmission;
   readonly fallback: boolean;
-  /** Absent for `auto` (the default), so policies that do not set it keep their version. */
-  readonly routing?: Exclude<Routing, 'auto'>;
+  /** Absent for `mixed` (the default), so policies that do not set it keep their version. */
+  readonly routing?: Exclude<Routing, 'mixed'>;
 }
 
 /** How a decision was reached. */

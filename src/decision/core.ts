@@ -47,9 +47,11 @@ export interface PolicyRuntime {
   foreignVer: string[];
   /**
    * Controlled mode: how much of this policy's traffic the load balancer spreads over the
-   * nodes, learnt from the requests: a moving mean, over requests for keys whose demand was
-   * heard in the last window, of whether a peer's was. Near 1 where keys are spread, 0 where
-   * each key is pinned to one node (sticky routing) and at the start (see Rule, cold slices).
+   * nodes, as this node sees it: a moving mean, over requests for keys whose demand was heard
+   * in the last window, of whether a peer's was. Near 1 where keys are spread, 0 where each key
+   * is pinned to one node (sticky routing) and at the start. Reported only (stats, a gauge), to
+   * tell an operator whether `routing: spread` fits: each node learns its own, so it cannot
+   * decide cold slices, which every node must take or hold back alike.
    */
   spread: number;
 }

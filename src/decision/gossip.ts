@@ -119,6 +119,9 @@ export class Gossip {
         }
         size += bytes;
         entries.push(e);
+        // a run of reports begins when the last one carried none, or is a window old
+        if (e.demand > 0 && !(ks.sentDemand > 0 && now - ks.sentDemandAt < rt.policy.windowMs))
+          ks.reportedFrom = now;
         ks.prevSentDemand = ks.sentDemand;
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;

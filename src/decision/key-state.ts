@@ -48,6 +48,8 @@ export class KeyState {
   sentDemand = 0;
   /** Own demand as the gossip before the last carried it (peers may still hold that one). */
   prevSentDemand = 0;
+  /** When (ours) the gossip that began the current run of reports of our demand went out (see computeShare). */
+  reportedFrom = Number.POSITIVE_INFINITY;
   /** When (ours) the last gossip carried this key's demand. */
   sentDemandAt = Number.NEGATIVE_INFINITY;
   /** Gossip: the sequence number of the message that last carried it (-1: never). */

@@ -146,14 +146,14 @@ export class Rule {
         let ownRecent = since[1]!;
         const H = L - est + recentAll;
         let allowance = ks.share * H;
-        // whether the load balancer spreads this policy's keys (see PolicyRuntime.spread)
+        // how spread this policy's keys look from here (see PolicyRuntime.spread: reported only)
         if (ks.peerReporters > 0 || !ks.ownCold)
           rt.spread += ((ks.peerReporters > 0 ? 1 : 0) - rt.spread) * SPREAD_RATE;
-        if (ks.cold > 0 && (p.routing === undefined ? rt.spread >= SPREAD_ON : p.routing === 'spread')) {
-          // Thin slices with sharers whose demand is not heard (cold), on traffic the load
-          // balancer spreads: each keeps an equal slice of the headroom the reporters' demand
-          // leaves unused over the horizon, and the reporters split the rest by demand (see
-          // computeShare).
+        if (ks.cold > 0) {
+          // Thin slices with sharers whose demand is not heard (cold), on a policy whose keys the
+          // load balancer spreads: each keeps an equal slice of the headroom the reporters'
+          // demand leaves unused over the horizon, and the reporters split the rest by demand
+          // (see computeShare).
           const need = (COLD_NEED_MARGIN * ks.demandAll * Math.max(U, 0)) / p.windowMs;
           const q = Math.max(0, H - need) / ks.sharers;
           allowance = ks.ownCold ? q : ks.share * (H - ks.cold * q);
@@ -346,15 +346,25 @@ export class Rule {
     // equal slice of what the reporters' demand, at its rate over the horizon and
     // COLD_NEED_MARGIN times over, leaves of the headroom; the reporters split the rest by
     // demand. On one view that adds up to the headroom. Only on a policy whose keys the load
-    // balancer spreads over the nodes (PolicyRuntime.spread, learnt from the requests): where
-    // each key is pinned to one node, a node alone on a key takes the whole headroom at once,
-    // and cold slices would hold back 7/8 of it at 8 nodes. Not where slices are wide: there a
+    // balancer spreads over the nodes (routing: spread, the same on every node): where a key is
+    // pinned to one node, a node alone on it takes the whole headroom at once, and cold slices
+    // would hold back 7/8 of it at 8 nodes. A guess learnt by each node (PolicyRuntime.spread)
+    // would differ between nodes, and a node taking its cold slice beside one holding none back
+    // let a window reach 2L. Our own report counts from when peers can have it (reportedFrom +
+    // dataDelayMs): a node that counted it at once took a reporter's part while its peers
+    // still held back only a cold slice for it. Not where slices are wide: there a
     // node's first requests are a small part of L, and a lone node that bursts before its
     // demand is heard gets the whole headroom at once. Nor where an equal slice is under one
     // unit (L < sharers): a cold node could admit nothing on it, and what it held back would be
     // lost to the reporters.
-    const ownReported = own > 0 && this.core.builtAt - ks.sentDemandAt < W;
-    ks.cold = thin && L >= sharers ? sharers - reporters - (ownReported ? 1 : 0) : 0;
+    const ownReported =
+      own > 0 &&
+      this.core.builtAt - ks.sentDemandAt < W &&
+      this.core.lastNow - ks.reportedFrom >= this.core.cfg.dataDelayMs;
+    ks.cold =
+      rt.policy.routing === 'spread' && thin && L >= sharers
+        ? sharers - reporters - (ownReported ? 1 : 0)
+        : 0;
     ks.peerReporters = reporters;
     ks.ownCold = !ownReported;
     ks.sharers = sharers;
@@ -435,13 +445,6 @@ export class Rule {
   }
 }
 
-/**
- * Cold slices are kept only on a policy whose traffic the load balancer spreads over the nodes:
- * where at least this part of the requests for keys with demand heard find a peer's demand
- * heard. Where each key is pinned to one node, a node alone on a key that bursts gets the
- * whole headroom at once, and a cold node never sees a request for its key.
- */
-const SPREAD_ON = 0.5;
 /** The weight of one request in the moving mean of PolicyRuntime.spread. */
 const SPREAD_RATE = 1 / 64;
 

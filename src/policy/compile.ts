@@ -131,7 +131,7 @@ export function compilePolicies(specs: unknown): PolicySet {
  * Defaults: scope `global`; buckets 10 (or windowMs when the window is shorter
  * than 10 ms); algorithm `gcra` (local scope); burst, queue and maxCost the
  * limit; deadlineMs the window; failureMode `open`; shadow false;
- * overAdmission `controlled`; fallback true; routing `auto` (left out of the compiled policy).
+ * overAdmission `controlled`; fallback true; routing `mixed` (left out of the compiled policy).
  */
 export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const s = asFields(spec, path);
@@ -196,7 +196,7 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const local = present(s, 'local') ? frontLimiter(s.local, join(path, 'local')) : undefined;
   const overAdmission = oneOf(s, 'overAdmission', path, ['controlled', 'naive'] as const, 'controlled');
   const fallback = boolean(s, 'fallback', path, true);
-  const routing = oneOf(s, 'routing', path, ['auto', 'spread', 'pinned'] as const, 'auto');
+  const routing = oneOf(s, 'routing', path, ['mixed', 'spread'] as const, 'mixed');
   return Object.freeze({
     name,
     scope,
@@ -210,7 +210,7 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
     overAdmission,
     fallback,
     // the default is left out: a policy that does not set it keeps the version it had
-    ...(routing === 'auto' ? {} : { routing }),
+    ...(routing === 'mixed' ? {} : { routing }),
   });
 }
 

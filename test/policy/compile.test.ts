@@ -367,7 +367,7 @@ describe('compilePolicy: every invalid field', () => {
       'unknown routing',
       { ...base, routing: 'sticky' },
       '.routing',
-      'must be one of "auto", "spread", "pinned" (got "sticky")',
+      'must be one of "mixed", "spread" (got "sticky")',
     ],
     [
       'burst on fixed-window',

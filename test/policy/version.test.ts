@@ -49,7 +49,7 @@ describe('policy set version', () => {
         overAdmission: 'controlled',
         fallback: true,
         // the default routing is left out of the compiled policy: versions from before it stay
-        routing: 'auto',
+        routing: 'mixed',
         local: { algorithm: 'gcra', limit: 100, windowMs: 100, burst: 96 },
       },
       { ...specs[1], failureMode: 'open', maxCost: 5, deadlineMs: 60_000 },
@@ -76,7 +76,6 @@ describe('policy set version', () => {
       [{ ...api, overAdmission: 'naive' }, login, exp],
       [{ ...api, fallback: false }, login, exp],
       [{ ...api, routing: 'spread' }, login, exp],
-      [{ ...api, routing: 'pinned' }, login, exp],
       [{ ...api, local: undefined }, login, exp],
       [{ ...api, local: { algorithm: 'gcra', limit: 100, windowMs: 100, burst: 97 } }, login, exp],
       [{ ...api, local: { algorithm: 'token-bucket', limit: 100, windowMs: 100, burst: 96 } }, login, exp],
