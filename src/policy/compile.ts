@@ -197,6 +197,12 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const overAdmission = oneOf(s, 'overAdmission', path, ['controlled', 'naive'] as const, 'controlled');
   const fallback = boolean(s, 'fallback', path, true);
   const routing = oneOf(s, 'routing', path, ['mixed', 'spread'] as const, 'mixed');
+  if (routing !== 'mixed' && overAdmission !== 'controlled')
+    fail(
+      join(path, 'routing'),
+      'applies only to overAdmission "controlled" (the split of the headroom it shapes)',
+      s.routing,
+    );
   return Object.freeze({
     name,
     scope,

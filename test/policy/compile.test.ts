@@ -364,6 +364,12 @@ describe('compilePolicy: every invalid field', () => {
     ['local fallback', { ...local, fallback: false }, '.fallback', 'applies only to scope "global"'],
     ['local routing', { ...local, routing: 'spread' }, '.routing', 'applies only to scope "global"'],
     [
+      'routing on naive',
+      { ...base, overAdmission: 'naive', routing: 'spread' },
+      '.routing',
+      'applies only to overAdmission "controlled"',
+    ],
+    [
       'unknown routing',
       { ...base, routing: 'sticky' },
       '.routing',
