@@ -13,6 +13,7 @@ import { FLOOR } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import type { KeyState } from './key-state.js';
+import { recordSentDemand } from './key-state.js';
 import { appliedOffset, type PeerState, sampleOffset } from './peers.js';
 import type { ReceiveResult } from './types.js';
 
@@ -119,10 +120,7 @@ export class Gossip {
         }
         size += bytes;
         entries.push(e);
-        // a run of reports begins when the last one carried none, or is a window old
-        if (e.demand > 0 && !(ks.sentDemand > 0 && now - ks.sentDemandAt < rt.policy.windowMs))
-          ks.reportedFrom = now;
-        ks.prevSentDemand = ks.sentDemand;
+        recordSentDemand(ks, e.demand, now, core.cfg.dataDelayMs);
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;
         ks.unsynced = 0;

@@ -1,7 +1,7 @@
 import { validateKey } from '../keys/key.js';
 import type { DecisionMode, DecisionRule } from '../types.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
-import type { KeyState, LocalKeyState } from './key-state.js';
+import { heldDemand, type KeyState, type LocalKeyState } from './key-state.js';
 
 /** Scratch result of evaluating one (policy, key). */
 export interface Eval {
@@ -291,18 +291,20 @@ export class Rule {
     // can take at most the share of a node offering L, never starve the others.
     const L = rt.policy.limit;
     const kw = ks.window;
-    const own = Math.min(ks.sentDemand, L);
+    // On routing spread, ours as our peers can hold it (heldDemand): a node whose demand just
+    // rose does not claim the larger share, or count as a reporter, before its peers give it
+    // up (with early publishes at small L, every admission sends a report). On mixed, the rule
+    // before: the report counts once sent, so a node alone on a key that bursts gets the whole
+    // headroom after one tick, not after dataDelayMs (docs/scale.md measures both).
+    const core = this.core;
+    const ownHeld =
+      rt.policy.routing === 'spread' ? heldDemand(ks, core.lastNow, core.cfg.dataDelayMs) : ks.sentDemand;
+    const own = Math.min(ownHeld, L);
     let total = own;
     // The reporters' demand, uncapped (the rate a burst runs at), for the cold slices. Ours as
-    // a peer may hold it: the smaller of our last two reports, faded as peers fade it. A larger
-    // need here than on a cold node would hold back less for it than it takes.
-    let demandAll = reportedDemand(
-      Math.min(ks.sentDemand, ks.prevSentDemand),
-      ks.sentDemandAt,
-      this.core.builtAt,
-      W,
-      Number.POSITIVE_INFINITY,
-    );
+    // peers hold it, faded as they fade it: a larger need here than on a cold node would hold
+    // back less for it than it takes.
+    let demandAll = reportedDemand(ownHeld, ks.sentDemandAt, core.builtAt, W, Number.POSITIVE_INFINITY);
     const live = this.core.peers.live;
     // members on another version of the policy are not sharers: foreignReserve counts them
     let sharers = live.length + 1;
@@ -350,17 +352,14 @@ export class Rule {
     // pinned to one node, a node alone on it takes the whole headroom at once, and cold slices
     // would hold back 7/8 of it at 8 nodes. A guess learnt by each node (PolicyRuntime.spread)
     // would differ between nodes, and a node taking its cold slice beside one holding none back
-    // let a window reach 2L. Our own report counts from when peers can have it (reportedFrom +
-    // dataDelayMs): a node that counted it at once took a reporter's part while its peers
-    // still held back only a cold slice for it. Not where slices are wide: there a
+    // let a window reach 2L. Our own report counts as peers hold it (ownHeld): a node that
+    // counted it at once took a reporter's part while its peers still held back only a cold
+    // slice for it. Not where slices are wide: there a
     // node's first requests are a small part of L, and a lone node that bursts before its
     // demand is heard gets the whole headroom at once. Nor where an equal slice is under one
     // unit (L < sharers): a cold node could admit nothing on it, and what it held back would be
     // lost to the reporters.
-    const ownReported =
-      own > 0 &&
-      this.core.builtAt - ks.sentDemandAt < W &&
-      this.core.lastNow - ks.reportedFrom >= this.core.cfg.dataDelayMs;
+    const ownReported = own > 0 && core.builtAt - ks.sentDemandAt < W;
     ks.cold =
       rt.policy.routing === 'spread' && thin && L >= sharers
         ? sharers - reporters - (ownReported ? 1 : 0)
