@@ -291,15 +291,15 @@ export class Rule {
     // can take at most the share of a node offering L, never starve the others.
     const L = rt.policy.limit;
     const kw = ks.window;
-    // On routing spread, ours as our peers can hold it (heldDemand): a node whose demand just
-    // rose does not claim the larger share, or count as a reporter, before its peers give it
-    // up (with early publishes at small L, every admission sends a report). On mixed, the rule
-    // before: the report counts once sent, so a node alone on a key that bursts gets the whole
-    // headroom after one tick, not after dataDelayMs (docs/scale.md measures both).
     const core = this.core;
+    const own = Math.min(ks.sentDemand, L);
+    // For cold slices (routing spread), ours as our peers can hold it (heldDemand): a node
+    // whose demand just rose does not count as a reporter, nor raise the need, before its peers
+    // do (with early publishes at small L, every admission sends a report). The share by demand
+    // keeps the report once sent, the rule before: held there too, a node alone on a key waits
+    // dataDelayMs for more than 1/N of the headroom (docs/scale.md measures both).
     const ownHeld =
       rt.policy.routing === 'spread' ? heldDemand(ks, core.lastNow, core.cfg.dataDelayMs) : ks.sentDemand;
-    const own = Math.min(ownHeld, L);
     let total = own;
     // The reporters' demand, uncapped (the rate a burst runs at), for the cold slices. Ours as
     // peers hold it, faded as they fade it: a larger need here than on a cold node would hold
@@ -359,7 +359,7 @@ export class Rule {
     // demand is heard gets the whole headroom at once. Nor where an equal slice is under one
     // unit (L < sharers): a cold node could admit nothing on it, and what it held back would be
     // lost to the reporters.
-    const ownReported = own > 0 && core.builtAt - ks.sentDemandAt < W;
+    const ownReported = ownHeld > 0 && own > 0 && core.builtAt - ks.sentDemandAt < W;
     ks.cold =
       rt.policy.routing === 'spread' && thin && L >= sharers
         ? sharers - reporters - (ownReported ? 1 : 0)
