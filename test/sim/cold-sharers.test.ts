@@ -212,5 +212,11 @@ describe('mixed routing (the default): a node alone on a key takes the whole hea
       expect(spread.engines[n]!.stats().spread.p).toBeGreaterThan(0.5);
       expect(pinned.engines[n]!.stats().spread.p).toBe(0);
     }
+    // it describes the load balancer, not the policy: a changed limit keeps it
+    const before = spread.engines[0]!.stats().spread.p;
+    spread.engines[0]!.replacePolicies([
+      { name: 'p', limit: 21, windowMs: WINDOW_MS, buckets: 10, overAdmission: 'controlled', fallback: true },
+    ]);
+    expect(spread.engines[0]!.stats().spread.p).toBe(before);
   });
 });
