@@ -51,8 +51,9 @@ export interface EngineStats {
   policyReplacements: number;
   /**
    * Per global controlled policy: the part of its requests, for keys whose demand was heard,
-   * that found a peer's demand heard (how spread the load balancer's routing is; routing
-   * `auto` keeps cold slices from 0.5).
+   * that found a peer's demand heard: how spread the load balancer's routing looks from this
+   * node (near 1: keys land on any node; 0: each key on one). Reported only, to tell whether a
+   * policy's `routing: spread` fits; it decides nothing.
    */
   spread: Record<string, number>;
 }
