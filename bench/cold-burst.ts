@@ -8,6 +8,7 @@
  */
 import { worstRolling } from '../src/sim/metrics.js';
 import { Simulator } from '../src/sim/simulator.js';
+import { coldBurst } from '../src/sim/trace.js';
 
 const L = 20;
 const W = 10_000;
@@ -44,20 +45,7 @@ for (const [jitterMs, loss] of [
           seed,
           engine: { expectedMembers: 8 },
         });
-        const admitted: number[] = [];
-        sim.runUntil(1000);
-        if (sim.request(0, 'p', 'k').allowed) admitted.push(1000);
-        let t = 1100 + ((seed * 7) % 400);
-        for (let n = 1; n < 8; n++)
-          for (let j = 0; j < 5; j++) {
-            sim.runUntil(t);
-            if (sim.request(n, 'p', 'k').allowed) admitted.push(t);
-            t += stagger;
-          }
-        for (let j = 0; j < 30; j++) {
-          sim.runUntil(t);
-          if (sim.request(0, 'p', 'k').allowed) admitted.push(t);
-        }
+        const admitted = coldBurst(sim, 'p', 'k', 1000, 1100 + ((seed * 7) % 400), stagger);
         const w = worstRolling(admitted, W);
         runs++;
         admittedAll += admitted.length;

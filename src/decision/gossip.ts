@@ -120,7 +120,8 @@ export class Gossip {
         }
         size += bytes;
         entries.push(e);
-        recordSentDemand(ks, e.demand, now, core.cfg.dataDelayMs);
+        // what our peers can hold of it (heldDemand) is asked only for cold slices
+        if (rt.policy.routing === 'spread') recordSentDemand(ks, e.demand, now, core.cfg.dataDelayMs);
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;
         ks.unsynced = 0;

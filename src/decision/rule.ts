@@ -293,19 +293,8 @@ export class Rule {
     const kw = ks.window;
     const core = this.core;
     const own = Math.min(ks.sentDemand, L);
-    // For cold slices (routing spread), ours as our peers can hold it (heldDemand): a node
-    // whose demand just rose does not count as a reporter, nor raise the need, before its peers
-    // do (with early publishes at small L, every admission sends a report). The share by demand
-    // keeps the report once sent, the rule before: held there too, a node alone on a key waits
-    // dataDelayMs for more than 1/N of the headroom (docs/scale.md measures both).
-    const ownHeld =
-      rt.policy.routing === 'spread' ? heldDemand(ks, core.lastNow, core.cfg.dataDelayMs) : ks.sentDemand;
     let total = own;
-    // The reporters' demand, uncapped (the rate a burst runs at), for the cold slices. Ours as
-    // peers hold it, faded as they fade it: a larger need here than on a cold node would hold
-    // back less for it than it takes.
-    let demandAll = reportedDemand(ownHeld, ks.sentDemandAt, core.builtAt, W, Number.POSITIVE_INFINITY);
-    const live = this.core.peers.live;
+    const live = core.peers.live;
     // members on another version of the policy are not sharers: foreignReserve counts them
     let sharers = live.length + 1;
     if (rt.foreign.length > 0)
@@ -315,9 +304,23 @@ export class Rule {
     // that noisy demand does not move. Ours is aged as the peers age it.
     const thin = thinSlices(L, sharers);
     const cap = (UNIT_WEIGHT_CAP * L) / sharers;
-    const ownUnit = thin ? unitWeight(ks.sentDemand, ks.sentDemandAt, this.core.builtAt, W, cap) : 0;
+    const ownUnit = thin ? unitWeight(ks.sentDemand, ks.sentDemandAt, core.builtAt, W, cap) : 0;
     let unitTotal = ownUnit;
     let unitBefore = 0;
+    // Cold slices: on routing spread, where slices are thin but hold a unit (see below).
+    const coldSlices = rt.policy.routing === 'spread' && thin && L >= sharers;
+    // There our own demand counts as our peers can hold it (heldDemand): a node whose demand
+    // just rose does not count as a reporter, nor raise the need, before its peers do (at small
+    // L early publishes send a report per admission). The share by demand keeps the report once
+    // sent, the rule before: held there too, a node alone on a key waits dataDelayMs for more
+    // than 1/N of the headroom (docs/scale.md measures both).
+    const ownHeld = coldSlices ? heldDemand(ks, core.lastNow, core.cfg.dataDelayMs) : ks.sentDemand;
+    // The reporters' demand, uncapped (the rate a burst runs at), for the need. Ours as peers
+    // hold it, faded as they fade it: a larger need here than on a cold node would hold back
+    // less for it than it takes.
+    let demandAll = coldSlices
+      ? reportedDemand(ownHeld, ks.sentDemandAt, core.builtAt, W, Number.POSITIVE_INFINITY)
+      : 0;
     let beforeN = 0;
     let reporters = 0;
     for (let i = 0; i < live.length; i++) {
@@ -331,7 +334,8 @@ export class Rule {
         const d = reportedDemand(demand, at, peer.lastHeard, W, L);
         if (d > 0) {
           reporters++;
-          demandAll += reportedDemand(demand, at, peer.lastHeard, W, Number.POSITIVE_INFINITY);
+          if (coldSlices)
+            demandAll += reportedDemand(demand, at, peer.lastHeard, W, Number.POSITIVE_INFINITY);
         }
         total += d;
         if (thin) {
@@ -347,23 +351,18 @@ export class Rule {
     // by demand alone gave it nothing, with most of L unused. So each cold sharer keeps an
     // equal slice of what the reporters' demand, at its rate over the horizon and
     // COLD_NEED_MARGIN times over, leaves of the headroom; the reporters split the rest by
-    // demand. On one view that adds up to the headroom. Only on a policy whose keys the load
-    // balancer spreads over the nodes (routing: spread, the same on every node): where a key is
-    // pinned to one node, a node alone on it takes the whole headroom at once, and cold slices
-    // would hold back 7/8 of it at 8 nodes. A guess learnt by each node (PolicyRuntime.spread)
-    // would differ between nodes, and a node taking its cold slice beside one holding none back
-    // let a window reach 2L. Our own report counts as peers hold it (ownHeld): a node that
-    // counted it at once took a reporter's part while its peers still held back only a cold
-    // slice for it. Not where slices are wide: there a
-    // node's first requests are a small part of L, and a lone node that bursts before its
-    // demand is heard gets the whole headroom at once. Nor where an equal slice is under one
-    // unit (L < sharers): a cold node could admit nothing on it, and what it held back would be
-    // lost to the reporters.
-    const ownReported = ownHeld > 0 && own > 0 && core.builtAt - ks.sentDemandAt < W;
-    ks.cold =
-      rt.policy.routing === 'spread' && thin && L >= sharers
-        ? sharers - reporters - (ownReported ? 1 : 0)
-        : 0;
+    // demand. On one view that adds up to the headroom.
+    // - Only on routing spread, the same on every node: where a key is pinned to one node, a
+    //   node alone on it takes the whole headroom at once, and cold slices would hold back 7/8
+    //   of it at 8 nodes. A guess learnt by each node (PolicyRuntime.spread) differs between
+    //   nodes, and a node taking its cold slice beside one holding none back let a window reach
+    //   2L.
+    // - Not where slices are wide: there a node's first requests are a small part of L, and a
+    //   lone node that bursts before its demand is heard gets the whole headroom at once. Nor
+    //   under one unit per sharer (L < sharers): a cold node could admit nothing on its slice,
+    //   and what it held back would be lost to the reporters.
+    const ownReported = ownHeld > 0 && core.builtAt - ks.sentDemandAt < W;
+    ks.cold = coldSlices ? sharers - reporters - (ownReported ? 1 : 0) : 0;
     ks.peerReporters = reporters;
     ks.ownCold = !ownReported;
     ks.sharers = sharers;

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { slidingLogAdmits, worstRolling } from '../../src/sim/metrics.js';
 import { Prng } from '../../src/sim/prng.js';
 import { Simulator } from '../../src/sim/simulator.js';
+import { coldBurst } from '../../src/sim/trace.js';
 import type { Routing } from '../../src/types.js';
 
 const WINDOW_MS = 10_000;
@@ -113,21 +114,7 @@ describe('thin slices on spread routing: a sharer with no demand heard keeps an 
     // publishes after every admission) took a reporter's part while its peers still held back
     // only a cold slice for it: 23 of 20.
     for (const stagger of [0, 1, 5]) {
-      const sim = mesh(8, 20, 5, 'spread');
-      const admitted: number[] = [];
-      sim.runUntil(1000);
-      if (sim.request(0, 'p', 'k').allowed) admitted.push(1000);
-      let t = 1400;
-      for (let n = 1; n < 8; n++)
-        for (let j = 0; j < 5; j++) {
-          sim.runUntil(t);
-          if (sim.request(n, 'p', 'k').allowed) admitted.push(t);
-          t += stagger;
-        }
-      for (let j = 0; j < 30; j++) {
-        sim.runUntil(t);
-        if (sim.request(0, 'p', 'k').allowed) admitted.push(t);
-      }
+      const admitted = coldBurst(mesh(8, 20, 5, 'spread'), 'p', 'k', 1000, 1400, stagger);
       expect(worstRolling(admitted, WINDOW_MS)).toBeLessThanOrEqual(20);
     }
   });
