@@ -3,7 +3,7 @@
  * processes on loopback, beside the simulator's prediction for the same g and d.
  *
  *   npm run mesh:accuracy -- [--nodes 8 (2 to 32)] [--gossip-ms 100] [--delays 0,10,50,100] [--seconds 10] [--probe]
- *                            [--fanout auto | 0 | 1..16] [--dial N]
+ *                            [--fanout auto | 0 | 1..16] [--dial N] [--macs 64 (comma list)]
  *
  * `--fanout`: 0 broadcast (every message to every peer), f > 0 relay mode
  * (MeshLimiterOptions.relayFanout: one batch a tick to f random peers); `auto`
@@ -16,6 +16,9 @@
  * autogroup scheduling the processes of one session share one fair share of
  * the box against every other session, so 32 nodes in the runner's session
  * got what one process of another session gets).
+ * `--macs`: relay mode's MAC list size (MeshLimiterOptions.relayMacPeers; 0:
+ * every relayed item checked by its Ed25519 signature); a comma list runs each
+ * in turn, so the two can be compared in one run.
  * `--gossip-ms` takes a comma list to sweep g. `--probe` adds the latency probe
  * (20 back-to-back checks every 50 ms on key `probe` in every node; that key then
  * rides in the gossip too, so bytes/s rise by its entry). Writes
@@ -83,6 +86,8 @@ export interface LiveRow {
   load_avg: [number, number];
   /** Relay fanout (0: broadcast); the simulator ran the same. */
   fanout?: number;
+  /** Relay mode's relayMacPeers (0: signatures only). */
+  mac_peers?: number;
   /** Mean CPU per node process, % of one core. */
   cpu_pct_node?: number;
   /** Messages merged per node per second (items new to the node: one per origin and tick at most). */
@@ -95,6 +100,8 @@ export interface LiveRow {
   cpu_us_per_frame_in?: number;
   /** Relay: origin signatures verified per node per second. */
   verified_per_s_node?: number;
+  /** Relay: origin MACs checked (instead of a signature) per node per second. */
+  mac_verified_per_s_node?: number;
   /** Connected peers per node at the end (min-max). */
   connected?: [number, number];
 }
@@ -106,6 +113,7 @@ interface Args {
   seconds: number;
   probe: boolean;
   fanout: number;
+  macs: number[];
   dial: number | undefined;
   sessions: boolean;
 }
@@ -115,6 +123,7 @@ function arg(): Args {
     options: {
       probe: { type: 'boolean', default: false },
       fanout: { type: 'string', default: 'auto' },
+      macs: { type: 'string', default: '64' },
       dial: { type: 'string' },
       sessions: { type: 'string', default: 'auto' },
       nodes: { type: 'string', default: '8' },
@@ -134,6 +143,7 @@ function arg(): Args {
   return {
     nodes,
     fanout: values.fanout === 'auto' ? (nodes > 16 ? 3 : 0) : list(values.fanout, 'fanout', 0, 16)[0]!,
+    macs: list(values.macs, 'macs', 0, 1024),
     dial: values.dial === undefined ? undefined : list(values.dial, 'dial', 0, 32)[0]!,
     sessions: values.sessions === 'auto' ? nodes > 16 : values.sessions === 'own',
     gossip: list(values['gossip-ms'], 'gossip-ms', 1, 1000),
@@ -204,6 +214,7 @@ export async function liveRow(
   fanout = 0,
   dial?: number,
   ownSessions = false,
+  macPeers?: number,
 ): Promise<LiveRow> {
   const load0 = round(loadavg()[0]!, 1);
   const mesh = await Mesh.start(
@@ -213,6 +224,7 @@ export async function liveRow(
       gossipIntervalMs: g,
       injectDelayMs: d,
       ...(fanout > 0 ? { relayFanout: fanout } : {}),
+      ...(fanout > 0 && macPeers !== undefined ? { relayMacPeers: macPeers } : {}),
       ...(dial === undefined ? {} : { dialPeers: dial }),
       ...(trace.nodes > 16 ? { startConcurrency: 4 } : {}),
       ...(ownSessions ? { ownSessions: true } : {}),
@@ -268,12 +280,14 @@ export async function liveRow(
       sustained: ticksPct >= 95 && backlog === 0 && late < bucketMs && cpuTotal < 170,
       load_avg: [load0, round(loadavg()[0]!, 1)],
       fanout,
+      ...(fanout > 0 && macPeers !== undefined ? { mac_peers: macPeers } : {}),
       cpu_pct_node: round(cpuTotal / reps.length, 2),
       msgs_in_per_s_node: round(perS((r) => r.gossip.msgsIn) / reps.length, 1),
       frames_in_per_s_node: round(perS((r) => r.transport?.framesIn ?? 0) / reps.length, 1),
       cpu_us_per_msg_in: round(cpuUs / Math.max(1, sum(reps.map((r) => r.gossip.msgsIn))), 0),
       cpu_us_per_frame_in: round(cpuUs / Math.max(1, sum(reps.map((r) => r.transport?.framesIn ?? 0))), 0),
       verified_per_s_node: round(perS((r) => r.transport?.verified ?? 0) / reps.length, 1),
+      mac_verified_per_s_node: round(perS((r) => r.transport?.macVerified ?? 0) / reps.length, 1),
       connected: [
         Math.min(...reps.map((r) => r.connected ?? 0)),
         Math.max(...reps.map((r) => r.connected ?? 0)),
@@ -339,13 +353,16 @@ export function printRows(rows: LiveRow[]): void {
       'cpu µs/msg in',
       'cpu µs/frame in',
       'verified/s/node',
+      'macs checked/s/node',
       'connected min-max',
     ],
     rows.map((r) => [
       r.g_ms,
       r.d_ms,
       r.nodes,
-      r.fanout ? `relay f=${r.fanout}` : 'broadcast',
+      r.fanout
+        ? `relay f=${r.fanout}${r.mac_peers === undefined ? '' : ` macs ${r.mac_peers}`}`
+        : 'broadcast',
       r.cpu_pct_node ?? '-',
       r.cpu_pct_total,
       r.msgs_in_per_s_node ?? '-',
@@ -353,6 +370,7 @@ export function printRows(rows: LiveRow[]): void {
       r.cpu_us_per_msg_in ?? '-',
       r.cpu_us_per_frame_in ?? '-',
       r.verified_per_s_node ?? '-',
+      r.mac_verified_per_s_node ?? '-',
       r.connected ? r.connected.join('-') : '-',
     ]),
   );
@@ -374,12 +392,14 @@ async function main(): Promise<void> {
   const rows: LiveRow[] = [];
   for (const g of a.gossip) {
     for (const d of a.delays) {
-      const r = await liveRow(trace, g, d, a.probe, a.fanout, a.dial, a.sessions);
-      rows.push(r);
-      console.log(
-        `  g=${g} d=${d}: worst 1s ${r.worst_1s} (sim ${r.predicted_worst_1s}), admitted ${r.admitted}, ` +
-          `cpu ${r.cpu_pct.join('/')} %, p99 ${r.decision_p99_us} µs, late p99 ${r.late_p99_ms} ms`,
-      );
+      for (const m of a.fanout > 0 ? a.macs : [undefined]) {
+        const r = await liveRow(trace, g, d, a.probe, a.fanout, a.dial, a.sessions, m);
+        rows.push(r);
+        console.log(
+          `  g=${g} d=${d}${m === undefined ? '' : ` macs=${m}`}: worst 1s ${r.worst_1s} (sim ${r.predicted_worst_1s}), admitted ${r.admitted}, ` +
+            `cpu ${r.cpu_pct.join('/')} %, p99 ${r.decision_p99_us} µs, late p99 ${r.late_p99_ms} ms`,
+        );
+      }
     }
   }
   console.log('');

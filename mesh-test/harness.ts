@@ -243,6 +243,8 @@ export interface MeshSpec {
   skewMs?: readonly number[];
   /** Relay mode's fanout for every node (absent or 0: broadcast). */
   relayFanout?: number;
+  /** Relay mode's relayMacPeers for every node (absent: the limiter's default). */
+  relayMacPeers?: number;
   /** Bootstrap entries each node dials (absent: the limiter's default). */
   dialPeers?: number;
   /** Node processes started at once (default: all; a 2-core box forms a 32-node mesh better in waves). */
@@ -302,6 +304,7 @@ export class Mesh {
             : { discoveryIntervalMs: spec.discoveryIntervalMs }),
           ...(spec.skewMs?.[i] ? { skewMs: spec.skewMs[i] } : {}),
           ...(spec.relayFanout ? { relayFanout: spec.relayFanout } : {}),
+          ...(spec.relayMacPeers === undefined ? {} : { relayMacPeers: spec.relayMacPeers }),
           ...(spec.dialPeers === undefined ? {} : { dialPeers: spec.dialPeers }),
           ...(spec.ownSessions ? { ownSession: true } : {}),
         };

@@ -135,6 +135,7 @@ async function init(c: ChildConfig): Promise<void> {
     ...(c.heartbeatMs === undefined ? {} : { heartbeatMs: c.heartbeatMs }),
     ...(c.discoveryIntervalMs === undefined ? {} : { discoveryIntervalMs: c.discoveryIntervalMs }),
     ...(c.relayFanout === undefined ? {} : { relayFanout: c.relayFanout }),
+    ...(c.relayMacPeers === undefined ? {} : { relayMacPeers: c.relayMacPeers }),
     ...(c.dialPeers === undefined ? {} : { dialPeers: c.dialPeers }),
     // the limiter's clock only: the replay keeps true time, so decisions are recorded in true time
     ...(c.skewMs ? { clock: { now: () => systemClock.now() + c.skewMs! } } : {}),
@@ -341,6 +342,7 @@ async function replay(run: RunSpec): Promise<RunReport> {
             itemsIn: gs1.transport.itemsIn - gs0.transport.itemsIn,
             itemsNew: gs1.transport.itemsNew - gs0.transport.itemsNew,
             verified: gs1.transport.verified - gs0.transport.verified,
+            macVerified: gs1.transport.macVerified - gs0.transport.macVerified,
             dropped: gs1.transport.dropped,
           },
         }

@@ -27,6 +27,8 @@ export interface ChildConfig {
   skewMs?: number;
   /** Relay mode's fanout (MeshLimiterOptions.relayFanout); absent: broadcast. */
   relayFanout?: number;
+  /** MeshLimiterOptions.relayMacPeers; absent: the default. */
+  relayMacPeers?: number;
   /** Bootstrap entries dialled (MeshLimiterOptions.dialPeers); absent: the limiter's default. */
   dialPeers?: number;
   /** Harness only: the process gets its own session (see MeshSpec.ownSessions). */
@@ -104,6 +106,8 @@ export interface RunReport {
     itemsIn: number;
     itemsNew: number;
     verified: number;
+    /** Origin MACs checked instead of a signature. */
+    macVerified: number;
     dropped: Record<string, number>;
   };
   /** Connected peers at the end of the run. */

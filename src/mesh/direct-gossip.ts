@@ -21,6 +21,7 @@ import {
   type BatchItem,
   encodeBatch,
   FRAME_BATCH,
+  FRAME_BATCH_MAC,
   pickRandom,
   readBatch,
   readSeq,
@@ -28,6 +29,7 @@ import {
   SIG_BYTES,
   writeSeq,
 } from './relay-batch.js';
+import { checkMac, findMac, type MacPeer, macDigest, macList, RelayMacs } from './relay-mac.js';
 import { SeqWindow } from './seq-window.js';
 
 /**
@@ -45,9 +47,20 @@ const FRAME_RELAYED = 3;
 const FRAME_OWN_SIGNED = 4;
 /** "Sign your messages for the next ttl ms: I relay them." */
 const FRAME_WANT_SIGNATURES = 5;
+/** "I read these frame kinds": a bitmask (FEATURE_*). Sent after each hello; older nodes drop it as unknown. */
+const FRAME_FEATURES = 8;
+/** Reads relay batches with MAC lists (kind 7). */
+const FEATURE_BATCH_MAC = 1;
+/** Members whose MAC keys an origin puts in its items (more are checked by signature). */
+export const DEFAULT_RELAY_MAC_PEERS = 64;
+/** Largest relayMacPeers. */
+export const MAX_RELAY_MAC_PEERS = 1_024;
+/** A member not heard this long leaves the MAC list, ms. */
+const MAC_MEMBER_IDLE_MS = 60_000;
 /** How long a signature request holds, ms; a relaying peer renews it every third of that. */
 const SIGN_TTL_MS = 10_000;
 const NO_SIGNATURE = new Uint8Array(0);
+const FEATURES_FRAME = new Uint8Array([2, FRAME_FEATURES, FEATURE_BATCH_MAC]);
 const NO_KEY = new Uint8Array(0);
 /** Most items read from one relay batch (origins a node can hold, the wire's limit). */
 const MAX_BATCH_ITEMS = 4_096;
@@ -123,6 +136,12 @@ export interface DirectGossipInit {
    * last publish, each with its origin's signature (src/mesh/relay-batch.ts).
    */
   relayFanout?: number;
+  /**
+   * Relay mode: most members whose MAC our own item carries (src/mesh/relay-mac.ts):
+   * each checks an 8-byte HMAC instead of our signature. Default
+   * {@link DEFAULT_RELAY_MAC_PEERS}; 0: signatures only (items in kind 6 frames).
+   */
+  relayMacPeers?: number;
   /** Random draws (tests); default Math.random. */
   random?: () => number;
 }
@@ -144,8 +163,12 @@ export interface DirectGossipStats {
   /** Relay mode: items read from batches, and those new (newer than any held for their origin). */
   itemsIn: number;
   itemsNew: number;
-  /** Relay mode: origin signatures checked (items new and not from the link's own peer). */
+  /** Relay mode: origin signatures checked (items new and not from the link's own peer, with no MAC for us). */
   verified: number;
+  /** Relay mode: origin MACs checked instead of a signature. */
+  macVerified: number;
+  /** Relay mode: MACs put in our own items (one per member per publish). */
+  macsOut: number;
   /** Relay mode: items sent in batches (own included), and items left for the next batch (frame cap). */
   itemsOut: number;
   itemsDeferred: number;
@@ -174,6 +197,12 @@ interface Origin {
   id: string;
   key: PublicKey;
   verifier: Verifier | undefined;
+}
+
+interface MacMember {
+  peer: MacPeer;
+  /** When last heard (performance.now()). */
+  last: number;
 }
 
 function toBytes(data: Uint8Array | { subarray(): Uint8Array }): Uint8Array {
@@ -238,6 +267,8 @@ export class DirectGossip
     itemsIn: 0,
     itemsNew: 0,
     verified: 0,
+    macVerified: 0,
+    macsOut: 0,
     itemsOut: 0,
     itemsDeferred: 0,
     dropped: {},
@@ -269,6 +300,18 @@ export class DirectGossip
   private readonly random: () => number;
   /** Relay mode: per topic, the newest message of each origin (by id) learned since our last batch. */
   private readonly outbox = new Map<string, Map<string, BatchItem>>();
+  /** Relay mode: our side of the pairwise MAC keys (Ed25519 identities; undefined with relayMacPeers 0). */
+  private readonly macs: RelayMacs | undefined;
+  private readonly relayMacPeers: number;
+  /** The MAC key shared with each origin by id (null: none can be made). */
+  private readonly macPeers = new Map<string, MacPeer | null>();
+  /** Members our own items carry a MAC for, by id. */
+  private readonly macMembers = new Map<string, MacMember>();
+  private macPrunedAt = 0;
+  /** Our public key (protobuf): what a MAC of our own item names as its origin. */
+  private readonly selfKeyBytes: Uint8Array;
+  /** Each peer's FEATURE_* bits, from its features frame. */
+  private readonly remoteFeatures = new Map<string, number>();
 
   constructor(
     private readonly components: DirectGossipComponents,
@@ -285,6 +328,12 @@ export class DirectGossip
     if (!Number.isInteger(f) || f < 0 || f > MAX_RELAY_FANOUT)
       throw new RangeError(`relayFanout must be an integer in 0..${MAX_RELAY_FANOUT} (got ${f})`);
     this.relayFanout = f;
+    const mp = init.relayMacPeers ?? DEFAULT_RELAY_MAC_PEERS;
+    if (!Number.isInteger(mp) || mp < 0 || mp > MAX_RELAY_MAC_PEERS)
+      throw new RangeError(`relayMacPeers must be an integer in 0..${MAX_RELAY_MAC_PEERS} (got ${mp})`);
+    this.relayMacPeers = f > 0 ? mp : 0;
+    this.macs = this.relayMacPeers > 0 ? RelayMacs.of(components.privateKey) : undefined;
+    this.selfKeyBytes = publicKeyToProtobuf(components.privateKey.publicKey);
     this.random = init.random ?? Math.random;
     // One validator map for both paths: the mesh sets it once and gossipsub's messages meet the same check.
     this.topicValidators = this.fallback?.topicValidators ?? new Map();
@@ -328,6 +377,9 @@ export class DirectGossip
     this.origins.clear();
     this.asked.clear();
     this.outbox.clear();
+    this.macPeers.clear();
+    this.macMembers.clear();
+    this.remoteFeatures.clear();
     await Promise.all(closing);
   }
 
@@ -488,10 +540,16 @@ export class DirectGossip
       return [];
     }
     this.stats.signedOut++;
+    const targets = pickRandom(direct, this.relayFanout, this.random);
+    const withMacs = targets.some(
+      (l) => ((this.remoteFeatures.get(l.peerId.toString()) ?? 0) & FEATURE_BATCH_MAC) !== 0,
+    );
+    const macs = withMacs ? this.ownMacs(this.topicBytes.get(topic)!, seqBytes, data) : NO_KEY;
     const box = this.outbox.get(topic);
-    const items: BatchItem[] = [{ key: NO_KEY, seq, sig, data }];
+    const items: BatchItem[] = [{ key: NO_KEY, seq, sig, data, macs }];
     if (box !== undefined) for (const it of box.values()) items.push(it);
-    const { frame, used } = encodeBatch(topicIdx, items, this.init.maxFrameBytes);
+    const { frame, used } = encodeBatch(topicIdx, items, this.init.maxFrameBytes, withMacs);
+    let plain: Uint8Array | undefined;
     if (box !== undefined) {
       // what went out leaves the outbox; what did not fit waits (the newest per origin still)
       let i = 1;
@@ -502,8 +560,13 @@ export class DirectGossip
       this.stats.itemsDeferred += box.size;
     }
     const out: PeerId[] = [];
-    for (const link of pickRandom(direct, this.relayFanout, this.random)) {
-      if (this.write(link, frame)) {
+    for (const link of targets) {
+      let fr = frame;
+      if (withMacs && ((this.remoteFeatures.get(link.peerId.toString()) ?? 0) & FEATURE_BATCH_MAC) === 0) {
+        plain ??= encodeBatch(topicIdx, items, this.init.maxFrameBytes, false, used).frame;
+        fr = plain;
+      }
+      if (this.write(link, fr)) {
         this.stats.framesOut++;
         this.stats.batchesOut++;
         this.stats.itemsOut += used;
@@ -511,6 +574,53 @@ export class DirectGossip
       }
     }
     return out;
+  }
+
+  /**
+   * The MAC list of our own item: one MAC per member heard in the last minute
+   * (at most relayMacPeers), each under the key we share with it.
+   */
+  private ownMacs(topic: Uint8Array, seqBytes: Uint8Array, data: Uint8Array): Uint8Array {
+    if (this.macs === undefined) return NO_KEY;
+    const now = performance.now();
+    if (now - this.macPrunedAt > 5_000) {
+      this.macPrunedAt = now;
+      for (const [id, m] of this.macMembers)
+        if (now - m.last > MAC_MEMBER_IDLE_MS) this.macMembers.delete(id);
+    }
+    if (this.macMembers.size === 0) return NO_KEY;
+    const digest = macDigest(this.selfKeyBytes, topic, seqBytes, data);
+    const peers = (function* (ms: Map<string, MacMember>) {
+      for (const m of ms.values()) yield m.peer;
+    })(this.macMembers);
+    const list = macList(peers, this.macMembers.size, digest);
+    this.stats.macsOut += this.macMembers.size;
+    return list;
+  }
+
+  /** The MAC key shared with an origin, made once (null cached when it cannot be). */
+  private macPeer(id: string, key: PublicKey): MacPeer | undefined {
+    if (this.macs === undefined) return undefined;
+    let p = this.macPeers.get(id);
+    if (p === undefined) {
+      p = this.macs.peer(key) ?? null;
+      if (this.macPeers.size >= 4_096) this.macPeers.clear();
+      this.macPeers.set(id, p);
+    }
+    return p ?? undefined;
+  }
+
+  /** An origin was heard: its MAC goes into our next items (room permitting). */
+  private noteMember(id: string, key: PublicKey, now: number): void {
+    if (this.macs === undefined) return;
+    const m = this.macMembers.get(id);
+    if (m !== undefined) {
+      m.last = now;
+      return;
+    }
+    if (this.macMembers.size >= this.relayMacPeers) return;
+    const peer = this.macPeer(id, key);
+    if (peer !== undefined) this.macMembers.set(id, { peer, last: now });
   }
 
   /** Signs with the native signer (Ed25519); undefined for other key types, which relay mode does not support. */
@@ -615,6 +725,7 @@ export class DirectGossip
     if (link?.timer !== undefined) clearTimeout(link.timer);
     this.out.delete(id);
     this.remoteTopics.delete(id);
+    this.remoteFeatures.delete(id);
     this.asked.delete(id);
   }
 
@@ -642,6 +753,7 @@ export class DirectGossip
         { once: true },
       );
       this.write(link, this.hello());
+      this.write(link, FEATURES_FRAME);
     } catch (err) {
       link.opening = false;
       link.failures++;
@@ -739,8 +851,20 @@ export class DirectGossip
         this.onRelayed(link, f);
         return;
       case FRAME_BATCH:
-        this.onBatch(link, f);
+        this.onBatch(link, f, false);
         return;
+      case FRAME_BATCH_MAC:
+        this.onBatch(link, f, true);
+        return;
+      case FRAME_FEATURES: {
+        const bits = readVarint(f, 1);
+        if (bits === undefined) {
+          this.drop('bad-frame');
+          return;
+        }
+        this.remoteFeatures.set(link.id, bits[0]);
+        return;
+      }
       default:
         this.drop('unknown-frame');
     }
@@ -903,11 +1027,11 @@ export class DirectGossip
    * link peer's own item: noise authenticated it), then it goes to the topic
    * validator, credited to its origin, and, accepted, into our next batch.
    */
-  private onBatch(link: InLink, f: Uint8Array): void {
+  private onBatch(link: InLink, f: Uint8Array, withMacs: boolean): void {
     const t = this.frameTopic(link, f);
     if (t === undefined) return;
     const [topic, off] = t;
-    const items = readBatch(f, off, MAX_BATCH_ITEMS);
+    const items = readBatch(f, off, MAX_BATCH_ITEMS, withMacs);
     if (items instanceof Error) {
       this.drop('bad-batch');
       return;
@@ -943,12 +1067,23 @@ export class DirectGossip
           this.drop('unsupported-key');
           continue;
         }
-        this.stats.verified++;
-        if (!origin.verifier.verify(signedBytes(topicBytes, it.seqBytes, it.data), it.sig)) {
-          // an honest relay forwards only what it verified: the rest of this batch costs no
-          // more verifies (a hostile link could fill a frame with bad signatures)
-          this.drop('bad-signature');
-          return;
+        const at = this.macs === undefined || it.macs.byteLength === 0 ? -1 : findMac(it.macs, this.macs.tag);
+        const mp = at < 0 ? undefined : this.macPeer(originId, origin.key);
+        if (mp !== undefined) {
+          this.stats.macVerified++;
+          if (!checkMac(it.macs, at, mp.key, macDigest(it.key, topicBytes, it.seqBytes, it.data))) {
+            // as for a bad signature: the rest of this batch is not read
+            this.drop('bad-mac');
+            return;
+          }
+        } else {
+          this.stats.verified++;
+          if (!origin.verifier.verify(signedBytes(topicBytes, it.seqBytes, it.data), it.sig)) {
+            // an honest relay forwards only what it verified: the rest of this batch costs no
+            // more verifies (a hostile link could fill a frame with bad signatures)
+            this.drop('bad-signature');
+            return;
+          }
         }
         this.stats.relayedIn++;
       }
@@ -959,6 +1094,7 @@ export class DirectGossip
       }
       w.accept(it.seq, now);
       this.stats.itemsNew++;
+      this.noteMember(originId, origin?.key ?? link.key, now);
       // copies: the frame is a view into a read buffer, and the item may wait in our outbox
       const msg: Message & { type: 'signed' } = {
         type: 'signed',
@@ -969,12 +1105,17 @@ export class DirectGossip
         signature: it.sig.slice(),
         key: origin?.key ?? link.key,
       };
-      this.deliver(link, msg, own ? link.keyBytes : it.key.slice(), it.seq);
+      this.deliver(link, msg, own ? link.keyBytes : it.key.slice(), it.seq, it.macs.slice());
     }
   }
 
   /** Relay mode: `msg` (accepted) goes into our next batch, unless a newer one of its origin is there. */
-  private enqueue(msg: Message & { type: 'signed' }, originKey: Uint8Array, seq: number): void {
+  private enqueue(
+    msg: Message & { type: 'signed' },
+    originKey: Uint8Array,
+    seq: number,
+    macs: Uint8Array = NO_KEY,
+  ): void {
     if (msg.signature.byteLength !== SIG_BYTES) {
       this.drop('relay-unsigned');
       return;
@@ -991,7 +1132,7 @@ export class DirectGossip
       this.drop('outbox-full');
       return;
     }
-    box.set(id, { key: originKey, seq, sig: msg.signature, data: msg.data });
+    box.set(id, { key: originKey, seq, sig: msg.signature, data: msg.data, macs });
   }
 
   /** The origin a relayed frame names by its key, with a cached verifier. */
@@ -1040,7 +1181,13 @@ export class DirectGossip
     }
   }
 
-  private deliver(link: InLink, msg: Message & { type: 'signed' }, originKey: Uint8Array, seq: number): void {
+  private deliver(
+    link: InLink,
+    msg: Message & { type: 'signed' },
+    originKey: Uint8Array,
+    seq: number,
+    macs: Uint8Array = NO_KEY,
+  ): void {
     const validate = this.topicValidators.get(msg.topic);
     if (validate === undefined) return;
     let r: TopicValidatorResult | Promise<TopicValidatorResult>;
@@ -1052,7 +1199,7 @@ export class DirectGossip
       return;
     }
     if (r === TopicValidatorResult.Accept) {
-      if (this.relayFanout > 0) this.enqueue(msg, originKey, seq);
+      if (this.relayFanout > 0) this.enqueue(msg, originKey, seq, macs);
       else this.relay(msg, originKey, seq, link.id);
       return;
     }
@@ -1063,7 +1210,7 @@ export class DirectGossip
       r.then(
         (res) => {
           if (res !== TopicValidatorResult.Accept || !this.running) return;
-          if (this.relayFanout > 0) this.enqueue(held, key, seq);
+          if (this.relayFanout > 0) this.enqueue(held, key, seq, macs);
           else this.relay(held, key, seq, link.id);
         },
         () => this.drop('validator-threw'),

@@ -187,6 +187,7 @@ class MeshLimiterImpl implements MeshLimiter {
         maxConnections: cfg.maxConnections,
         dialTimeoutMs: cfg.dialTimeoutMs,
         relayFanout: cfg.relayFanout,
+        relayMacPeers: cfg.relayMacPeers,
       });
       this.node = node;
       const pubsub = node.services.pubsub;

@@ -73,6 +73,8 @@ export interface MeshNodeConfig {
   transport?: GossipTransport | undefined;
   /** Relay mode's fanout (direct transport only); 0 or absent: broadcast. */
   relayFanout?: number | undefined;
+  /** Relay mode: members our items carry a MAC for (default DEFAULT_RELAY_MAC_PEERS; 0: signatures only). */
+  relayMacPeers?: number | undefined;
 }
 
 /** The direct-gossip service of a node, when it runs one. */
@@ -134,7 +136,12 @@ export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
       : {
           identify: identify(),
           gossipsub: pubsub,
-          pubsub: directGossip({ maxFrameBytes: cfg.maxRpcBytes, fallbackService: 'gossipsub', relayFanout }),
+          pubsub: directGossip({
+            maxFrameBytes: cfg.maxRpcBytes,
+            fallbackService: 'gossipsub',
+            relayFanout,
+            ...(cfg.relayMacPeers === undefined ? {} : { relayMacPeers: cfg.relayMacPeers }),
+          }),
         };
   return createLibp2p<MeshServices>({
     privateKey: cfg.privateKey,

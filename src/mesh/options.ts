@@ -22,7 +22,7 @@ import {
   defaultDepartAfterMs,
   defaultStaleAfterMs,
 } from './constants.js';
-import { MAX_RELAY_FANOUT } from './direct-gossip.js';
+import { DEFAULT_RELAY_MAC_PEERS, MAX_RELAY_FANOUT, MAX_RELAY_MAC_PEERS } from './direct-gossip.js';
 import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
 import { generateIdentity, identityFromProtobuf } from './identity.js';
@@ -51,6 +51,8 @@ export interface MeshConfig {
   relayFanout: number;
   /** The engine's relayHops (0 in broadcast mode). */
   relayHops: number;
+  /** Relay mode: members our items carry a MAC for (0: signatures only). */
+  relayMacPeers: number;
   /** 0: dial every bootstrap entry. */
   dialPeers: number;
   heartbeatMs: number;
@@ -84,6 +86,7 @@ const KNOWN = new Set<string>([
   'relay',
   'relayFanout',
   'relayHops',
+  'relayMacPeers',
   'dialPeers',
   'heartbeatMs',
   'maxMessageBytes',
@@ -259,6 +262,14 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     relay,
     relayFanout,
     relayHops,
+    relayMacPeers: num(
+      'relayMacPeers',
+      opts.relayMacPeers,
+      DEFAULT_RELAY_MAC_PEERS,
+      0,
+      MAX_RELAY_MAC_PEERS,
+      true,
+    ),
     dialPeers,
     heartbeatMs: num('heartbeatMs', opts.heartbeatMs, DEFAULT_HEARTBEAT_MS, 50, 60_000),
     maxMessageBytes: num(

@@ -1,4 +1,5 @@
 import { readVarint, varintLength, writeVarint } from './frame-decoder.js';
+import { MAC_ENTRY_BYTES, MAX_MAC_ENTRIES } from './relay-mac.js';
 
 /**
  * The relay batch (frame kind 6 of the direct gossip protocol,
@@ -15,20 +16,30 @@ import { readVarint, varintLength, writeVarint } from './frame-decoder.js';
  * sender itself (the link authenticated it). `sig` is the origin's Ed25519
  * signature over the same bytes as a relayed frame's (domain, topic, seq,
  * message).
+ *
+ * Kind 7 is the same batch whose items also carry the origin's MAC list
+ * (src/mesh/relay-mac.ts), sent to peers that said they read it:
+ *
+ * ```
+ * batch-mac  7  topic:uvarint count:uvarint item*count
+ * item          keylen:uvarint key seq:u64be sig:64 len:uvarint message macs:uvarint (tag:u32be mac:8)*macs
+ * ```
  */
 export const FRAME_BATCH = 6;
+export const FRAME_BATCH_MAC = 7;
 
 export const SEQ_BYTES = 8;
 export const SIG_BYTES = 64;
 /** A key longer than this is not a libp2p public key we accept (Ed25519 protobuf: 36 bytes). */
 export const MAX_KEY_BYTES = 1024;
 
-/** One item to send: `key` empty for our own message. */
+/** One item to send: `key` empty for our own message; `macs` its origin's MAC list (maybe empty). */
 export interface BatchItem {
   key: Uint8Array;
   seq: number;
   sig: Uint8Array;
   data: Uint8Array;
+  macs?: Uint8Array | undefined;
 }
 
 /** One item read from a batch: views into the frame. */
@@ -38,16 +49,23 @@ export interface ReadItem {
   seqBytes: Uint8Array;
   sig: Uint8Array;
   data: Uint8Array;
+  /** The MAC list (kind 7; empty in kind 6). */
+  macs: Uint8Array;
 }
 
-function itemBytes(it: BatchItem): number {
+const NO_MACS: Uint8Array = new Uint8Array(0);
+
+function itemBytes(it: BatchItem, withMacs: boolean): number {
   return (
     varintLength(it.key.byteLength) +
     it.key.byteLength +
     SEQ_BYTES +
     SIG_BYTES +
     varintLength(it.data.byteLength) +
-    it.data.byteLength
+    it.data.byteLength +
+    (withMacs
+      ? varintLength((it.macs ?? NO_MACS).byteLength / MAC_ENTRY_BYTES) + (it.macs ?? NO_MACS).byteLength
+      : 0)
   );
 }
 
@@ -64,18 +82,22 @@ export function writeSeq(buf: Uint8Array, off: number, seq: number): void {
 
 /**
  * Encodes `items` in order (the first one always, the others while the frame
- * stays within `maxFrameBytes`) as one length-prefixed batch frame. `used` is
- * how many items went in; the rest wait for the next tick.
+ * stays within `maxFrameBytes`, at most `maxItems`) as one length-prefixed
+ * batch frame, kind 7 with the MAC lists when `withMacs`, else kind 6. `used`
+ * is how many items went in; the rest wait for the next tick.
  */
 export function encodeBatch(
   topicIdx: number,
   items: readonly BatchItem[],
   maxFrameBytes: number,
+  withMacs = false,
+  maxItems = items.length,
 ): { frame: Uint8Array; used: number } {
   let body = 1 + varintLength(topicIdx) + 4; // the count: at most 4 varint bytes
   let used = 0;
   for (const it of items) {
-    const b = itemBytes(it);
+    if (used >= maxItems) break;
+    const b = itemBytes(it, withMacs);
     if (used > 0 && body + b > maxFrameBytes) break;
     body += b;
     used++;
@@ -83,7 +105,7 @@ export function encodeBatch(
   body -= 4 - varintLength(used);
   const frame = new Uint8Array(varintLength(body) + body);
   let off = writeVarint(frame, 0, body);
-  frame[off++] = FRAME_BATCH;
+  frame[off++] = withMacs ? FRAME_BATCH_MAC : FRAME_BATCH;
   off = writeVarint(frame, off, topicIdx);
   off = writeVarint(frame, off, used);
   for (let i = 0; i < used; i++) {
@@ -98,6 +120,12 @@ export function encodeBatch(
     off = writeVarint(frame, off, it.data.byteLength);
     frame.set(it.data, off);
     off += it.data.byteLength;
+    if (withMacs) {
+      const macs = it.macs ?? NO_MACS;
+      off = writeVarint(frame, off, macs.byteLength / MAC_ENTRY_BYTES);
+      frame.set(macs, off);
+      off += macs.byteLength;
+    }
   }
   return { frame, used };
 }
@@ -106,9 +134,14 @@ export function encodeBatch(
  * Reads the items of a batch frame body from `off` (just past the topic):
  * every item, or an Error when the frame is malformed (nothing of it is used
  * then: a peer that sends a broken batch loses the whole batch). `maxItems`
- * caps the count.
+ * caps the count; `withMacs` reads kind 7 (each item's MAC list).
  */
-export function readBatch(f: Uint8Array, off: number, maxItems: number): ReadItem[] | Error {
+export function readBatch(
+  f: Uint8Array,
+  off: number,
+  maxItems: number,
+  withMacs = false,
+): ReadItem[] | Error {
   const n = readVarint(f, off);
   if (n === undefined || n[0] > maxItems) return new Error('bad batch count');
   const out: ReadItem[] = [];
@@ -122,14 +155,24 @@ export function readBatch(f: Uint8Array, off: number, maxItems: number): ReadIte
     const sig = f.subarray(keyEnd + SEQ_BYTES, keyEnd + SEQ_BYTES + SIG_BYTES);
     const len = readVarint(f, keyEnd + SEQ_BYTES + SIG_BYTES);
     if (len === undefined || len[1] + len[0] > f.byteLength) return new Error('truncated item');
+    p = len[1] + len[0];
+    let macs = NO_MACS;
+    if (withMacs) {
+      const m = readVarint(f, p);
+      if (m === undefined || m[0] > MAX_MAC_ENTRIES) return new Error('bad mac count');
+      const end = m[1] + m[0] * MAC_ENTRY_BYTES;
+      if (end > f.byteLength) return new Error('truncated item');
+      macs = f.subarray(m[1], end);
+      p = end;
+    }
     out.push({
       key: f.subarray(k[1], keyEnd),
       seq: readSeq(f, keyEnd),
       seqBytes,
       sig,
       data: f.subarray(len[1], len[1] + len[0]),
+      macs,
     });
-    p = len[1] + len[0];
   }
   if (p !== f.byteLength) return new Error('trailing bytes');
   return out;

@@ -12,6 +12,7 @@ import { nativeSigner } from '../../src/mesh/native-ed25519.js';
 import { createMeshNode, directGossipOf, type MeshNode } from '../../src/mesh/node.js';
 import { parseOptions } from '../../src/mesh/options.js';
 import { encodeBatch, FRAME_BATCH, pickRandom, readBatch, writeSeq } from '../../src/mesh/relay-batch.js';
+import { MAC_ENTRY_BYTES, macDigest, macList, RelayMacs } from '../../src/mesh/relay-mac.js';
 import type { MeshLimiter } from '../../src/mesh/types.js';
 import { Cluster, dialable, waitFor } from './helpers.js';
 
@@ -53,7 +54,7 @@ describe('relay batch encoding', () => {
     expect(pickRandom(xs, 9).sort()).toEqual(xs);
   });
 
-  it('validates relayFanout and dialPeers', () => {
+  it('validates relayFanout, dialPeers and relayMacPeers', () => {
     const base = { policies: [POLICY], listen: ['/ip4/127.0.0.1/tcp/0'] };
     expect(parseOptions(base).relayFanout).toBe(0);
     expect(parseOptions(base).dialPeers).toBe(0);
@@ -62,6 +63,10 @@ describe('relay batch encoding', () => {
     expect(() => parseOptions({ ...base, relayFanout: 1.5 })).toThrow(/relayFanout/);
     expect(() => parseOptions({ ...base, relayFanout: 17 })).toThrow(/relayFanout/);
     expect(() => parseOptions({ ...base, dialPeers: -1 })).toThrow(/dialPeers/);
+    expect(parseOptions(base).relayMacPeers).toBe(64);
+    expect(parseOptions({ ...base, relayFanout: 3, relayMacPeers: 0 }).relayMacPeers).toBe(0);
+    expect(() => parseOptions({ ...base, relayMacPeers: 1025 })).toThrow(/relayMacPeers/);
+    expect(() => parseOptions({ ...base, relayMacPeers: 2.5 })).toThrow(/relayMacPeers/);
   });
 });
 
@@ -138,7 +143,11 @@ describe('relay mode (live, loopback)', () => {
       // a node with two links sends each batch to both; never more frames than ticks x fanout (+ hellos)
       expect(s.transport!.batchesOut).toBeLessThanOrEqual(2 * (s.gossip.ticks + s.gossip.earlyPublishes));
       if (i === 0 || i === 4) continue;
-      expect(s.transport!.verified).toBeGreaterThan(0);
+      // relayed items are checked: by the MAC their origin made for this node once it knew
+      // this node, by the signature before that
+      expect(s.transport!.macVerified).toBeGreaterThan(0);
+      expect(s.transport!.dropped['bad-mac'] ?? 0).toBe(0);
+      expect(s.transport!.dropped['bad-signature'] ?? 0).toBe(0);
     }
   }, 60_000);
 });
@@ -248,6 +257,86 @@ describe('relay batches: bad input (live, loopback)', () => {
     expect(a.direct.stats.dropped.duplicate).toBe(2);
     expect(a.direct.stats.verified).toBe(3);
     expect(a.direct.stats.relayedIn).toBe(1);
+    await stream.close();
+  }, 30_000);
+
+  it('checks a relayed item by the MAC its origin made for this node instead of the signature, the signature when there is none for it, and drops a bad MAC with the rest of its batch', async () => {
+    const aKey = generateIdentity();
+    const a = await node(aKey);
+    const sender = generateIdentity();
+    const raw = await createMeshNode(nodeOptions(sender));
+    nodes.push(raw);
+    await raw.start();
+    const addr = a.node.getMultiaddrs().find((m) => m.toString().includes('127.0.0.1'))!;
+    const conn = await raw.dial(multiaddr(addr.toString()));
+    const stream: Stream = await conn.newStream(GOSSIP_PROTOCOL);
+    const frame = (body: Uint8Array): Uint8Array => {
+      const out = new Uint8Array(5 + body.byteLength);
+      const off = writeVarint(out, 0, body.byteLength);
+      out.set(body, off);
+      return out.subarray(0, off + body.byteLength);
+    };
+    stream.send(frame(new Uint8Array([1, 1, 1, 't'.charCodeAt(0)])));
+    const te = new TextEncoder();
+    const seqOf = (seq: number): Uint8Array => {
+      const s = new Uint8Array(8);
+      writeSeq(s, 0, seq);
+      return s;
+    };
+    const signed = (key: PrivateKey, seq: number, data: Uint8Array): Uint8Array =>
+      nativeSigner(key)!.sign(
+        new Uint8Array(
+          Buffer.concat([
+            te.encode('ratemesh-gossip/1:'),
+            new Uint8Array([1]),
+            te.encode('t'),
+            seqOf(seq),
+            data,
+          ]),
+        ),
+      );
+    // origin's MAC list for `members` over its item
+    const macsOf = (origin: PrivateKey, members: PrivateKey[], seq: number, data: Uint8Array): Uint8Array => {
+      const m = RelayMacs.of(origin)!;
+      const d = macDigest(publicKeyToProtobuf(origin.publicKey), te.encode('t'), seqOf(seq), data);
+      return macList(
+        members.map((k) => m.peer(k.publicKey)!),
+        members.length,
+        d,
+      );
+    };
+    const [o1, o2, o3, o4] = [generateIdentity(), generateIdentity(), generateIdentity(), generateIdentity()];
+    const other = generateIdentity();
+    const seq = Date.now() * 1000;
+    const good = new Uint8Array([4, 5, 6]);
+    const item = (o: PrivateKey, s: number, sig: Uint8Array, macs: Uint8Array) => ({
+      key: publicKeyToProtobuf(o.publicKey),
+      seq: s,
+      sig,
+      data: good,
+      macs,
+    });
+    const badMacs = macsOf(o3, [other, aKey], seq + 3, good);
+    badMacs[MAC_ENTRY_BYTES + 4]! ^= 1;
+    const items = [
+      // a MAC for `a` (among others) and a signature that is no signature: the MAC decides
+      item(o1, seq + 1, new Uint8Array(64), macsOf(o1, [other, aKey], seq + 1, good)),
+      // MACs for others only: the signature is checked
+      item(o2, seq + 2, signed(o2, seq + 2, good), macsOf(o2, [other], seq + 2, good)),
+      // a bad MAC for `a` beside a good signature: dropped, and the rest of the batch with it
+      item(o3, seq + 3, signed(o3, seq + 3, good), badMacs),
+      item(o4, seq + 4, signed(o4, seq + 4, good), macsOf(o4, [aKey], seq + 4, good)),
+    ];
+    stream.send(encodeBatch(0, items, 64 * 1024, true).frame);
+    await waitFor('a batch read', () => a.direct.stats.batchesIn >= 1, 10_000);
+    expect(a.got.map((m) => (m.type === 'signed' ? m.from.toString() : ''))).toEqual([
+      o1.publicKey.toString(),
+      o2.publicKey.toString(),
+    ]);
+    expect(a.direct.stats.macVerified).toBe(2);
+    expect(a.direct.stats.verified).toBe(1);
+    expect(a.direct.stats.dropped['bad-mac']).toBe(1);
+    expect(a.direct.stats.relayedIn).toBe(2);
     await stream.close();
   }, 30_000);
 });
