@@ -109,9 +109,14 @@ export class NodeProc {
   /** Spawns the process and resolves once its mesh node has started (bounded). */
   start(timeoutMs = 30_000): Promise<void> {
     this.exited = false;
-    // MESH_TEST_CPU_PROF=<dir>: write a V8 CPU profile of every node process there (on a clean exit).
+    // MESH_TEST_CPU_PROF=<dir>: write a V8 CPU profile of every node process there (on a clean exit);
+    // MESH_TEST_CPU_PROF_NODES=0,1,2: only of those node indexes (profiling all 32 overloads 2 cores).
     const prof = process.env.MESH_TEST_CPU_PROF;
-    const args = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
+    const only = process.env.MESH_TEST_CPU_PROF_NODES?.split(',').map(Number);
+    const args =
+      prof && (only === undefined || only.includes(this.cfg.index))
+        ? ['--cpu-prof', '--cpu-prof-dir', prof]
+        : [];
     const proc = spawn(process.execPath, [...args, '--import', 'tsx', CHILD], {
       cwd: ROOT,
       // its own session: the kernel's autogroup scheduler then weighs it as one service, not as a

@@ -193,6 +193,7 @@ interface InLink {
 }
 
 interface Origin {
+  keyBytes: Uint8Array;
   peerId: PeerId;
   id: string;
   key: PublicKey;
@@ -203,6 +204,19 @@ interface MacMember {
   peer: MacPeer;
   /** When last heard (performance.now()). */
   last: number;
+}
+
+/** FNV-1a over the bytes. */
+function hashBytes(b: Uint8Array): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < b.byteLength; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
+  return h >>> 0;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 function toBytes(data: Uint8Array | { subarray(): Uint8Array }): Uint8Array {
@@ -278,7 +292,8 @@ export class DirectGossip
   private readonly signer: Signer | undefined;
   private readonly out = new Map<string, OutLink>();
   private readonly inbound = new Set<Stream>();
-  private readonly origins = new Map<string, Origin>();
+  /** Origins by a hash of their key bytes (a collision costs a rebuild, never a wrong origin). */
+  private readonly origins = new Map<number, Origin>();
   /** Recent sequence numbers by origin id (duplicates: the direct copy and relayed ones). */
   private readonly windows = new Map<string, SeqWindow>();
   private readonly topics: string[] = [];
@@ -1023,9 +1038,13 @@ export class DirectGossip
   /**
    * A relay batch: each item is checked against the newest sequence number
    * held for its origin before anything else (an item no newer is a duplicate:
-   * no signature check), then its origin's signature is verified (not for the
-   * link peer's own item: noise authenticated it), then it goes to the topic
-   * validator, credited to its origin, and, accepted, into our next batch.
+   * no check), then its origin's proof (not for the link peer's own item:
+   * noise authenticated it): the MAC its origin made for us when the item
+   * carries one, else (or when that MAC does not match) the origin's
+   * signature. Then it goes to the topic validator, credited to its origin,
+   * and, accepted, into our next batch. A bad item is dropped and not
+   * recorded (its next copy is checked again); after a bad signature the
+   * batch's remaining items are read only where a MAC proves them.
    */
   private onBatch(link: InLink, f: Uint8Array, withMacs: boolean): void {
     const t = this.frameTopic(link, f);
@@ -1043,6 +1062,7 @@ export class DirectGossip
     this.stats.batchesIn++;
     const topicBytes = this.topicBytes.get(topic)!;
     const now = performance.now();
+    let sigFailed = false;
     for (const it of items) {
       this.stats.itemsIn++;
       const own = it.key.byteLength === 0;
@@ -1069,20 +1089,26 @@ export class DirectGossip
         }
         const at = this.macs === undefined || it.macs.byteLength === 0 ? -1 : findMac(it.macs, this.macs.tag);
         const mp = at < 0 ? undefined : this.macPeer(originId, origin.key);
+        let ok = false;
         if (mp !== undefined) {
           this.stats.macVerified++;
-          if (!checkMac(it.macs, at, mp.key, macDigest(it.key, topicBytes, it.seqBytes, it.data))) {
-            // as for a bad signature: the rest of this batch is not read
-            this.drop('bad-mac');
-            return;
+          ok = checkMac(it.macs, at, mp.key, macDigest(it.key, topicBytes, it.seqBytes, it.data));
+          // a relay checks only its own MAC, so an honest one can forward a list another
+          // node altered: a MAC that does not match is not proof of a bad item, the signature decides
+          if (!ok) this.drop('bad-mac');
+        }
+        if (!ok) {
+          if (sigFailed) {
+            // a hostile link could fill a frame with bad signatures: after one, no more
+            // signature checks in this batch (items with a MAC for us are still read)
+            this.drop('unchecked');
+            continue;
           }
-        } else {
           this.stats.verified++;
           if (!origin.verifier.verify(signedBytes(topicBytes, it.seqBytes, it.data), it.sig)) {
-            // an honest relay forwards only what it verified: the rest of this batch costs no
-            // more verifies (a hostile link could fill a frame with bad signatures)
             this.drop('bad-signature');
-            return;
+            sigFailed = true;
+            continue;
           }
         }
         this.stats.relayedIn++;
@@ -1137,20 +1163,19 @@ export class DirectGossip
 
   /** The origin a relayed frame names by its key, with a cached verifier. */
   private origin(keyBytes: Uint8Array): Origin | undefined {
-    const cacheKey = Buffer.from(keyBytes.buffer, keyBytes.byteOffset, keyBytes.byteLength).toString(
-      'base64',
-    );
-    let o = this.origins.get(cacheKey);
-    if (o !== undefined) return o;
+    // looked up once per item, duplicates too: a hash of the bytes, not a string
+    const h = hashBytes(keyBytes);
+    let o = this.origins.get(h);
+    if (o !== undefined && sameBytes(o.keyBytes, keyBytes)) return o;
     try {
       const key = publicKeyFromProtobuf(keyBytes);
       const peerId = peerIdFromPublicKey(key);
-      o = { key, peerId, id: peerId.toString(), verifier: nativeVerifier(key) };
+      o = { key, keyBytes: keyBytes.slice(), peerId, id: peerId.toString(), verifier: nativeVerifier(key) };
     } catch {
       return undefined;
     }
-    if (this.origins.size >= 1024) this.origins.clear();
-    this.origins.set(cacheKey, o);
+    if (this.origins.size >= this.maxOrigins) this.origins.clear();
+    this.origins.set(h, o);
     return o;
   }
 

@@ -235,7 +235,7 @@ describe('relay batches: bad input (live, loopback)', () => {
         sig: signed(sender, seq + 2, good),
         data: good,
       },
-      // after a bad signature the rest of the batch is not looked at: a good item is not credited
+      // after a bad signature no more signatures are checked in this batch: a good item is not credited
       {
         key: publicKeyToProtobuf(origin.publicKey),
         seq: seq + 4,
@@ -256,11 +256,12 @@ describe('relay batches: bad input (live, loopback)', () => {
     expect(a.direct.stats.dropped['bad-key']).toBe(2);
     expect(a.direct.stats.dropped.duplicate).toBe(2);
     expect(a.direct.stats.verified).toBe(3);
+    expect(a.direct.stats.dropped.unchecked).toBe(2);
     expect(a.direct.stats.relayedIn).toBe(1);
     await stream.close();
   }, 30_000);
 
-  it('checks a relayed item by the MAC its origin made for this node instead of the signature, the signature when there is none for it, and drops a bad MAC with the rest of its batch', async () => {
+  it('checks a relayed item by the MAC its origin made for this node instead of the signature, by the signature when there is none or it does not match, and after a bad signature reads only what a MAC proves', async () => {
     const aKey = generateIdentity();
     const a = await node(aKey);
     const sender = generateIdentity();
@@ -305,7 +306,14 @@ describe('relay batches: bad input (live, loopback)', () => {
         d,
       );
     };
-    const [o1, o2, o3, o4] = [generateIdentity(), generateIdentity(), generateIdentity(), generateIdentity()];
+    const [o1, o2, o3, o4, o5, o6] = [1, 2, 3, 4, 5, 6].map(() => generateIdentity()) as [
+      PrivateKey,
+      PrivateKey,
+      PrivateKey,
+      PrivateKey,
+      PrivateKey,
+      PrivateKey,
+    ];
     const other = generateIdentity();
     const seq = Date.now() * 1000;
     const good = new Uint8Array([4, 5, 6]);
@@ -316,27 +324,36 @@ describe('relay batches: bad input (live, loopback)', () => {
       data: good,
       macs,
     });
-    const badMacs = macsOf(o3, [other, aKey], seq + 3, good);
-    badMacs[MAC_ENTRY_BYTES + 4]! ^= 1;
+    const spoilt = (macs: Uint8Array): Uint8Array => {
+      macs[MAC_ENTRY_BYTES + 4]! ^= 1;
+      return macs;
+    };
+    const noSig = new Uint8Array(64);
     const items = [
       // a MAC for `a` (among others) and a signature that is no signature: the MAC decides
-      item(o1, seq + 1, new Uint8Array(64), macsOf(o1, [other, aKey], seq + 1, good)),
+      item(o1, seq + 1, noSig, macsOf(o1, [other, aKey], seq + 1, good)),
       // MACs for others only: the signature is checked
       item(o2, seq + 2, signed(o2, seq + 2, good), macsOf(o2, [other], seq + 2, good)),
-      // a bad MAC for `a` beside a good signature: dropped, and the rest of the batch with it
-      item(o3, seq + 3, signed(o3, seq + 3, good), badMacs),
-      item(o4, seq + 4, signed(o4, seq + 4, good), macsOf(o4, [aKey], seq + 4, good)),
+      // a MAC for `a` altered on the way (a relay checks only its own): the signature decides
+      item(o3, seq + 3, signed(o3, seq + 3, good), spoilt(macsOf(o3, [other, aKey], seq + 3, good))),
+      // a bad MAC and a bad signature: dropped
+      item(o4, seq + 4, noSig, spoilt(macsOf(o4, [other, aKey], seq + 4, good))),
+      // after a bad signature no more signature checks in this batch: not credited
+      item(o5, seq + 5, signed(o5, seq + 5, good), new Uint8Array(0)),
+      // ... but an item a MAC proves still is
+      item(o6, seq + 6, noSig, macsOf(o6, [aKey], seq + 6, good)),
     ];
     stream.send(encodeBatch(0, items, 64 * 1024, true).frame);
     await waitFor('a batch read', () => a.direct.stats.batchesIn >= 1, 10_000);
-    expect(a.got.map((m) => (m.type === 'signed' ? m.from.toString() : ''))).toEqual([
-      o1.publicKey.toString(),
-      o2.publicKey.toString(),
-    ]);
-    expect(a.direct.stats.macVerified).toBe(2);
-    expect(a.direct.stats.verified).toBe(1);
-    expect(a.direct.stats.dropped['bad-mac']).toBe(1);
-    expect(a.direct.stats.relayedIn).toBe(2);
+    expect(a.got.map((m) => (m.type === 'signed' ? m.from.toString() : ''))).toEqual(
+      [o1, o2, o3, o6].map((o) => o.publicKey.toString()),
+    );
+    expect(a.direct.stats.macVerified).toBe(4);
+    expect(a.direct.stats.verified).toBe(3);
+    expect(a.direct.stats.dropped['bad-mac']).toBe(2);
+    expect(a.direct.stats.dropped['bad-signature']).toBe(1);
+    expect(a.direct.stats.dropped.unchecked).toBe(1);
+    expect(a.direct.stats.relayedIn).toBe(4);
     await stream.close();
   }, 30_000);
 });
