@@ -70,6 +70,8 @@ export interface LiveRow {
   probe_p99_us: number;
   /** How late requests were served against the trace, ms (worst node's p99): a CPU-starved node runs late. */
   late_p99_ms: number;
+  /** Each node's p99 of how late its requests were served, ms. */
+  late_p99_ms_nodes?: number[];
   publish_backlog_drops: number;
   /** Ticks that fired as a % of those due (one every g ms), the node that fell furthest behind. */
   ticks_pct_min: number;
@@ -270,6 +272,7 @@ export async function liveRow(
       cpu_pct_total: cpuTotal,
       decision_p99_us: round(Math.max(...reps.map((r) => r.latencyUs.p99)), 1),
       decision_p99_us_nodes: reps.map((r) => round(r.latencyUs.p99, 1)),
+      late_p99_ms_nodes: reps.map((r) => round(r.lateMs.p99, 1)),
       decision_p50_us: round(Math.max(...reps.map((r) => r.latencyUs.p50)), 2),
       probe_p50_us: round(Math.max(...reps.map((r) => r.probeUs?.p50 ?? Number.NaN)), 2),
       probe_p99_us: round(Math.max(...reps.map((r) => r.probeUs?.p99 ?? Number.NaN)), 2),
@@ -397,7 +400,8 @@ async function main(): Promise<void> {
         rows.push(r);
         console.log(
           `  g=${g} d=${d}${m === undefined ? '' : ` macs=${m}`}: worst 1s ${r.worst_1s} (sim ${r.predicted_worst_1s}), admitted ${r.admitted}, ` +
-            `cpu ${r.cpu_pct.join('/')} %, p99 ${r.decision_p99_us} µs, late p99 ${r.late_p99_ms} ms`,
+            `cpu ${r.cpu_pct.join('/')} %, p99 ${r.decision_p99_us} µs, late p99 ${r.late_p99_ms} ms` +
+            ` (nodes ${r.late_p99_ms_nodes?.join('/')})`,
         );
       }
     }

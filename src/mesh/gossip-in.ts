@@ -47,8 +47,21 @@ export interface GossipInHost {
  * sender. The mesh decodes nothing: the engine reads the bytes, and the relay decision's one
  * header field (`reach`) with them.
  */
+/** A message held by the injected delay. */
+interface DelayedMessage {
+  due: number;
+  from: string;
+  peerId: PeerId;
+  data: Uint8Array;
+  relayed: boolean;
+}
+
 export class GossipIn {
   private readonly rng: () => number;
+  /** Messages held by the injected delay, in the order they fall due (from `delayedHead`). */
+  private readonly delayed: DelayedMessage[] = [];
+  private delayedHead = 0;
+  private delayTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly host: GossipInHost) {
     this.rng = xorshift32(host.cfg.injectSeed);
@@ -133,14 +146,56 @@ export class GossipIn {
     }
     if (injectDelayMs > 0) {
       this.host.counters.injected.delayed++;
-      const t = setTimeout(() => {
-        this.host.timers.delete(t);
-        this.deliver(from, msg.from, msg.data, relayed);
-      }, injectDelayMs);
-      this.host.timers.add(t);
+      // one delay for all: messages fall due in the order they came, so one timer serves the queue
+      this.delayed.push({
+        due: performance.now() + injectDelayMs,
+        from,
+        peerId: msg.from,
+        data: msg.data,
+        relayed,
+      });
+      if (this.delayTimer === undefined) this.armDelay();
       return true;
     }
     return this.deliver(from, msg.from, msg.data, relayed);
+  }
+
+  /** Forgets the messages the injected delay holds (the node stops); how many there were. */
+  dropDelayed(): number {
+    const n = this.delayed.length - this.delayedHead;
+    this.delayed.length = 0;
+    this.delayedHead = 0;
+    if (this.delayTimer !== undefined) clearTimeout(this.delayTimer);
+    this.delayTimer = undefined;
+    return n;
+  }
+
+  private armDelay(): void {
+    const head = this.delayed[this.delayedHead];
+    if (head === undefined) return;
+    const t = setTimeout(
+      () => {
+        this.host.timers.delete(t);
+        this.delayTimer = undefined;
+        const now = performance.now();
+        while (this.delayedHead < this.delayed.length && this.delayed[this.delayedHead]!.due <= now + 0.5) {
+          const m = this.delayed[this.delayedHead]!;
+          this.delayed[this.delayedHead++] = undefined as unknown as DelayedMessage;
+          this.deliver(m.from, m.peerId, m.data, m.relayed);
+        }
+        if (this.delayedHead === this.delayed.length) {
+          this.delayed.length = 0;
+          this.delayedHead = 0;
+        } else if (this.delayedHead > 1024) {
+          this.delayed.splice(0, this.delayedHead);
+          this.delayedHead = 0;
+        }
+        if (this.host.running()) this.armDelay();
+      },
+      Math.max(0, head.due - performance.now()),
+    );
+    this.delayTimer = t;
+    this.host.timers.add(t);
   }
 
   private deliver(from: string, peerId: PeerId, data: Uint8Array, relayed: boolean): boolean {

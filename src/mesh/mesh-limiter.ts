@@ -261,8 +261,9 @@ class MeshLimiterImpl implements MeshLimiter {
     this.sweepTimer = undefined;
     this.earlyImmediate = undefined;
     for (const t of this.timers) clearTimeout(t);
-    if (this.timers.size > 0)
-      this.counters.dropped.stopped = (this.counters.dropped.stopped ?? 0) + this.timers.size;
+    // messages the injected delay still held are lost with the stop
+    const held = this.gossipIn.dropDelayed();
+    if (held > 0) this.counters.dropped.stopped = (this.counters.dropped.stopped ?? 0) + held;
     this.timers.clear();
     await this.discovery?.stop();
     const node = this.node;
