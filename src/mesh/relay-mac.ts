@@ -1,10 +1,9 @@
 import {
   createHash,
-  createHmac,
   createPrivateKey,
   createPublicKey,
-  createSecretKey,
   diffieHellman,
+  hash,
   hkdfSync,
   type KeyObject,
 } from 'node:crypto';
@@ -20,10 +19,10 @@ import { varintLength, writeVarint } from './frame-decoder.js';
  * to 32 nodes. Each pair of members shares a key instead: X25519 on their
  * identity keys (the Ed25519 keys converted to Montgomery form, as libsodium's
  * crypto_sign_ed25519_pk_to_curve25519 does), through HKDF. An origin appends
- * to its own item, once per tick, one 8-byte HMAC-SHA256 per member it knows,
- * each under the key it shares with that member and tagged by the member's
- * key; relays forward the list untouched. A receiver that finds its tag checks
- * that MAC (~4 µs) instead of the signature; one that does not (a member the
+ * to its own item, once per tick, one 8-byte MAC per member it knows, each
+ * under the key it shares with that member and tagged by the member's key;
+ * relays forward the list untouched. A receiver that finds its tag checks
+ * that MAC (~2.5 µs) instead of the signature; one that does not (a member the
  * origin has not heard yet) checks the signature as before. Only the origin
  * and the receiver hold their key: a relay can neither forge nor alter an
  * item it forwards, so counts are still credited only to the identity that
@@ -32,7 +31,7 @@ import { varintLength, writeVarint } from './frame-decoder.js';
 
 /** Bytes of one MAC list entry: the receiver's tag (u32 big-endian) and its MAC. */
 export const MAC_ENTRY_BYTES = 12;
-/** Bytes of a MAC (HMAC-SHA256 truncated: a forgery succeeds with probability 2^-64 per try). */
+/** Bytes of a MAC (SHA-256 truncated: a forgery succeeds with probability 2^-64 per try). */
 export const MAC_BYTES = 8;
 /** Most entries a list may hold on the wire. */
 export const MAX_MAC_ENTRIES = 1_024;
@@ -94,27 +93,45 @@ export function macDigest(
   seq: Uint8Array,
   data: Uint8Array,
 ): Buffer {
-  const lens = new Uint8Array(varintLength(originKey.byteLength) + varintLength(topic.byteLength));
-  writeVarint(lens, writeVarint(lens, 0, originKey.byteLength), topic.byteLength);
-  return createHash('sha256')
-    .update(MAC_DOMAIN)
-    .update(lens)
-    .update(originKey)
-    .update(topic)
-    .update(seq)
-    .update(data)
-    .digest();
+  const n =
+    MAC_DOMAIN.byteLength +
+    varintLength(originKey.byteLength) +
+    originKey.byteLength +
+    varintLength(topic.byteLength) +
+    topic.byteLength +
+    seq.byteLength +
+    data.byteLength;
+  const b = n <= scratch.byteLength ? scratch : Buffer.allocUnsafe(n);
+  b.set(MAC_DOMAIN, 0);
+  let off = writeVarint(b, MAC_DOMAIN.byteLength, originKey.byteLength);
+  b.set(originKey, off);
+  off = writeVarint(b, off + originKey.byteLength, topic.byteLength);
+  b.set(topic, off);
+  off += topic.byteLength;
+  b.set(seq, off);
+  b.set(data, off + seq.byteLength);
+  return hash('sha256', b.subarray(0, n), 'buffer');
 }
 
-/** One member's MAC of a digest under the key this node shares with it. */
-export function macOf(key: KeyObject, digest: Uint8Array): Buffer {
-  return createHmac('sha256', key).update(digest).digest().subarray(0, MAC_BYTES);
+const scratch = Buffer.allocUnsafe(4_096);
+const keyed = Buffer.allocUnsafe(64);
+
+/**
+ * One member's MAC of a digest: SHA-256(key || digest), 8 bytes. Every input
+ * is the same 64 bytes (a 32-byte key, a 32-byte digest), so no length
+ * extension applies; one SHA-256 call is 2.5 times cheaper here than an HMAC.
+ */
+export function macOf(key: Uint8Array, digest: Uint8Array): Buffer {
+  keyed.set(key, 0);
+  keyed.set(digest.subarray(0, 32), 32);
+  return hash('sha256', keyed, 'buffer').subarray(0, MAC_BYTES);
 }
 
 /** A member this node shares a MAC key with. */
 export interface MacPeer {
   tag: number;
-  key: KeyObject;
+  /** 32 bytes. */
+  key: Uint8Array;
 }
 
 /** This node's side of the pairwise MAC keys: its tag, and the key it shares with each member. */
@@ -150,7 +167,7 @@ export class RelayMacs {
       });
       const shared = diffieHellman({ privateKey: this.priv, publicKey: pub });
       const k = hkdfSync('sha256', shared, HKDF_SALT, new Uint8Array(0), 32);
-      return { tag: macTag(peer.raw), key: createSecretKey(new Uint8Array(k)) };
+      return { tag: macTag(peer.raw), key: new Uint8Array(k) };
     } catch {
       return undefined;
     }
@@ -180,7 +197,7 @@ export function findMac(list: Uint8Array, tag: number): number {
 }
 
 /** Whether `list` holds, under `tag`, the MAC of `digest` under `key` (constant time in the MAC). */
-export function checkMac(list: Uint8Array, at: number, key: KeyObject, digest: Uint8Array): boolean {
+export function checkMac(list: Uint8Array, at: number, key: Uint8Array, digest: Uint8Array): boolean {
   const m = macOf(key, digest);
   let diff = 0;
   for (let i = 0; i < MAC_BYTES; i++) diff |= m[i]! ^ list[at + i]!;
