@@ -55,6 +55,10 @@ const FEATURE_BATCH_MAC = 1;
 export const DEFAULT_RELAY_MAC_PEERS = 64;
 /** Largest relayMacPeers. */
 export const MAX_RELAY_MAC_PEERS = 1_024;
+/** MAC keys made a second at most (each an X25519 and a point conversion, ~0.4 ms). */
+const MAC_KEYS_PER_S = 64;
+/** Bad signatures in one batch after which the rest is read only where a MAC proves it. */
+const MAX_BAD_SIGNATURES_PER_BATCH = 4;
 /** A member not heard this long leaves the MAC list, ms. */
 const MAC_MEMBER_IDLE_MS = 60_000;
 /** How long a signature request holds, ms; a relaying peer renews it every third of that. */
@@ -138,8 +142,8 @@ export interface DirectGossipInit {
   relayFanout?: number;
   /**
    * Relay mode: most members whose MAC our own item carries (src/mesh/relay-mac.ts):
-   * each checks an 8-byte HMAC instead of our signature. Default
-   * {@link DEFAULT_RELAY_MAC_PEERS}; 0: signatures only (items in kind 6 frames).
+   * each checks an 8-byte MAC instead of our signature. Default
+   * {@link DEFAULT_RELAY_MAC_PEERS}; 0: our items carry none (other origins' lists are still forwarded).
    */
   relayMacPeers?: number;
   /** Random draws (tests); default Math.random. */
@@ -320,6 +324,8 @@ export class DirectGossip
   private readonly relayMacPeers: number;
   /** The MAC key shared with each origin by id (null: none can be made). */
   private readonly macPeers = new Map<string, MacPeer | null>();
+  private macBuilds = 0;
+  private macBuildsFrom = 0;
   /** Members our own items carry a MAC for, by id. */
   private readonly macMembers = new Map<string, MacMember>();
   private macPrunedAt = 0;
@@ -559,7 +565,7 @@ export class DirectGossip
     const withMacs = targets.some(
       (l) => ((this.remoteFeatures.get(l.peerId.toString()) ?? 0) & FEATURE_BATCH_MAC) !== 0,
     );
-    const macs = withMacs ? this.ownMacs(this.topicBytes.get(topic)!, seqBytes, data) : NO_KEY;
+    const macs = withMacs ? this.ownMacs(this.topicBytes.get(topic)!, seqBytes, sig, data) : NO_KEY;
     const box = this.outbox.get(topic);
     const items: BatchItem[] = [{ key: NO_KEY, seq, sig, data, macs }];
     if (box !== undefined) for (const it of box.values()) items.push(it);
@@ -595,7 +601,7 @@ export class DirectGossip
    * The MAC list of our own item: one MAC per member heard in the last minute
    * (at most relayMacPeers), each under the key we share with it.
    */
-  private ownMacs(topic: Uint8Array, seqBytes: Uint8Array, data: Uint8Array): Uint8Array {
+  private ownMacs(topic: Uint8Array, seqBytes: Uint8Array, sig: Uint8Array, data: Uint8Array): Uint8Array {
     if (this.macs === undefined) return NO_KEY;
     const now = performance.now();
     if (now - this.macPrunedAt > 5_000) {
@@ -604,7 +610,7 @@ export class DirectGossip
         if (now - m.last > MAC_MEMBER_IDLE_MS) this.macMembers.delete(id);
     }
     if (this.macMembers.size === 0) return NO_KEY;
-    const digest = macDigest(this.selfKeyBytes, topic, seqBytes, data);
+    const digest = macDigest(this.selfKeyBytes, topic, seqBytes, sig, data);
     const peers = (function* (ms: Map<string, MacMember>) {
       for (const m of ms.values()) yield m.peer;
     })(this.macMembers);
@@ -613,13 +619,29 @@ export class DirectGossip
     return list;
   }
 
-  /** The MAC key shared with an origin, made once (null cached when it cannot be). */
+  /**
+   * The MAC key shared with an origin, made once (null cached when it cannot
+   * be). Made only for origins already proven (by signature or by their own
+   * link), and at most MAC_KEYS_PER_S a second: one costs ~0.4 ms, so items
+   * that merely name a fresh key must not make us build one.
+   */
   private macPeer(id: string, key: PublicKey): MacPeer | undefined {
     if (this.macs === undefined) return undefined;
     let p = this.macPeers.get(id);
     if (p === undefined) {
+      const now = performance.now();
+      if (now - this.macBuildsFrom >= 1_000) {
+        this.macBuildsFrom = now;
+        this.macBuilds = 0;
+      }
+      if (this.macBuilds >= MAC_KEYS_PER_S) return undefined;
+      this.macBuilds++;
       p = this.macs.peer(key) ?? null;
-      if (this.macPeers.size >= 4_096) this.macPeers.clear();
+      if (this.macPeers.size >= this.maxOrigins) {
+        // the oldest goes (insertion order), not the whole cache
+        const first = this.macPeers.keys().next();
+        if (first.done !== true) this.macPeers.delete(first.value);
+      }
       this.macPeers.set(id, p);
     }
     return p ?? undefined;
@@ -1062,7 +1084,7 @@ export class DirectGossip
     this.stats.batchesIn++;
     const topicBytes = this.topicBytes.get(topic)!;
     const now = performance.now();
-    let sigFailed = false;
+    let badSignatures = 0;
     for (const it of items) {
       this.stats.itemsIn++;
       const own = it.key.byteLength === 0;
@@ -1088,28 +1110,34 @@ export class DirectGossip
           continue;
         }
         const at = this.macs === undefined || it.macs.byteLength === 0 ? -1 : findMac(it.macs, this.macs.tag);
-        const mp = at < 0 ? undefined : this.macPeer(originId, origin.key);
+        // only a key made before (for an origin proven then): an item that names a fresh key
+        // is checked by its signature, and the key is made once that check passes (below)
+        const mp = at < 0 ? undefined : (this.macPeers.get(originId) ?? undefined);
         let ok = false;
         if (mp !== undefined) {
           this.stats.macVerified++;
-          ok = checkMac(it.macs, at, mp.key, macDigest(it.key, topicBytes, it.seqBytes, it.data));
+          ok = checkMac(it.macs, at, mp.key, macDigest(it.key, topicBytes, it.seqBytes, it.sig, it.data));
           // a relay checks only its own MAC, so an honest one can forward a list another
           // node altered: a MAC that does not match is not proof of a bad item, the signature decides
           if (!ok) this.drop('bad-mac');
         }
         if (!ok) {
-          if (sigFailed) {
-            // a hostile link could fill a frame with bad signatures: after one, no more
-            // signature checks in this batch (items with a MAC for us are still read)
+          if (badSignatures >= MAX_BAD_SIGNATURES_PER_BATCH) {
+            // a hostile link could fill a frame with bad signatures: after a few, no more
+            // signature checks in this batch (items with a MAC for us are still read). Not
+            // after the first: an honest relay forwards an item a MAC proved to it, and a
+            // hostile origin can sign that one badly
             this.drop('unchecked');
             continue;
           }
           this.stats.verified++;
           if (!origin.verifier.verify(signedBytes(topicBytes, it.seqBytes, it.data), it.sig)) {
             this.drop('bad-signature');
-            sigFailed = true;
+            badSignatures++;
             continue;
           }
+          // proven by its signature, and it has a MAC for us: its next items can be checked so
+          if (at >= 0) this.macPeer(originId, origin.key);
         }
         this.stats.relayedIn++;
       }

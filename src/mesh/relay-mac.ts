@@ -1,9 +1,9 @@
+import * as nodeCrypto from 'node:crypto';
 import {
   createHash,
   createPrivateKey,
   createPublicKey,
   diffieHellman,
-  hash,
   hkdfSync,
   type KeyObject,
 } from 'node:crypto';
@@ -86,11 +86,28 @@ export function macTag(ed25519Public: Uint8Array): number {
   return createHash('sha256').update(TAG_DOMAIN).update(ed25519Public).digest().readUInt32BE(0);
 }
 
-/** What a MAC covers, hashed once: domain, origin key (protobuf), topic, sequence number, message. */
+/** One-shot SHA-256: node:crypto's `hash` where there is one (Node >= 20.12), else a Hash object. */
+const sha256: (b: Uint8Array) => Buffer =
+  typeof (nodeCrypto as { hash?: unknown }).hash === 'function'
+    ? (b) =>
+        (nodeCrypto as unknown as { hash(a: string, d: Uint8Array, e: 'buffer'): Buffer }).hash(
+          'sha256',
+          b,
+          'buffer',
+        )
+    : (b) => createHash('sha256').update(b).digest();
+
+/**
+ * What a MAC covers, hashed once: domain, origin key (protobuf), topic,
+ * sequence number, the origin's signature, message. The signature is in it so
+ * that a relay cannot swap it for a bad one that the members who check MACs
+ * would forward to those who check signatures.
+ */
 export function macDigest(
   originKey: Uint8Array,
   topic: Uint8Array,
   seq: Uint8Array,
+  sig: Uint8Array,
   data: Uint8Array,
 ): Buffer {
   const n =
@@ -100,6 +117,8 @@ export function macDigest(
     varintLength(topic.byteLength) +
     topic.byteLength +
     seq.byteLength +
+    varintLength(sig.byteLength) +
+    sig.byteLength +
     data.byteLength;
   const b = n <= scratch.byteLength ? scratch : Buffer.allocUnsafe(n);
   b.set(MAC_DOMAIN, 0);
@@ -109,8 +128,10 @@ export function macDigest(
   b.set(topic, off);
   off += topic.byteLength;
   b.set(seq, off);
-  b.set(data, off + seq.byteLength);
-  return hash('sha256', b.subarray(0, n), 'buffer');
+  off = writeVarint(b, off + seq.byteLength, sig.byteLength);
+  b.set(sig, off);
+  b.set(data, off + sig.byteLength);
+  return sha256(b.subarray(0, n));
 }
 
 const scratch = Buffer.allocUnsafe(4_096);
@@ -124,7 +145,7 @@ const keyed = Buffer.allocUnsafe(64);
 export function macOf(key: Uint8Array, digest: Uint8Array): Buffer {
   keyed.set(key, 0);
   keyed.set(digest.subarray(0, 32), 32);
-  return hash('sha256', keyed, 'buffer').subarray(0, MAC_BYTES);
+  return sha256(keyed).subarray(0, MAC_BYTES);
 }
 
 /** A member this node shares a MAC key with. */

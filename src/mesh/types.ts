@@ -75,7 +75,7 @@ export interface MeshLimiterOptions {
    * A member that finds its MAC checks it (~4 µs) instead of the Ed25519
    * signature (~75-110 µs); the others, and members of older versions, check
    * the signature. Each entry costs 12 bytes per item per hop. Default 64; 0:
-   * signatures only. 0..1024; ignored in broadcast mode.
+   * this node's items carry none. 0..1024; ignored in broadcast mode.
    */
   relayMacPeers?: number;
   /**

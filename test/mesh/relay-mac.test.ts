@@ -65,28 +65,31 @@ describe('relay MACs', () => {
     expect(x25519FromEd25519Public(new Uint8Array(32).fill(0xff))).toBeUndefined();
   });
 
-  it("checks a member's MAC, and refuses a changed message, sequence number, origin or MAC", () => {
+  it("checks a member's MAC, and refuses a changed message, sequence number, topic, origin, signature or MAC", () => {
     const [o, r, x] = [generateIdentity(), generateIdentity(), generateIdentity()];
     const mo = RelayMacs.of(o)!;
     const mr = RelayMacs.of(r)!;
     const oKey = publicKeyToProtobuf(o.publicKey);
     const data = new Uint8Array([1, 2, 3, 4]);
-    const d = macDigest(oKey, topic, seqBytes(7), data);
+    const sig = new Uint8Array(64).fill(3);
+    const d = macDigest(oKey, topic, seqBytes(7), sig, data);
     const list = macList([mo.peer(x.publicKey)!, mo.peer(r.publicKey)!], 2, d);
     expect(list.byteLength).toBe(2 * MAC_ENTRY_BYTES);
     const at = findMac(list, mr.tag);
     expect(at).toBe(MAC_ENTRY_BYTES + 4);
     const k = mr.peer(o.publicKey)!.key;
     expect(checkMac(list, at, k, d)).toBe(true);
-    expect(checkMac(list, at, k, macDigest(oKey, topic, seqBytes(7), new Uint8Array([1, 2, 3, 5])))).toBe(
-      false,
-    );
-    expect(checkMac(list, at, k, macDigest(oKey, topic, seqBytes(8), data))).toBe(false);
-    expect(checkMac(list, at, k, macDigest(oKey, te.encode('u'), seqBytes(7), data))).toBe(false);
+    expect(
+      checkMac(list, at, k, macDigest(oKey, topic, seqBytes(7), sig, new Uint8Array([1, 2, 3, 5]))),
+    ).toBe(false);
+    expect(checkMac(list, at, k, macDigest(oKey, topic, seqBytes(8), sig, data))).toBe(false);
+    expect(checkMac(list, at, k, macDigest(oKey, te.encode('u'), seqBytes(7), sig, data))).toBe(false);
     // the same item claimed for another origin: the origin key is inside the digest
-    expect(checkMac(list, at, k, macDigest(publicKeyToProtobuf(x.publicKey), topic, seqBytes(7), data))).toBe(
-      false,
-    );
+    expect(
+      checkMac(list, at, k, macDigest(publicKeyToProtobuf(x.publicKey), topic, seqBytes(7), sig, data)),
+    ).toBe(false);
+    // the signature is inside too: a relay cannot swap it for a bad one
+    expect(checkMac(list, at, k, macDigest(oKey, topic, seqBytes(7), new Uint8Array(64), data))).toBe(false);
     // another member's key does not check it
     expect(checkMac(list, at, mr.peer(x.publicKey)!.key, d)).toBe(false);
     const bad = list.slice();

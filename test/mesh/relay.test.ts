@@ -235,7 +235,7 @@ describe('relay batches: bad input (live, loopback)', () => {
         sig: signed(sender, seq + 2, good),
         data: good,
       },
-      // after a bad signature no more signatures are checked in this batch: a good item is not credited
+      // one bad signature does not stop the batch (an honest relay can forward one a MAC proved to it)
       {
         key: publicKeyToProtobuf(origin.publicKey),
         seq: seq + 4,
@@ -250,18 +250,37 @@ describe('relay batches: bad input (live, loopback)', () => {
     expect(a.got.map((m) => (m.type === 'signed' ? m.from.toString() : ''))).toEqual([
       sender.publicKey.toString(),
       origin.publicKey.toString(),
+      origin.publicKey.toString(),
     ]);
     // a bad item is not recorded: its copy in the second batch is checked (and dropped) again
     expect(a.direct.stats.dropped['bad-signature']).toBe(2);
     expect(a.direct.stats.dropped['bad-key']).toBe(2);
-    expect(a.direct.stats.dropped.duplicate).toBe(2);
-    expect(a.direct.stats.verified).toBe(3);
-    expect(a.direct.stats.dropped.unchecked).toBe(2);
-    expect(a.direct.stats.relayedIn).toBe(1);
+    expect(a.direct.stats.dropped.duplicate).toBe(3);
+    expect(a.direct.stats.verified).toBe(4);
+    expect(a.direct.stats.relayedIn).toBe(2);
+    // a frame of bad signatures: after four, the rest of the batch gets no signature check
+    const bad = [1, 2, 3, 4].map((i) => ({
+      key: publicKeyToProtobuf(generateIdentity().publicKey),
+      seq: seq + 10 + i,
+      sig: signed(sender, seq + 10 + i, good),
+      data: good,
+    }));
+    const after = {
+      key: publicKeyToProtobuf(origin.publicKey),
+      seq: seq + 5,
+      sig: signed(origin, seq + 5, good),
+      data: good,
+    };
+    stream.send(encodeBatch(0, [...bad, after], 64 * 1024).frame);
+    await waitFor('three batches read', () => a.direct.stats.batchesIn >= 3, 10_000);
+    expect(a.direct.stats.dropped['bad-signature']).toBe(6);
+    expect(a.direct.stats.verified).toBe(8);
+    expect(a.direct.stats.dropped.unchecked).toBe(1);
+    expect(a.got).toHaveLength(3);
     await stream.close();
   }, 30_000);
 
-  it('checks a relayed item by the MAC its origin made for this node instead of the signature, by the signature when there is none or it does not match, and after a bad signature reads only what a MAC proves', async () => {
+  it('checks a relayed item by the MAC its origin made for this node (once the origin was proven) instead of the signature, by the signature when there is none, it does not match or the origin is new, and after four bad signatures reads only what a MAC proves', async () => {
     const aKey = generateIdentity();
     const a = await node(aKey);
     const sender = generateIdentity();
@@ -297,16 +316,27 @@ describe('relay batches: bad input (live, loopback)', () => {
         ),
       );
     // origin's MAC list for `members` over its item
-    const macsOf = (origin: PrivateKey, members: PrivateKey[], seq: number, data: Uint8Array): Uint8Array => {
+    const macsOf = (
+      origin: PrivateKey,
+      members: PrivateKey[],
+      seq: number,
+      data: Uint8Array,
+      sig: Uint8Array,
+    ): Uint8Array => {
       const m = RelayMacs.of(origin)!;
-      const d = macDigest(publicKeyToProtobuf(origin.publicKey), te.encode('t'), seqOf(seq), data);
+      const d = macDigest(publicKeyToProtobuf(origin.publicKey), te.encode('t'), seqOf(seq), sig, data);
       return macList(
         members.map((k) => m.peer(k.publicKey)!),
         members.length,
         d,
       );
     };
-    const [o1, o2, o3, o4, o5, o6] = [1, 2, 3, 4, 5, 6].map(() => generateIdentity()) as [
+    const ids = Array.from({ length: 10 }, () => generateIdentity());
+    const [o1, o2, o3, o5, o6, o7, o8, b1, b2, b3] = ids as [
+      PrivateKey,
+      PrivateKey,
+      PrivateKey,
+      PrivateKey,
       PrivateKey,
       PrivateKey,
       PrivateKey,
@@ -317,6 +347,7 @@ describe('relay batches: bad input (live, loopback)', () => {
     const other = generateIdentity();
     const seq = Date.now() * 1000;
     const good = new Uint8Array([4, 5, 6]);
+    const noSig = new Uint8Array(64);
     const item = (o: PrivateKey, s: number, sig: Uint8Array, macs: Uint8Array) => ({
       key: publicKeyToProtobuf(o.publicKey),
       seq: s,
@@ -324,36 +355,66 @@ describe('relay batches: bad input (live, loopback)', () => {
       data: good,
       macs,
     });
+    /** An item signed by its origin with a MAC list for `members`. */
+    const proven = (o: PrivateKey, s: number, members: PrivateKey[]) => {
+      const sig = signed(o, s, good);
+      return item(o, s, sig, macsOf(o, members, s, good, sig));
+    };
     const spoilt = (macs: Uint8Array): Uint8Array => {
       macs[MAC_ENTRY_BYTES + 4]! ^= 1;
       return macs;
     };
-    const noSig = new Uint8Array(64);
+    const from = () => a.got.map((m) => (m.type === 'signed' ? m.from.toString() : ''));
+    // First batch: every origin proven by its signature (the MAC keys are made then), except a
+    // fresh origin whose item has a good MAC for `a` but no signature: an unproven origin's key
+    // is not made from its item, so the signature decides, and it is dropped
+    stream.send(
+      encodeBatch(
+        0,
+        [
+          ...[o1, o2, o3, o5, o6, o7].map((o) => proven(o, seq + 1, [other, aKey])),
+          item(o8, seq + 1, noSig, macsOf(o8, [aKey], seq + 1, good, noSig)),
+        ],
+        64 * 1024,
+        true,
+      ).frame,
+    );
+    await waitFor('a batch read', () => a.direct.stats.batchesIn >= 1, 10_000);
+    expect(from()).toEqual([o1, o2, o3, o5, o6, o7].map((o) => o.publicKey.toString()));
+    expect(a.direct.stats.verified).toBe(7);
+    expect(a.direct.stats.macVerified).toBe(0);
+    expect(a.direct.stats.dropped['bad-signature']).toBe(1);
+    const s2 = seq + 10;
     const items = [
       // a MAC for `a` (among others) and a signature that is no signature: the MAC decides
-      item(o1, seq + 1, noSig, macsOf(o1, [other, aKey], seq + 1, good)),
+      item(o1, s2, noSig, macsOf(o1, [other, aKey], s2, good, noSig)),
       // MACs for others only: the signature is checked
-      item(o2, seq + 2, signed(o2, seq + 2, good), macsOf(o2, [other], seq + 2, good)),
+      proven(o2, s2, [other]),
       // a MAC for `a` altered on the way (a relay checks only its own): the signature decides
-      item(o3, seq + 3, signed(o3, seq + 3, good), spoilt(macsOf(o3, [other, aKey], seq + 3, good))),
-      // a bad MAC and a bad signature: dropped
-      item(o4, seq + 4, noSig, spoilt(macsOf(o4, [other, aKey], seq + 4, good))),
-      // after a bad signature no more signature checks in this batch: not credited
-      item(o5, seq + 5, signed(o5, seq + 5, good), new Uint8Array(0)),
+      (() => {
+        const it = proven(o3, s2, [other, aKey]);
+        spoilt(it.macs);
+        return it;
+      })(),
+      // a good MAC over the origin's signature, the signature swapped on the way: the MAC
+      // covers it, so the signature is checked, and fails
+      { ...proven(o7, s2, [other, aKey]), sig: noSig },
+      // three more bad signatures: four in this batch
+      ...[b1, b2, b3].map((b) => item(b, s2, noSig, new Uint8Array(0))),
+      // after four bad signatures no more signature checks in this batch: not credited
+      item(o5, s2, signed(o5, s2, good), new Uint8Array(0)),
       // ... but an item a MAC proves still is
-      item(o6, seq + 6, noSig, macsOf(o6, [aKey], seq + 6, good)),
+      item(o6, s2, noSig, macsOf(o6, [aKey], s2, good, noSig)),
     ];
     stream.send(encodeBatch(0, items, 64 * 1024, true).frame);
-    await waitFor('a batch read', () => a.direct.stats.batchesIn >= 1, 10_000);
-    expect(a.got.map((m) => (m.type === 'signed' ? m.from.toString() : ''))).toEqual(
-      [o1, o2, o3, o6].map((o) => o.publicKey.toString()),
-    );
+    await waitFor('two batches read', () => a.direct.stats.batchesIn >= 2, 10_000);
+    expect(from().slice(6)).toEqual([o1, o2, o3, o6].map((o) => o.publicKey.toString()));
     expect(a.direct.stats.macVerified).toBe(4);
-    expect(a.direct.stats.verified).toBe(3);
+    expect(a.direct.stats.verified).toBe(7 + 6);
     expect(a.direct.stats.dropped['bad-mac']).toBe(2);
-    expect(a.direct.stats.dropped['bad-signature']).toBe(1);
+    expect(a.direct.stats.dropped['bad-signature']).toBe(1 + 4);
     expect(a.direct.stats.dropped.unchecked).toBe(1);
-    expect(a.direct.stats.relayedIn).toBe(4);
+    expect(a.direct.stats.relayedIn).toBe(6 + 4);
     await stream.close();
   }, 30_000);
 });
