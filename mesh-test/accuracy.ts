@@ -106,6 +106,9 @@ export interface LiveRow {
   mac_verified_per_s_node?: number;
   /** Connected peers per node at the end (min-max). */
   connected?: [number, number];
+  /** Per node: connections at the end, and frames read a second (a node with more links is picked more often). */
+  connected_nodes?: number[];
+  frames_in_per_s_nodes?: number[];
 }
 
 interface Args {
@@ -291,6 +294,8 @@ export async function liveRow(
       cpu_us_per_frame_in: round(cpuUs / Math.max(1, sum(reps.map((r) => r.transport?.framesIn ?? 0))), 0),
       verified_per_s_node: round(perS((r) => r.transport?.verified ?? 0) / reps.length, 1),
       mac_verified_per_s_node: round(perS((r) => r.transport?.macVerified ?? 0) / reps.length, 1),
+      connected_nodes: reps.map((r) => r.connected ?? 0),
+      frames_in_per_s_nodes: reps.map((r) => round((r.transport?.framesIn ?? 0) / (r.wallMs / 1000), 1)),
       connected: [
         Math.min(...reps.map((r) => r.connected ?? 0)),
         Math.max(...reps.map((r) => r.connected ?? 0)),
@@ -401,7 +406,10 @@ async function main(): Promise<void> {
         console.log(
           `  g=${g} d=${d}${m === undefined ? '' : ` macs=${m}`}: worst 1s ${r.worst_1s} (sim ${r.predicted_worst_1s}), admitted ${r.admitted}, ` +
             `cpu ${r.cpu_pct.join('/')} %, p99 ${r.decision_p99_us} µs, late p99 ${r.late_p99_ms} ms` +
-            ` (nodes ${r.late_p99_ms_nodes?.join('/')})`,
+            ` (nodes ${r.late_p99_ms_nodes?.join('/')})` +
+            (r.fanout
+              ? `; connections ${r.connected_nodes?.join('/')}; frames in/s ${r.frames_in_per_s_nodes?.join('/')}`
+              : ''),
         );
       }
     }
