@@ -152,6 +152,46 @@ describe('relay mode (live, loopback)', () => {
   }, 60_000);
 });
 
+describe('relay MACs across settings (live, loopback)', () => {
+  const cluster = new Cluster();
+  afterAll(() => cluster.stopAll());
+
+  it("a line whose middle node makes and checks no MACs: it checks signatures and forwards the ends' MAC lists, which the ends check", async () => {
+    const nodes: MeshLimiter[] = [];
+    for (let i = 0; i < 3; i++) {
+      nodes.push(
+        await cluster.add({
+          policies: [POLICY],
+          relayFanout: 2,
+          ...(i === 1 ? { relayMacPeers: 0 } : {}),
+          bootstrap: i === 0 ? [] : [dialable(nodes[i - 1]!)],
+          dialPeers: 1,
+        }),
+      );
+    }
+    await waitFor('every node sees 2 live members', () =>
+      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 2),
+    );
+    for (let j = 0; j < 10; j++) expect(nodes[0]!.check('api', 'k').allowed).toBe(true);
+    // the ends know each other only through the middle; their MACs for each other pass it untouched
+    await waitFor(
+      'the far end checks MACs',
+      () =>
+        (nodes[2]!.stats().transport?.macVerified ?? 0) > 0 &&
+        (nodes[0]!.stats().transport?.macVerified ?? 0) > 0,
+      20_000,
+    );
+    const mid = nodes[1]!.stats().transport!;
+    expect(mid.macVerified).toBe(0);
+    expect(mid.macsOut).toBe(0);
+    for (const n of nodes) {
+      const t = n.stats().transport!;
+      expect(t.dropped['bad-mac'] ?? 0).toBe(0);
+      expect(t.dropped['bad-signature'] ?? 0).toBe(0);
+    }
+  }, 60_000);
+});
+
 describe('relay batches: bad input (live, loopback)', () => {
   const nodes: MeshNode[] = [];
   afterEach(async () => {
