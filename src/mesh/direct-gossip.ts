@@ -22,7 +22,7 @@ import {
   encodeBatch,
   FRAME_BATCH,
   FRAME_BATCH_MAC,
-  pickRandom,
+  pickWeighted,
   readBatch,
   readSeq,
   SEQ_BYTES,
@@ -64,7 +64,21 @@ const MAC_MEMBER_IDLE_MS = 60_000;
 /** How long a signature request holds, ms; a relaying peer renews it every third of that. */
 const SIGN_TTL_MS = 10_000;
 const NO_SIGNATURE = new Uint8Array(0);
-const FEATURES_FRAME = new Uint8Array([2, FRAME_FEATURES, FEATURE_BATCH_MAC]);
+/** Most links a peer may say it has (features frame). */
+const MAX_ADVERTISED_LINKS = 1 << 20;
+/** How often at most we tell our links how many links we have, ms (relay mode; when it changed). */
+const LINKS_ADVERT_MS = 1_000;
+
+/** features 8: bits, then (relay mode) how many direct links the sender has, when known. */
+function featuresFrame(links: number): Uint8Array {
+  const body = 1 + varintLength(FEATURE_BATCH_MAC) + (links > 0 ? varintLength(links) : 0);
+  const frame = new Uint8Array(varintLength(body) + body);
+  let off = writeVarint(frame, 0, body);
+  frame[off++] = FRAME_FEATURES;
+  off = writeVarint(frame, off, FEATURE_BATCH_MAC);
+  if (links > 0) writeVarint(frame, off, links);
+  return frame;
+}
 const NO_KEY = new Uint8Array(0);
 /** Most items read from one relay batch (origins a node can hold, the wire's limit). */
 const MAX_BATCH_ITEMS = 4_096;
@@ -333,6 +347,11 @@ export class DirectGossip
   private readonly selfKeyBytes: Uint8Array;
   /** Each peer's FEATURE_* bits, from its features frame. */
   private readonly remoteFeatures = new Map<string, number>();
+  /** Each peer's count of direct links, from its features frame (relay mode). */
+  private readonly remoteLinks = new Map<string, number>();
+  /** Our count of direct links as last told to our peers, and when. */
+  private advertisedLinks = 0;
+  private advertisedAt = 0;
 
   constructor(
     private readonly components: DirectGossipComponents,
@@ -401,6 +420,7 @@ export class DirectGossip
     this.macPeers.clear();
     this.macMembers.clear();
     this.remoteFeatures.clear();
+    this.remoteLinks.clear();
     await Promise.all(closing);
   }
 
@@ -561,7 +581,16 @@ export class DirectGossip
       return [];
     }
     this.stats.signedOut++;
-    const targets = pickRandom(direct, this.relayFanout, this.random);
+    // A peer with many links is drawn by many senders: drawn in proportion to 1 / its link
+    // count, every node reads about relayFanout frames a tick, a hub as many as a leaf.
+    const own = direct.length;
+    const targets = pickWeighted(
+      direct,
+      this.relayFanout,
+      (l) => 1 / Math.max(1, this.remoteLinks.get(l.peerId.toString()) ?? own),
+      this.random,
+    );
+    this.adviseLinks(direct, own);
     const withMacs = targets.some(
       (l) => ((this.remoteFeatures.get(l.peerId.toString()) ?? 0) & FEATURE_BATCH_MAC) !== 0,
     );
@@ -595,6 +624,17 @@ export class DirectGossip
       }
     }
     return out;
+  }
+
+  /** Tells our direct peers how many direct links we have, when it changed (at most once a second). */
+  private adviseLinks(direct: readonly OutLink[], links: number): void {
+    if (links === this.advertisedLinks) return;
+    const now = performance.now();
+    if (now - this.advertisedAt < LINKS_ADVERT_MS) return;
+    this.advertisedLinks = links;
+    this.advertisedAt = now;
+    const frame = featuresFrame(links);
+    for (const l of direct) this.write(l, frame);
   }
 
   /**
@@ -763,6 +803,7 @@ export class DirectGossip
     this.out.delete(id);
     this.remoteTopics.delete(id);
     this.remoteFeatures.delete(id);
+    this.remoteLinks.delete(id);
     this.asked.delete(id);
   }
 
@@ -790,7 +831,7 @@ export class DirectGossip
         { once: true },
       );
       this.write(link, this.hello());
-      this.write(link, FEATURES_FRAME);
+      this.write(link, featuresFrame(this.relayFanout > 0 ? this.advertisedLinks : 0));
     } catch (err) {
       link.opening = false;
       link.failures++;
@@ -900,6 +941,14 @@ export class DirectGossip
           return;
         }
         this.remoteFeatures.set(link.id, bits[0]);
+        if (bits[1] < f.byteLength) {
+          const links = readVarint(f, bits[1]);
+          if (links === undefined || links[0] > MAX_ADVERTISED_LINKS) {
+            this.drop('bad-frame');
+            return;
+          }
+          this.remoteLinks.set(link.id, links[0]);
+        }
         return;
       }
       default:

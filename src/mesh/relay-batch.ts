@@ -191,3 +191,42 @@ export function pickRandom<T>(xs: readonly T[], k: number, rand: () => number = 
   a.length = m;
   return a;
 }
+
+/**
+ * `k` distinct entries of `xs` drawn in turn, each with probability in
+ * proportion to its weight among those left (all of them when k >= length).
+ * A weight that is not a positive finite number counts as the smallest
+ * positive one given.
+ */
+export function pickWeighted<T>(
+  xs: readonly T[],
+  k: number,
+  weight: (x: T) => number,
+  rand: () => number = Math.random,
+): T[] {
+  const a = xs.slice();
+  const w = a.map(weight);
+  let floor = Number.POSITIVE_INFINITY;
+  for (const v of w) if (v > 0 && Number.isFinite(v) && v < floor) floor = v;
+  if (!Number.isFinite(floor)) floor = 1;
+  for (let i = 0; i < w.length; i++) if (!(w[i]! > 0 && Number.isFinite(w[i]!))) w[i] = floor;
+  const m = Math.min(k, a.length);
+  for (let i = 0; i < m; i++) {
+    let total = 0;
+    for (let j = i; j < a.length; j++) total += w[j]!;
+    let r = rand() * total;
+    let j = i;
+    while (j < a.length - 1 && r >= w[j]!) {
+      r -= w[j]!;
+      j++;
+    }
+    const t = a[i]!;
+    a[i] = a[j]!;
+    a[j] = t;
+    const tw = w[i]!;
+    w[i] = w[j]!;
+    w[j] = tw;
+  }
+  a.length = m;
+  return a;
+}

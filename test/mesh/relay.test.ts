@@ -11,7 +11,14 @@ import { generateIdentity } from '../../src/mesh/identity.js';
 import { nativeSigner } from '../../src/mesh/native-ed25519.js';
 import { createMeshNode, directGossipOf, type MeshNode } from '../../src/mesh/node.js';
 import { parseOptions } from '../../src/mesh/options.js';
-import { encodeBatch, FRAME_BATCH, pickRandom, readBatch, writeSeq } from '../../src/mesh/relay-batch.js';
+import {
+  encodeBatch,
+  FRAME_BATCH,
+  pickRandom,
+  pickWeighted,
+  readBatch,
+  writeSeq,
+} from '../../src/mesh/relay-batch.js';
 import { MAC_ENTRY_BYTES, macDigest, macList, RelayMacs } from '../../src/mesh/relay-mac.js';
 import type { MeshLimiter } from '../../src/mesh/types.js';
 import { Cluster, dialable, waitFor } from './helpers.js';
@@ -52,6 +59,34 @@ describe('relay batch encoding', () => {
       expect(new Set(p).size).toBe(2);
     }
     expect(pickRandom(xs, 9).sort()).toEqual(xs);
+  });
+
+  it('draws peers in proportion to their weights, distinct, all of them when asked for more', () => {
+    // a seeded generator: the counts are exact for this seed
+    let x = 12345;
+    const rand = () => {
+      x ^= x << 13;
+      x ^= x >>> 17;
+      x ^= x << 5;
+      return (x >>> 0) / 2 ** 32;
+    };
+    // one hub (weight 1/16) among leaves (1/4): with one draw, the hub 1 time in 1 + 4 * 4 = 17
+    const xs = ['hub', 'a', 'b', 'c', 'd'];
+    const w = (p: string) => (p === 'hub' ? 1 / 16 : 1 / 4);
+    const n = 17_000;
+    let hub = 0;
+    for (let i = 0; i < n; i++) if (pickWeighted(xs, 1, w, rand)[0] === 'hub') hub++;
+    expect(hub / n).toBeGreaterThan(0.8 / 17);
+    expect(hub / n).toBeLessThan(1.2 / 17);
+    for (let i = 0; i < 50; i++) expect(new Set(pickWeighted(xs, 3, w, rand)).size).toBe(3);
+    expect(pickWeighted(xs, 9, w, rand).sort()).toEqual([...xs].sort());
+    // weights that are no positive number count as the smallest given; all bad: uniform
+    expect(pickWeighted(xs, 5, () => Number.NaN, rand)).toHaveLength(5);
+    const bad = (p: string) => (p === 'a' ? 0 : 1);
+    let a = 0;
+    for (let i = 0; i < 5_000; i++) if (pickWeighted(xs, 1, bad, rand)[0] === 'a') a++;
+    expect(a / 5_000).toBeGreaterThan(0.15);
+    expect(a / 5_000).toBeLessThan(0.25);
   });
 
   it('validates relayFanout, dialPeers and relayMacPeers', () => {
