@@ -1,5 +1,6 @@
 import './polyfill.js';
 import { lookup } from 'node:dns/promises';
+import { setMaxListeners } from 'node:events';
 import { isIP } from 'node:net';
 import { type Multiaddr, multiaddr } from '@multiformats/multiaddr';
 import { ErrorCodes, RateMeshError } from '../errors.js';
@@ -142,6 +143,9 @@ export class Discovery {
     if (this.running || this.cfg.entries.length === 0) return;
     this.running = true;
     this.abort = new AbortController();
+    // every exchange in flight listens on this signal until it ends (deadline().clear()); there
+    // are as many as links, so Node's warning at 11 listeners is noise in a large mesh
+    setMaxListeners(0, this.abort.signal);
     this.kick();
     this.timer = setInterval(() => this.kick(), this.cfg.intervalMs);
   }

@@ -1,4 +1,5 @@
 import './polyfill.js';
+import { setMaxListeners } from 'node:events';
 import type { PeerId, Stream } from '@libp2p/interface';
 import * as lp from 'it-length-prefixed';
 import { pipe } from 'it-pipe';
@@ -66,6 +67,9 @@ export class SyncService {
 
   async start(): Promise<void> {
     this.abort = new AbortController();
+    // every exchange in flight listens on this signal until it ends (deadline().clear()); there
+    // are as many as links, so Node's warning at 11 listeners is noise in a large mesh
+    setMaxListeners(0, this.abort.signal);
     await this.node.handle(
       SYNC_PROTOCOL,
       (stream, connection) => {
