@@ -59,8 +59,8 @@ export const MAX_RELAY_MAC_PEERS = 1_024;
 const MAC_KEYS_PER_S = 64;
 /** Bad signatures in one batch after which the rest is read only where a MAC proves it. */
 const MAX_BAD_SIGNATURES_PER_BATCH = 4;
-/** A member not heard this long leaves the MAC list, ms. */
-const MAC_MEMBER_IDLE_MS = 60_000;
+/** An origin not heard this long is forgotten (its sequence window; its place in our MAC list), ms. */
+const ORIGIN_IDLE_MS = 60_000;
 /** How long a signature request holds, ms; a relaying peer renews it every third of that. */
 const SIGN_TTL_MS = 10_000;
 const NO_SIGNATURE = new Uint8Array(0);
@@ -68,17 +68,6 @@ const NO_SIGNATURE = new Uint8Array(0);
 const MAX_ADVERTISED_LINKS = 1 << 20;
 /** How often at most we tell our links how many links we have, ms (relay mode; when it changed). */
 const LINKS_ADVERT_MS = 1_000;
-
-/** features 8: bits, then (relay mode) how many direct links the sender has, when known. */
-function featuresFrame(links: number): Uint8Array {
-  const body = 1 + varintLength(FEATURE_BATCH_MAC) + (links > 0 ? varintLength(links) : 0);
-  const frame = new Uint8Array(varintLength(body) + body);
-  let off = writeVarint(frame, 0, body);
-  frame[off++] = FRAME_FEATURES;
-  off = writeVarint(frame, off, FEATURE_BATCH_MAC);
-  if (links > 0) writeVarint(frame, off, links);
-  return frame;
-}
 const NO_KEY = new Uint8Array(0);
 /** Most items read from one relay batch (origins a node can hold, the wire's limit). */
 const MAX_BATCH_ITEMS = 4_096;
@@ -218,10 +207,21 @@ interface Origin {
   verifier: Verifier | undefined;
 }
 
-interface MacMember {
-  peer: MacPeer;
+/** A member our own items carry a MAC for. */
+interface MacMember extends MacPeer {
   /** When last heard (performance.now()). */
   last: number;
+}
+
+/** features 8: bits, then (relay mode) how many direct links the sender has, when known. */
+function featuresFrame(links: number): Uint8Array {
+  const body = 1 + varintLength(FEATURE_BATCH_MAC) + (links > 0 ? varintLength(links) : 0);
+  const frame = new Uint8Array(varintLength(body) + body);
+  let off = writeVarint(frame, 0, body);
+  frame[off++] = FRAME_FEATURES;
+  off = writeVarint(frame, off, FEATURE_BATCH_MAC);
+  if (links > 0) writeVarint(frame, off, links);
+  return frame;
 }
 
 /** FNV-1a over the bytes. */
@@ -591,9 +591,7 @@ export class DirectGossip
       this.random,
     );
     this.adviseLinks(direct, own);
-    const withMacs = targets.some(
-      (l) => ((this.remoteFeatures.get(l.peerId.toString()) ?? 0) & FEATURE_BATCH_MAC) !== 0,
-    );
+    const withMacs = targets.some((l) => this.readsMacs(l));
     const macs = withMacs ? this.ownMacs(this.topicBytes.get(topic)!, seqBytes, sig, data) : NO_KEY;
     const box = this.outbox.get(topic);
     const items: BatchItem[] = [{ key: NO_KEY, seq, sig, data, macs }];
@@ -612,7 +610,7 @@ export class DirectGossip
     const out: PeerId[] = [];
     for (const link of targets) {
       let fr = frame;
-      if (withMacs && ((this.remoteFeatures.get(link.peerId.toString()) ?? 0) & FEATURE_BATCH_MAC) === 0) {
+      if (withMacs && !this.readsMacs(link)) {
         plain ??= encodeBatch(topicIdx, items, this.init.maxFrameBytes, false, used).frame;
         fr = plain;
       }
@@ -624,6 +622,11 @@ export class DirectGossip
       }
     }
     return out;
+  }
+
+  /** Whether the peer at the other end said it reads batches with MAC lists (kind 7). */
+  private readsMacs(link: OutLink): boolean {
+    return ((this.remoteFeatures.get(link.peerId.toString()) ?? 0) & FEATURE_BATCH_MAC) !== 0;
   }
 
   /** Tells our direct peers how many direct links we have, when it changed (at most once a second). */
@@ -646,15 +649,11 @@ export class DirectGossip
     const now = performance.now();
     if (now - this.macPrunedAt > 5_000) {
       this.macPrunedAt = now;
-      for (const [id, m] of this.macMembers)
-        if (now - m.last > MAC_MEMBER_IDLE_MS) this.macMembers.delete(id);
+      for (const [id, m] of this.macMembers) if (now - m.last > ORIGIN_IDLE_MS) this.macMembers.delete(id);
     }
     if (this.macMembers.size === 0) return NO_KEY;
     const digest = macDigest(this.selfKeyBytes, topic, seqBytes, sig, data);
-    const peers = (function* (ms: Map<string, MacMember>) {
-      for (const m of ms.values()) yield m.peer;
-    })(this.macMembers);
-    const list = macList(peers, this.macMembers.size, digest);
+    const list = macList(this.macMembers.values(), this.macMembers.size, digest);
     this.stats.macsOut += this.macMembers.size;
     return list;
   }
@@ -697,7 +696,7 @@ export class DirectGossip
     }
     if (this.macMembers.size >= this.relayMacPeers) return;
     const peer = this.macPeer(id, key);
-    if (peer !== undefined) this.macMembers.set(id, { peer, last: now });
+    if (peer !== undefined) this.macMembers.set(id, { tag: peer.tag, key: peer.key, last: now });
   }
 
   /** Signs with the native signer (Ed25519); undefined for other key types, which relay mode does not support. */
@@ -1114,8 +1113,9 @@ export class DirectGossip
    * carries one, else (or when that MAC does not match) the origin's
    * signature. Then it goes to the topic validator, credited to its origin,
    * and, accepted, into our next batch. A bad item is dropped and not
-   * recorded (its next copy is checked again); after a bad signature the
-   * batch's remaining items are read only where a MAC proves them.
+   * recorded (its next copy is checked again); after
+   * MAX_BAD_SIGNATURES_PER_BATCH bad signatures the batch's remaining items
+   * are read only where a MAC proves them.
    */
   private onBatch(link: InLink, f: Uint8Array, withMacs: boolean): void {
     const t = this.frameTopic(link, f);
@@ -1274,7 +1274,7 @@ export class DirectGossip
 
   /** Drops the windows of origins not heard for a minute (or the older half, when all were). */
   private forgetIdleOrigins(now: number): void {
-    for (const [id, w] of this.windows) if (now - w.last > 60_000) this.windows.delete(id);
+    for (const [id, w] of this.windows) if (now - w.last > ORIGIN_IDLE_MS) this.windows.delete(id);
     if (this.windows.size < this.maxOrigins) return;
     let n = this.windows.size >> 1;
     for (const id of this.windows.keys()) {

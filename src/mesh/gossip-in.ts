@@ -40,13 +40,6 @@ export interface GossipInHost {
   isolated(): boolean;
 }
 
-/**
- * The path of a received gossip message through the transport: gossipsub's topic validator,
- * the relay decision, what is not for us (self, wrong topic, isolation, experiments' injected
- * loss and delay) dropped and counted, the rest handed to the engine with the authenticated
- * sender. The mesh decodes nothing: the engine reads the bytes, and the relay decision's one
- * header field (`reach`) with them.
- */
 /** A message held by the injected delay. */
 interface DelayedMessage {
   due: number;
@@ -56,10 +49,17 @@ interface DelayedMessage {
   relayed: boolean;
 }
 
+/**
+ * The path of a received gossip message through the transport: gossipsub's topic validator,
+ * the relay decision, what is not for us (self, wrong topic, isolation, experiments' injected
+ * loss and delay) dropped and counted, the rest handed to the engine with the authenticated
+ * sender. The mesh decodes nothing: the engine reads the bytes, and the relay decision's one
+ * header field (`reach`) with them.
+ */
 export class GossipIn {
   private readonly rng: () => number;
   /** Messages held by the injected delay, in the order they fall due (from `delayedHead`). */
-  private readonly delayed: DelayedMessage[] = [];
+  private readonly delayed: (DelayedMessage | undefined)[] = [];
   private delayedHead = 0;
   private delayTimer: NodeJS.Timeout | undefined;
 
@@ -178,10 +178,10 @@ export class GossipIn {
         this.host.timers.delete(t);
         this.delayTimer = undefined;
         const now = performance.now();
-        while (this.delayedHead < this.delayed.length && this.delayed[this.delayedHead]!.due <= now + 0.5) {
-          const m = this.delayed[this.delayedHead]!;
-          this.delayed[this.delayedHead++] = undefined as unknown as DelayedMessage;
+        for (let m = this.delayed[this.delayedHead]; m !== undefined && m.due <= now + 0.5; ) {
+          this.delayed[this.delayedHead++] = undefined; // delivered: not held by the queue
           this.deliver(m.from, m.peerId, m.data, m.relayed);
+          m = this.delayed[this.delayedHead];
         }
         if (this.delayedHead === this.delayed.length) {
           this.delayed.length = 0;

@@ -178,20 +178,6 @@ export function readBatch(
   return out;
 }
 
-/** `k` distinct entries of `xs` drawn uniformly (all of them when k >= length). */
-export function pickRandom<T>(xs: readonly T[], k: number, rand: () => number = Math.random): T[] {
-  const a = xs.slice();
-  const m = Math.min(k, a.length);
-  for (let i = 0; i < m; i++) {
-    const j = i + Math.floor(rand() * (a.length - i));
-    const t = a[i]!;
-    a[i] = a[j]!;
-    a[j] = t;
-  }
-  a.length = m;
-  return a;
-}
-
 /**
  * `k` distinct entries of `xs` drawn in turn, each with probability in
  * proportion to its weight among those left (all of them when k >= length).

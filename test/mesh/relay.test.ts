@@ -11,14 +11,7 @@ import { generateIdentity } from '../../src/mesh/identity.js';
 import { nativeSigner } from '../../src/mesh/native-ed25519.js';
 import { createMeshNode, directGossipOf, type MeshNode } from '../../src/mesh/node.js';
 import { parseOptions } from '../../src/mesh/options.js';
-import {
-  encodeBatch,
-  FRAME_BATCH,
-  pickRandom,
-  pickWeighted,
-  readBatch,
-  writeSeq,
-} from '../../src/mesh/relay-batch.js';
+import { encodeBatch, FRAME_BATCH, pickWeighted, readBatch, writeSeq } from '../../src/mesh/relay-batch.js';
 import { MAC_ENTRY_BYTES, macDigest, macList, RelayMacs } from '../../src/mesh/relay-mac.js';
 import type { MeshLimiter } from '../../src/mesh/types.js';
 import { Cluster, dialable, waitFor } from './helpers.js';
@@ -52,13 +45,14 @@ describe('relay batch encoding', () => {
     expect(readBatch(body, 2, 2)).toBeInstanceOf(Error);
   });
 
-  it('picks distinct peers, at most as many as there are', () => {
+  it('picks distinct peers, at most as many as there are (equal weights)', () => {
     const xs = [1, 2, 3, 4, 5];
+    const even = () => 1;
     for (let i = 0; i < 20; i++) {
-      const p = pickRandom(xs, 2);
+      const p = pickWeighted(xs, 2, even);
       expect(new Set(p).size).toBe(2);
     }
-    expect(pickRandom(xs, 9).sort()).toEqual(xs);
+    expect(pickWeighted(xs, 9, even).sort()).toEqual(xs);
   });
 
   it('draws peers in proportion to their weights, distinct, all of them when asked for more', () => {
@@ -262,33 +256,47 @@ describe('relay batches: bad input (live, loopback)', () => {
     return { node: n, direct, got };
   }
 
-  it('drops a relayed item with a bad signature (and the rest of its batch) or an unknown origin key (counted), and credits the good ones', async () => {
-    const a = await node(generateIdentity());
-    const origin = generateIdentity();
-    const sender = generateIdentity();
-    // the sender: a bare libp2p node speaking the protocol by hand
+  const te = new TextEncoder();
+
+  /** A bare libp2p node speaking the protocol by hand to `to`: its gossip stream, hello sent (topic 't'). */
+  async function rawSender(to: MeshNode, sender: PrivateKey): Promise<Stream> {
     const raw = await createMeshNode(nodeOptions(sender));
     nodes.push(raw);
     await raw.start();
-    const addr = a.node.getMultiaddrs().find((m) => m.toString().includes('127.0.0.1'))!;
+    const addr = to.getMultiaddrs().find((m) => m.toString().includes('127.0.0.1'))!;
     const conn = await raw.dial(multiaddr(addr.toString()));
     const stream: Stream = await conn.newStream(GOSSIP_PROTOCOL);
-    const frame = (body: Uint8Array): Uint8Array => {
-      const out = new Uint8Array(5 + body.byteLength);
-      const off = writeVarint(out, 0, body.byteLength);
-      out.set(body, off);
-      return out.subarray(0, off + body.byteLength);
-    };
-    // hello: one topic 't'
-    stream.send(frame(new Uint8Array([1, 1, 1, 't'.charCodeAt(0)])));
-    const te = new TextEncoder();
-    const signed = (key: PrivateKey, seq: number, data: Uint8Array): Uint8Array => {
-      const dom = te.encode('ratemesh-gossip/1:');
-      const s = new Uint8Array(8);
-      writeSeq(s, 0, seq);
-      const bytes = new Uint8Array(Buffer.concat([dom, new Uint8Array([1]), te.encode('t'), s, data]));
-      return nativeSigner(key)!.sign(bytes);
-    };
+    // hello: kind 1, one topic, 't'
+    const hello = new Uint8Array([1, 1, 1, 't'.charCodeAt(0)]);
+    const frame = new Uint8Array(1 + hello.byteLength);
+    frame.set(hello, writeVarint(frame, 0, hello.byteLength));
+    stream.send(frame);
+    return stream;
+  }
+
+  function seqOf(seq: number): Uint8Array {
+    const s = new Uint8Array(8);
+    writeSeq(s, 0, seq);
+    return s;
+  }
+
+  /** `key`'s gossip signature over an item on topic 't'. */
+  function signed(key: PrivateKey, seq: number, data: Uint8Array): Uint8Array {
+    const bytes = Buffer.concat([
+      te.encode('ratemesh-gossip/1:'),
+      new Uint8Array([1]),
+      te.encode('t'),
+      seqOf(seq),
+      data,
+    ]);
+    return nativeSigner(key)!.sign(new Uint8Array(bytes));
+  }
+
+  it('drops a relayed item with a bad signature or an unknown origin key (counted), credits the good ones, and after four bad signatures checks no more in the batch', async () => {
+    const a = await node(generateIdentity());
+    const origin = generateIdentity();
+    const sender = generateIdentity();
+    const stream = await rawSender(a.node, sender);
     const seq = Date.now() * 1000;
     const good = new Uint8Array([1, 2, 3]);
     const items = [
@@ -358,38 +366,7 @@ describe('relay batches: bad input (live, loopback)', () => {
   it('checks a relayed item by the MAC its origin made for this node (once the origin was proven) instead of the signature, by the signature when there is none, it does not match or the origin is new, and after four bad signatures reads only what a MAC proves', async () => {
     const aKey = generateIdentity();
     const a = await node(aKey);
-    const sender = generateIdentity();
-    const raw = await createMeshNode(nodeOptions(sender));
-    nodes.push(raw);
-    await raw.start();
-    const addr = a.node.getMultiaddrs().find((m) => m.toString().includes('127.0.0.1'))!;
-    const conn = await raw.dial(multiaddr(addr.toString()));
-    const stream: Stream = await conn.newStream(GOSSIP_PROTOCOL);
-    const frame = (body: Uint8Array): Uint8Array => {
-      const out = new Uint8Array(5 + body.byteLength);
-      const off = writeVarint(out, 0, body.byteLength);
-      out.set(body, off);
-      return out.subarray(0, off + body.byteLength);
-    };
-    stream.send(frame(new Uint8Array([1, 1, 1, 't'.charCodeAt(0)])));
-    const te = new TextEncoder();
-    const seqOf = (seq: number): Uint8Array => {
-      const s = new Uint8Array(8);
-      writeSeq(s, 0, seq);
-      return s;
-    };
-    const signed = (key: PrivateKey, seq: number, data: Uint8Array): Uint8Array =>
-      nativeSigner(key)!.sign(
-        new Uint8Array(
-          Buffer.concat([
-            te.encode('ratemesh-gossip/1:'),
-            new Uint8Array([1]),
-            te.encode('t'),
-            seqOf(seq),
-            data,
-          ]),
-        ),
-      );
+    const stream = await rawSender(a.node, generateIdentity());
     // origin's MAC list for `members` over its item
     const macsOf = (
       origin: PrivateKey,
