@@ -72,6 +72,15 @@ export interface LiveRow {
   late_p99_ms: number;
   /** Each node's p99 of how late its requests were served, ms. */
   late_p99_ms_nodes?: number[];
+  /** Per node: requests served more than 20 ms late; GC pauses' total and longest, ms; major GCs and their total, ms. */
+  late_over_20ms_nodes?: number[];
+  gc_ms_nodes?: number[];
+  gc_max_ms_nodes?: number[];
+  /** Per node, per second: wake-ups (voluntary context switches) and preemptions. */
+  wakeups_per_s_nodes?: number[];
+  preempted_per_s_nodes?: number[];
+  gc_major_nodes?: number[];
+  gc_major_ms_nodes?: number[];
   publish_backlog_drops: number;
   /** Ticks that fired as a % of those due (one every g ms), the node that fell furthest behind. */
   ticks_pct_min: number;
@@ -276,6 +285,13 @@ export async function liveRow(
       decision_p99_us: round(Math.max(...reps.map((r) => r.latencyUs.p99)), 1),
       decision_p99_us_nodes: reps.map((r) => round(r.latencyUs.p99, 1)),
       late_p99_ms_nodes: reps.map((r) => round(r.lateMs.p99, 1)),
+      late_over_20ms_nodes: reps.map((r) => r.stalls?.over20Ms ?? 0),
+      gc_ms_nodes: reps.map((r) => round(r.stalls?.gcMs ?? 0, 1)),
+      gc_max_ms_nodes: reps.map((r) => round(r.stalls?.gcMaxMs ?? 0, 1)),
+      wakeups_per_s_nodes: reps.map((r) => round((r.stalls?.wakeups ?? 0) / (r.wallMs / 1000), 0)),
+      preempted_per_s_nodes: reps.map((r) => round((r.stalls?.preempted ?? 0) / (r.wallMs / 1000), 0)),
+      gc_major_nodes: reps.map((r) => r.stalls?.gcMajor ?? 0),
+      gc_major_ms_nodes: reps.map((r) => round(r.stalls?.gcMajorMs ?? 0, 1)),
       decision_p50_us: round(Math.max(...reps.map((r) => r.latencyUs.p50)), 2),
       probe_p50_us: round(Math.max(...reps.map((r) => r.probeUs?.p50 ?? Number.NaN)), 2),
       probe_p99_us: round(Math.max(...reps.map((r) => r.probeUs?.p99 ?? Number.NaN)), 2),
@@ -407,6 +423,10 @@ async function main(): Promise<void> {
           `  g=${g} d=${d}${m === undefined ? '' : ` macs=${m}`}: worst 1s ${r.worst_1s} (sim ${r.predicted_worst_1s}), admitted ${r.admitted}, ` +
             `cpu ${r.cpu_pct.join('/')} %, p99 ${r.decision_p99_us} µs, late p99 ${r.late_p99_ms} ms` +
             ` (nodes ${r.late_p99_ms_nodes?.join('/')})` +
+            `; served > 20 ms late ${r.late_over_20ms_nodes?.join('/')}` +
+            `; gc ms total/longest ${r.gc_ms_nodes?.map((x, j) => `${x}/${r.gc_max_ms_nodes?.[j]}`).join(' ')}` +
+            `; wake-ups/s ${r.wakeups_per_s_nodes?.join('/')}; preempted/s ${r.preempted_per_s_nodes?.join('/')}` +
+            `; major gc n/ms ${r.gc_major_nodes?.map((x, j) => `${x}/${r.gc_major_ms_nodes?.[j]}`).join(' ')}` +
             (r.fanout
               ? `; connections ${r.connected_nodes?.join('/')}; frames in/s ${r.frames_in_per_s_nodes?.join('/')}`
               : ''),

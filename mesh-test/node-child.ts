@@ -8,6 +8,7 @@
  * exactly as a compromised member would).
  */
 import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { systemClock } from '../src/clock.js';
 import { encodeGossip } from '../src/crdt/codec.js';
 import { Engine } from '../src/decision/engine.js';
@@ -174,6 +175,30 @@ function pct(sorted: Float64Array, q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
+/** This process's context switches so far (Linux; zeros elsewhere): voluntary ones are wake-ups after a wait. */
+function ctxSwitches(): { voluntary: number; nonvoluntary: number } {
+  try {
+    const st = readFileSync('/proc/self/status', 'utf8');
+    const v = /^voluntary_ctxt_switches:\s+(\d+)/m.exec(st);
+    const n = /^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(st);
+    return { voluntary: Number(v?.[1] ?? 0), nonvoluntary: Number(n?.[1] ?? 0) };
+  } catch {
+    return { voluntary: 0, nonvoluntary: 0 };
+  }
+}
+
+/** Index of the first element of `sorted` at or above `x`. */
+function lowerBound(sorted: Float64Array, x: number): number {
+  let lo = 0;
+  let hi = sorted.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (sorted[mid]! < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Replays `run.times` in real time; resolves with the report once the last request is due and served. */
@@ -223,6 +248,22 @@ async function replay(run: RunSpec): Promise<RunReport> {
         }
       }, 50)
     : undefined;
+  // What stalls this process: its GC pauses and its event loop's delay (which includes waiting for a core).
+  const gc = { n: 0, ms: 0, maxMs: 0, major: 0, majorMs: 0 };
+  const gcObs = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      gc.n++;
+      gc.ms += e.duration;
+      if (e.duration > gc.maxMs) gc.maxMs = e.duration;
+      // NODE_PERFORMANCE_GC_MAJOR = 4 (mark-compact)
+      if ((((e as { detail?: { kind?: number } }).detail?.kind ?? 0) & 4) !== 0) {
+        gc.major++;
+        gc.majorMs += e.duration;
+      }
+    }
+  });
+  gcObs.observe({ entryTypes: ['gc'] });
+  const sw0 = ctxSwitches();
   const gs0 = l.stats();
   const cpu0 = process.cpuUsage();
   const wall0 = clock.now();
@@ -289,13 +330,19 @@ async function replay(run: RunSpec): Promise<RunReport> {
       }
       let next = i < n ? run.times[i]! - now : 1;
       if (isoPending) next = Math.min(next, (isoOn < 0 ? run.isolate!.fromMs : run.isolate!.toMs) - now);
-      setTimeout(step, Math.max(0, Math.min(next - 0.5, 50)));
+      // One wake-up per gap: Node's timers count whole ms from a truncated loop time, so a timer set
+      // for the fractional gap (or half a ms under it) often fires just before the request is due and
+      // costs a second wake-up (measured: about two per request). floor + 1 fires at or after it,
+      // at most about a ms late.
+      setTimeout(step, Math.min(Math.floor(next) + 1, 50));
     };
     step();
   });
 
   if (probeTimer !== undefined) clearInterval(probeTimer);
   const cpu = process.cpuUsage(cpu0);
+  gcObs.disconnect();
+  const sw1 = ctxSwitches();
   const wallMs = clock.now() - wall0;
   closeSync(fd);
   for (const x of also) closeSync(x.fd);
@@ -319,6 +366,16 @@ async function replay(run: RunSpec): Promise<RunReport> {
           };
         })()
       : {}),
+    stalls: {
+      gcPauses: gc.n,
+      gcMs: gc.ms,
+      gcMaxMs: gc.maxMs,
+      wakeups: sw1.voluntary - sw0.voluntary,
+      preempted: sw1.nonvoluntary - sw0.nonvoluntary,
+      gcMajor: gc.major,
+      gcMajorMs: gc.majorMs,
+      over20Ms: lateS.length - lowerBound(lateS, 20),
+    },
     cpuPct: wallMs > 0 ? ((cpu.user + cpu.system) / 1000 / wallMs) * 100 : 0,
     wallMs,
     gossip: {

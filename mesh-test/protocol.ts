@@ -82,6 +82,22 @@ export interface RunReport {
   latencyUs: { p50: number; p99: number; p999: number; max: number };
   /** The probe's checks (back to back, so the path is warm), µs; absent without a probe. */
   probeUs?: { n: number; p50: number; p99: number; p999: number; max: number };
+  /**
+   * What stalled the process over the replay: V8's GC pauses (count, total and longest, ms; wall
+   * time, so a pause that waits for a core is longer), the major ones among them, and how many
+   * requests were served more than 20 ms late.
+   */
+  stalls?: {
+    gcPauses: number;
+    gcMs: number;
+    gcMaxMs: number;
+    /** Context switches over the replay (Linux): voluntary (the process slept and woke) and not (preempted). */
+    wakeups: number;
+    preempted: number;
+    gcMajor: number;
+    gcMajorMs: number;
+    over20Ms: number;
+  };
   /** CPU (user + system) over the replay, % of one core. */
   cpuPct: number;
   wallMs: number;
