@@ -115,7 +115,7 @@ function main(): void {
   }
   for (const design of ['naive', 'controlled'] as const) {
     for (const d of DELAYS) rows.push(gossipRow(design, 10, d));
-    for (const g of [5, 25, 50, 100]) rows.push(gossipRow(design, g, 10));
+    for (const g of [5, 25, 50, 100, 250, 500, 1000]) rows.push(gossipRow(design, g, 10));
     for (const loss of [0.05, 0.2]) rows.push(gossipRow(design, 10, 10, { loss }));
     const cut = { node: 0, fromMs: 3000, toMs: 6000 };
     rows.push(gossipRow(design, 10, 10, { cut, fallback: true }));

@@ -130,9 +130,12 @@ export class Rule {
       // longest any live peer has been unseen); what they admitted since is
       // unknown. So the headroom left for the last U ms, L - E_old, is shared
       // by demand, and this node's own admissions in the last U ms may not
-      // exceed its share. Summed over nodes that is at most L.
+      // exceed its share. Summed over nodes that is at most L. A horizon of a window or more
+      // (gossip slower than the window: g, delay or relay hops near W) holds too: nothing peers
+      // admitted inside the window is then known to have reached us, so the whole of L is shared
+      // and each node's admissions over the window stay within its share of it.
       const U = now - core.oldestSent;
-      if (U < p.windowMs) {
+      {
         if (ks.shareStamp !== core.stamp) this.computeShare(ks, rt);
         const tU = now - Math.max(U, 0);
         const cU = Math.floor(tU / rt.bw);
@@ -144,7 +147,9 @@ export class Rule {
         kw.countsSince(cU, since);
         const recentAll = since[0]!;
         let ownRecent = since[1]!;
-        const H = L - est + recentAll;
+        // at most L: with the horizon at or before the window's oldest bucket, `recentAll` counts
+        // that bucket whole where `est` weighs it by the part still inside
+        const H = Math.min(L, L - est + recentAll);
         let allowance = ks.share * H;
         // how spread this policy's keys look from here (see PolicyRuntime.spread: reported only)
         if (ks.peerReporters > 0 || !ks.ownCold)
