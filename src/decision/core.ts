@@ -116,6 +116,8 @@ export class EngineCore {
   private order = 0;
   /** (peer, policy, version) marks already logged. */
   private readonly warnedForeign = new Set<string>();
+  /** Policies (name and window) already warned about slow gossip: see warnSlowGossip. */
+  private readonly warnedSlow = new Set<string>();
 
   constructor(cfg: EngineConfig) {
     this.cfg = cfg;
@@ -182,6 +184,35 @@ export class EngineCore {
       rt.wire = i;
     });
     this.wireTable = this.rtByWire.map((rt) => ({ name: rt.policy.name, version: rt.version }));
+    this.warnSlowGossip();
+  }
+
+  /**
+   * Warns once per policy and window where gossip is slow against the window: a peer's newest
+   * admissions can go unheard for about g + D (one interval until sent, D on the way, more
+   * through relays), and where that is half the window or more, a key whose demand starts on
+   * many nodes at once is shared on views that disagree for much of the window (measured on
+   * the seed trace, a warm mesh: L + 5.9 % at 8 nodes with g = W / 2, L + 7.3 % at 32 relay
+   * nodes with g + D = 0.94 W; within L + 0.7 % below half a window; docs/scale.md).
+   */
+  private warnSlowGossip(): void {
+    const horizon = this.cfg.gossipIntervalMs + this.cfg.dataDelayMs;
+    for (const rt of this.rtByWire) {
+      const p = rt.policy;
+      if (p.windowMs >= 2 * horizon) continue;
+      const said = `slow\u0000${p.name}\u0000${p.windowMs}`;
+      if (this.warnedSlow.has(said)) continue;
+      this.warnedSlow.add(said);
+      this.cfg.logger?.warn(
+        {
+          policy: p.name,
+          windowMs: p.windowMs,
+          gossipIntervalMs: this.cfg.gossipIntervalMs,
+          dataDelayMs: this.cfg.dataDelayMs,
+        },
+        'ratemesh policy window is under twice the gossip horizon (gossipIntervalMs + data delay): bursts that start on many nodes at once can pass its limit by several percent; lower gossipIntervalMs or lengthen the window',
+      );
+    }
   }
 
   /** Window-derived bounds: the longest window, how long departed peers are kept, the ignore period. */

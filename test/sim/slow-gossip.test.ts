@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { Engine } from '../../src/decision/engine.js';
 import { slidingLogAdmits, worstRolling } from '../../src/sim/metrics.js';
 import { Prng } from '../../src/sim/prng.js';
 import { Simulator } from '../../src/sim/simulator.js';
@@ -64,4 +66,46 @@ describe('controlled rule: gossip as slow as the window', () => {
       }
     });
   }
+});
+
+describe('engine: a warning where gossip is slow against a policy window', () => {
+  const global = (name: string, windowMs: number) => ({ name, limit: 100, windowMs, buckets: 10 });
+
+  it('warns once per such policy, names it, and not for windows of twice the horizon or more', () => {
+    const warned: Record<string, unknown>[] = [];
+    // horizon g + D = 500 + 10: the 1 s window is under twice it, the 1,020 ms one is not
+    const e = new Engine({
+      gossipIntervalMs: 500,
+      expectedDelayMs: 10,
+      policies: [
+        global('short', 1000),
+        global('long', 1020),
+        { name: 'mine', limit: 10, windowMs: 100, scope: 'local' as const },
+      ],
+      clock: new ManualClock(1_700_000_000_000),
+      logger: { warn: (o) => warned.push(o as Record<string, unknown>) },
+    });
+    expect(warned.map((w) => w.policy)).toEqual(['short']);
+    expect(warned[0]).toMatchObject({ windowMs: 1000, gossipIntervalMs: 500, dataDelayMs: 10 });
+    // the same policies again: no second warning
+    e.replacePolicies([global('short', 1000), global('long', 1020)]);
+    expect(warned).toHaveLength(1);
+    // a short window that a replacement brings in is warned about then
+    e.replacePolicies([global('short', 1000), global('new', 600)]);
+    expect(warned.map((w) => w.policy)).toEqual(['short', 'new']);
+  });
+
+  it('counts relay hops in the horizon', () => {
+    const warned: unknown[] = [];
+    // g = 100, d = 10, 5 hops: D = 10 + 5 × 60 = 310, horizon 410; W = 800 is under twice it
+    new Engine({
+      gossipIntervalMs: 100,
+      expectedDelayMs: 10,
+      relayHops: 5,
+      policies: [global('p', 800)],
+      clock: new ManualClock(1_700_000_000_000),
+      logger: { warn: (o) => warned.push(o) },
+    });
+    expect(warned).toHaveLength(1);
+  });
 });
