@@ -196,6 +196,11 @@ export class KeyWindow {
     this.ownFull += cost;
   }
 
+  /** True when this node offered any cost in the window, the partly weighted oldest bucket included. */
+  hasOffered(): boolean {
+    return this.offeredFull > 0 || this.offered[this.oldest]! > 0;
+  }
+
   /** Record own offered cost in the current bucket (call after roll). */
   addOffered(cost: number): void {
     const s = this.curSlot;

@@ -124,6 +124,8 @@ export class Gossip {
         if (rt.policy.routing === 'spread') recordSentDemand(ks, e.demand, now, core.cfg.dataDelayMs);
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;
+        if (!(e.demand > 0)) ks.claimAt = Number.POSITIVE_INFINITY;
+        else if (ks.claimAt === Number.POSITIVE_INFINITY) ks.claimAt = now;
         ks.unsynced = 0;
         ks.pending = false;
         ks.sentTick = tick;

@@ -57,6 +57,12 @@ export class KeyState {
   sentMinB = Number.POSITIVE_INFINITY;
   sentLastB = -1;
   sentOld = 0;
+  /**
+   * When (ours) our gossip first carried a demand for this key since our demand for it last
+   * started (+Infinity: not yet). Where gossip is slow against the window, the claim counts for
+   * at most an equal share until every live peer has reported since it could hold it.
+   */
+  claimAt = Number.POSITIVE_INFINITY;
   /** When (ours) the last gossip carried this key's demand. */
   sentDemandAt = Number.NEGATIVE_INFINITY;
   /** Gossip: the sequence number of the message that last carried it (-1: never). */
