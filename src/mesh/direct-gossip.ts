@@ -29,7 +29,15 @@ import {
   SIG_BYTES,
   writeSeq,
 } from './relay-batch.js';
-import { checkMac, findMac, type MacPeer, macDigest, macList, RelayMacs } from './relay-mac.js';
+import {
+  checkMac,
+  DEFAULT_RELAY_MAC_PEERS,
+  findMac,
+  type MacPeer,
+  macDigest,
+  macList,
+  RelayMacs,
+} from './relay-mac.js';
 import { SeqWindow } from './seq-window.js';
 
 /**
@@ -51,8 +59,8 @@ const FRAME_WANT_SIGNATURES = 5;
 const FRAME_FEATURES = 8;
 /** Reads relay batches with MAC lists (kind 7). */
 const FEATURE_BATCH_MAC = 1;
-/** Members whose MAC keys an origin puts in its items (more are checked by signature). */
-export const DEFAULT_RELAY_MAC_PEERS = 64;
+
+export { DEFAULT_RELAY_MAC_PEERS } from './relay-mac.js';
 /** Largest relayMacPeers. */
 export const MAX_RELAY_MAC_PEERS = 1_024;
 /** MAC keys made a second at most (each an X25519 and a point conversion, ~0.4 ms). */

@@ -31,6 +31,9 @@ import { varintLength, writeVarint } from './frame-decoder.js';
 
 /** Bytes of one MAC list entry: the receiver's tag (u32 big-endian) and its MAC. */
 export const MAC_ENTRY_BYTES = 12;
+
+/** Members whose MAC keys an origin puts in its items (more are checked by signature). */
+export const DEFAULT_RELAY_MAC_PEERS = 64;
 /** Bytes of a MAC (SHA-256 truncated: a forgery succeeds with probability 2^-64 per try). */
 export const MAC_BYTES = 8;
 /** Most entries a list may hold on the wire. */

@@ -1,6 +1,8 @@
 import type { Clock } from '../clock.js';
 import { expectedRelayHops } from '../decision/constants.js';
 import { Engine, type EngineOptions } from '../decision/engine.js';
+import { varintLength } from '../mesh/frame-decoder.js';
+import { DEFAULT_RELAY_MAC_PEERS, MAC_ENTRY_BYTES } from '../mesh/relay-mac.js';
 import type { Decision, PolicySpec } from '../types.js';
 import { EventQueue } from './event-queue.js';
 import { Prng } from './prng.js';
@@ -49,13 +51,21 @@ export interface SimOptions {
    * holding its own message and every origin's message it learned since its last tick
    * (the newest of each origin only), less what the target certainly holds (its own
    * messages, and those it sent this node); a receiver merges what is newer than it holds.
-   * Relayed copies reach the engine marked as such (no clock-offset sample).
+   * Relayed copies reach the engine marked as such (no clock-offset sample). `macPeers`: each
+   * item also carries its origin's MAC list, one 12-byte entry per other member up to this many
+   * (the live mesh's relayMacPeers, default 64; 0: none), counted in the bytes only.
    */
-  relay?: { fanout: number };
+  relay?: { fanout: number; macPeers?: number };
 }
 
 /** Bytes an origin's message costs inside a relay batch beyond its own: a signature, an origin reference, framing. */
 export const RELAY_ITEM_OVERHEAD = 64 + 4 + 2;
+
+/** Bytes of an item's MAC list among `nodes` members (the live kind 7 frame): its count (a uvarint) and the entries. */
+export function macListBytes(nodes: number, macPeers = DEFAULT_RELAY_MAC_PEERS): number {
+  const c = Math.max(0, Math.min(nodes - 1, macPeers));
+  return varintLength(c) + c * MAC_ENTRY_BYTES;
+}
 
 interface RelayItem {
   origin: number;
@@ -313,10 +323,10 @@ export class Simulator {
         }
       }
     };
+    const perItem = RELAY_ITEM_OVERHEAD + macListBytes(n, this.opts.relay!.macPeers);
     for (const to of picked) {
       let size = 4;
-      for (let k = 0; k < items.length; k++)
-        if (!skip(k, to)) size += items[k]!.bytes.length + RELAY_ITEM_OVERHEAD;
+      for (let k = 0; k < items.length; k++) if (!skip(k, to)) size += items[k]!.bytes.length + perItem;
       if (size > this.maxMessageBytes) this.maxMessageBytes = size;
       this.send(node, to, size, deliver);
     }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { expectedRelayHops } from '../../src/decision/constants.js';
 import { slidingLogAdmits, worstRolling } from '../../src/sim/metrics.js';
 import { Prng } from '../../src/sim/prng.js';
-import { type Cut, type SimOptions, Simulator } from '../../src/sim/simulator.js';
+import { type Cut, macListBytes, type SimOptions, Simulator } from '../../src/sim/simulator.js';
 import type { Decision } from '../../src/types.js';
 
 /** bench:scale's nodes series, shorter: one key, L = 1000 per 1 s, k = 50, 2,000 req/s uniform, g = 100, d = 10. */
@@ -138,5 +138,40 @@ describe('relay (each node sends one batch a tick to f = 4 random peers)', () =>
     expect(hops.views).toBeGreaterThan(0);
     expect(hops.staleViews).toBe(0);
     expect(oneHop.staleViews).toBeGreaterThan(0);
+  });
+});
+
+describe('relay bytes: the MAC lists of the live kind 7 frame', () => {
+  it('one 12-byte entry per other member up to relayMacPeers, after a uvarint count', () => {
+    expect(macListBytes(8)).toBe(1 + 7 * 12);
+    expect(macListBytes(1024)).toBe(1 + 64 * 12);
+    expect(macListBytes(1024, 1024)).toBe(2 + 1023 * 12);
+    expect(macListBytes(8, 0)).toBe(1);
+    expect(macListBytes(1)).toBe(1);
+  });
+
+  it('count in the bytes a relay mesh delivers, and change nothing else', () => {
+    const run = (macPeers: number) => {
+      const sim = new Simulator({
+        nodes: 8,
+        policies: [{ name: 'p', limit: 100, windowMs: 1000, buckets: 10 }],
+        gossipIntervalMs: 100,
+        delayMs: 10,
+        seed: 5,
+        relay: { fanout: 3, macPeers },
+      });
+      let admitted = 0;
+      for (let t = 0; t < 3000; t += 5) {
+        sim.runUntil(t);
+        if (sim.request((t / 5) % 8, 'p', 'k').allowed) admitted++;
+      }
+      return { admitted, delivered: sim.delivered, bytes: sim.deliveredBytes };
+    };
+    const none = run(0);
+    const all = run(64);
+    expect(all.admitted).toBe(none.admitted);
+    expect(all.delivered).toBe(none.delivered);
+    // every delivered batch carries at least one item, each 7 × 12 bytes more
+    expect(all.bytes - none.bytes).toBeGreaterThanOrEqual(all.delivered * 7 * 12);
   });
 });
