@@ -124,8 +124,16 @@ export class Gossip {
         if (rt.policy.routing === 'spread') recordSentDemand(ks, e.demand, now, core.cfg.dataDelayMs);
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;
-        if (!(e.demand > 0)) ks.claimAt = Number.POSITIVE_INFINITY;
-        else if (ks.claimAt === Number.POSITIVE_INFINITY) ks.claimAt = now;
+        if (rt.slow) {
+          // a claim to confirm: demand after the key was idle, or more than twice the last confirmed
+          if (!(e.demand > 0)) {
+            ks.claimAt = Number.POSITIVE_INFINITY;
+            ks.claimBase = 0;
+          } else if (ks.claimAt === Number.POSITIVE_INFINITY && e.demand > 2 * ks.claimBase) {
+            ks.claimAt = now;
+            ks.claimValue = e.demand;
+          }
+        }
         ks.unsynced = 0;
         ks.pending = false;
         ks.sentTick = tick;

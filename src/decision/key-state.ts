@@ -58,11 +58,15 @@ export class KeyState {
   sentLastB = -1;
   sentOld = 0;
   /**
-   * When (ours) our gossip first carried a demand for this key since our demand for it last
-   * started (+Infinity: not yet). Where gossip is slow against the window, the claim counts for
-   * at most an equal share until every live peer has reported since it could hold it.
+   * Where gossip is slow against the window (PolicyRuntime.slow): when (ours) our gossip carried
+   * a claim not yet confirmed (+Infinity: none), a demand for the key after it was idle or more
+   * than twice that of our last confirmed claim. Until every live peer has reported since it
+   * could reach them, the claim counts for at most an equal share (Rule.evaluate).
    */
   claimAt = Number.POSITIVE_INFINITY;
+  /** The demand our claim carried when it was made (claimAt), and that of the last one confirmed. */
+  claimValue = 0;
+  claimBase = 0;
   /** When (ours) the last gossip carried this key's demand. */
   sentDemandAt = Number.NEGATIVE_INFINITY;
   /** Gossip: the sequence number of the message that last carried it (-1: never). */

@@ -91,8 +91,11 @@ export class Rule {
     // weight of the oldest bucket still inside the window
     // the fraction from the bucket start, not from now / bw: exact at epoch-sized times
     const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
-    // our demand for the key starts afresh: a claim of it is not yet sent
-    if (!kw.hasOffered()) ks.claimAt = Number.POSITIVE_INFINITY;
+    // slow gossip: our demand for the key starts afresh, so its next claim is new (see claimAt)
+    if (rt.slow && !kw.hasOffered()) {
+      ks.claimAt = Number.POSITIVE_INFINITY;
+      ks.claimBase = 0;
+    }
     kw.addOffered(cost);
     core.touch(ks);
     out.resetMs = kw.hasCounts() ? Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now) : 0;
@@ -153,12 +156,6 @@ export class Rule {
         // that bucket whole where `est` weighs it by the part still inside
         const H = Math.min(L, L - est + recentAll);
         let allowance = ks.share * H;
-        // Gossip slow against the window: nodes on which a key's demand starts at once each
-        // claim it before hearing the others' claims, and for much of the window. Until every
-        // live peer has reported since our claim could reach it, the claim counts for at most
-        // an equal share; a peer starting later then hears ours.
-        if (rt.slow && core.oldestSent < ks.claimAt + core.cfg.dataDelayMs)
-          allowance = Math.min(ks.share, 1 / ks.sharers) * H;
         // how spread this policy's keys look from here (see PolicyRuntime.spread: reported only)
         if (ks.peerReporters > 0 || !ks.ownCold)
           rt.spread += ((ks.peerReporters > 0 ? 1 : 0) - rt.spread) * SPREAD_RATE;
@@ -170,6 +167,16 @@ export class Rule {
           const need = (COLD_NEED_MARGIN * ks.demandAll * Math.max(U, 0)) / p.windowMs;
           const q = Math.max(0, H - need) / ks.sharers;
           allowance = ks.ownCold ? q : ks.share * (H - ks.cold * q);
+        }
+        // Gossip slow against the window: nodes on which a key's demand starts or jumps at once
+        // each claim it before hearing the others' claims, and for much of the window. Until
+        // every live peer has reported since our claim could reach it, the claim counts for at
+        // most an equal share; a peer whose demand rises later then hears ours.
+        if (ks.claimAt !== Number.POSITIVE_INFINITY) {
+          if (core.oldestSent >= ks.claimAt + core.cfg.dataDelayMs) {
+            ks.claimAt = Number.POSITIVE_INFINITY;
+            ks.claimBase = ks.claimValue;
+          } else if (allowance > H / ks.sharers) allowance = Math.min(ks.share, 1 / ks.sharers) * H;
         }
         if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
           // Slices of a few units (L/N small: a login limit on a large service): the window's
