@@ -216,6 +216,7 @@ export class EngineCore {
       if (!rt.slow) continue;
       const said = `slow\u0000${p.name}\u0000${p.windowMs}`;
       if (this.warnedSlow.has(said)) continue;
+      if (this.warnedSlow.size >= 4096) this.warnedSlow.clear();
       this.warnedSlow.add(said);
       this.cfg.logger?.warn(
         {
