@@ -163,7 +163,8 @@ export class EngineCore {
       foreignAt: [],
       foreignVer: [],
       spread: 0,
-      slow: policy.scope !== 'local' && this.slowGossip(policy),
+      // the guard on new claims is the controlled rule's; the warning is for every global policy
+      slow: policy.scope !== 'local' && policy.overAdmission === 'controlled' && this.slowGossip(policy),
     } as unknown as PolicyRuntime;
     rt.windows = new KeyStore<KeyState>(this.budget, {
       isExpired: (ks) => this.windowExpired(rt, ks),
@@ -213,7 +214,7 @@ export class EngineCore {
   private warnSlowGossip(): void {
     for (const rt of this.rtByWire) {
       const p = rt.policy;
-      if (!rt.slow) continue;
+      if (!this.slowGossip(p)) continue;
       const said = `slow\u0000${p.name}\u0000${p.windowMs}`;
       if (this.warnedSlow.has(said)) continue;
       if (this.warnedSlow.size >= 4096) this.warnedSlow.clear();
