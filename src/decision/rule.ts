@@ -140,58 +140,56 @@ export class Rule {
       // admitted inside the window is then known to have reached us, so the whole of L is shared
       // and each node's admissions over the window stay within its share of it.
       const U = now - core.oldestSent;
-      {
-        if (ks.shareStamp !== core.stamp) this.computeShare(ks, rt);
-        const tU = now - Math.max(U, 0);
-        const cU = Math.floor(tU / rt.bw);
-        // In the bucket that straddles the horizon, peers' counts count wholly
-        // as old (they may all precede the horizon; when the limit closes they
-        // do, and a pro-rata split would under-count E_old) and our own wholly
-        // as recent (they may all follow it). Both err on the safe side.
-        const since = this.since;
-        kw.countsSince(cU, since);
-        const recentAll = since[0]!;
-        let ownRecent = since[1]!;
-        // at most L: with the horizon at or before the window's oldest bucket, `recentAll` counts
-        // that bucket whole where `est` weighs it by the part still inside
-        const H = Math.min(L, L - est + recentAll);
-        let allowance = ks.share * H;
-        // how spread this policy's keys look from here (see PolicyRuntime.spread: reported only)
-        if (ks.peerReporters > 0 || !ks.ownCold)
-          rt.spread += ((ks.peerReporters > 0 ? 1 : 0) - rt.spread) * SPREAD_RATE;
-        if (ks.cold > 0) {
-          // Thin slices with sharers whose demand is not heard (cold), on a policy whose keys the
-          // load balancer spreads: each keeps an equal slice of the headroom the reporters'
-          // demand leaves unused over the horizon, and the reporters split the rest by demand
-          // (see computeShare).
-          const need = (COLD_NEED_MARGIN * ks.demandAll * Math.max(U, 0)) / p.windowMs;
-          const q = Math.max(0, H - need) / ks.sharers;
-          allowance = ks.ownCold ? q : ks.share * (H - ks.cold * q);
-        }
-        // Gossip slow against the window: nodes on which a key's demand starts or jumps at once
-        // each claim it before hearing the others' claims, and for much of the window. Until
-        // every live peer has reported since our claim could reach it, the claim counts for at
-        // most an equal share; a peer whose demand rises later then hears ours.
-        if (ks.claimAt !== Number.POSITIVE_INFINITY) {
-          if (core.oldestSent >= ks.claimAt + core.cfg.dataDelayMs) {
-            ks.claimAt = Number.POSITIVE_INFINITY;
-            ks.claimBase = ks.claimValue;
-          } else if (allowance > H / ks.sharers) allowance = Math.min(ks.share, 1 / ks.sharers) * H;
-        }
-        if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
-          // Slices of a few units (L/N small: a login limit on a large service): the window's
-          // L is dealt in whole units over the sharers' slices, and this node's own admissions
-          // over the whole window may not pass the units in its slice (see wholeUnits). Only
-          // on a view whose slices have not changed for a window: each node then admitted
-          // all its window's counts under the slices every node now uses.
-          kw.countsSince(kw.cur - p.buckets, since);
-          ownRecent = since[1]!;
-          allowance = ks.unitsHi - ks.unitsLo;
-        }
-        if (ownRecent + cost > allowance) {
-          deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), core.cfg.gossipIntervalMs);
-          return;
-        }
+      if (ks.shareStamp !== core.stamp) this.computeShare(ks, rt);
+      const tU = now - Math.max(U, 0);
+      const cU = Math.floor(tU / rt.bw);
+      // In the bucket that straddles the horizon, peers' counts count wholly
+      // as old (they may all precede the horizon; when the limit closes they
+      // do, and a pro-rata split would under-count E_old) and our own wholly
+      // as recent (they may all follow it). Both err on the safe side.
+      const since = this.since;
+      kw.countsSince(cU, since);
+      const recentAll = since[0]!;
+      let ownRecent = since[1]!;
+      // at most L: with the horizon at or before the window's oldest bucket, `recentAll` counts
+      // that bucket whole where `est` weighs it by the part still inside
+      const H = Math.min(L, L - est + recentAll);
+      let allowance = ks.share * H;
+      // how spread this policy's keys look from here (see PolicyRuntime.spread: reported only)
+      if (ks.peerReporters > 0 || !ks.ownCold)
+        rt.spread += ((ks.peerReporters > 0 ? 1 : 0) - rt.spread) * SPREAD_RATE;
+      if (ks.cold > 0) {
+        // Thin slices with sharers whose demand is not heard (cold), on a policy whose keys the
+        // load balancer spreads: each keeps an equal slice of the headroom the reporters'
+        // demand leaves unused over the horizon, and the reporters split the rest by demand
+        // (see computeShare).
+        const need = (COLD_NEED_MARGIN * ks.demandAll * Math.max(U, 0)) / p.windowMs;
+        const q = Math.max(0, H - need) / ks.sharers;
+        allowance = ks.ownCold ? q : ks.share * (H - ks.cold * q);
+      }
+      // Gossip slow against the window: nodes on which a key's demand starts or jumps at once
+      // each claim it before hearing the others' claims, and for much of the window. Until
+      // every live peer has reported since our claim could reach it, the claim counts for at
+      // most an equal share; a peer whose demand rises later then hears ours.
+      if (ks.claimAt !== Number.POSITIVE_INFINITY) {
+        if (core.oldestSent >= ks.claimAt + core.cfg.dataDelayMs) {
+          ks.claimAt = Number.POSITIVE_INFINITY;
+          ks.claimBase = ks.claimValue;
+        } else if (allowance > H / ks.sharers) allowance = Math.min(ks.share, 1 / ks.sharers) * H;
+      }
+      if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
+        // Slices of a few units (L/N small: a login limit on a large service): the window's
+        // L is dealt in whole units over the sharers' slices, and this node's own admissions
+        // over the whole window may not pass the units in its slice (see wholeUnits). Only
+        // on a view whose slices have not changed for a window: each node then admitted
+        // all its window's counts under the slices every node now uses.
+        kw.countsSince(kw.cur - p.buckets, since);
+        ownRecent = since[1]!;
+        allowance = ks.unitsHi - ks.unitsLo;
+      }
+      if (ownRecent + cost > allowance) {
+        deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), core.cfg.gossipIntervalMs);
+        return;
       }
     }
     if (!this.frontAllows(rt, ks, cost, now, out, 'global')) return;
