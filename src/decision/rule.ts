@@ -170,12 +170,17 @@ export class Rule {
       // Gossip slow against the window: nodes on which a key's demand starts or jumps at once
       // each claim it before hearing the others' claims, and for much of the window. Until
       // every live peer has reported since our claim could reach it, the claim counts for at
-      // most an equal share; a peer whose demand rises later then hears ours.
+      // most an equal share; a peer whose demand rises later then hears ours. Not where an
+      // equal share of the headroom is under one unit: it would admit nothing, and there the
+      // whole units of a settled view decide (below). Measured on 1,024 relay nodes (bench:scale),
+      // where each node sees two requests a second and nearly each is a new claim: 0.17 of the
+      // exact limiter with the guard there, 0.38 without, the worst 1 s under L by 382.
       if (ks.claimAt !== Number.POSITIVE_INFINITY) {
         if (core.oldestSent >= ks.claimAt + core.cfg.dataDelayMs) {
           ks.claimAt = Number.POSITIVE_INFINITY;
           ks.claimBase = ks.claimValue;
-        } else if (allowance > H / ks.sharers) allowance = Math.min(ks.share, 1 / ks.sharers) * H;
+        } else if (allowance > H / ks.sharers && H >= ks.sharers)
+          allowance = Math.min(ks.share, 1 / ks.sharers) * H;
       }
       if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
         // Slices of a few units (L/N small: a login limit on a large service): the window's
