@@ -243,6 +243,18 @@ export class DaemonMetrics {
         for (const [policy, value] of Object.entries(spread)) this.set({ policy }, num(value));
       },
     });
+    new Gauge({
+      name: 'ratemesh_policy_slow_gossip',
+      help:
+        'Per global policy whose window is under twice the gossip horizon (gossip interval plus the data age on ' +
+        'arrival): 1. There bursts on many nodes at once can pass its limit by a few percent.',
+      labelNames: ['policy'],
+      registers,
+      collect() {
+        this.reset();
+        for (const policy of stats()?.engine.slowGossip ?? []) this.set({ policy }, 1);
+      },
+    });
     new Counter({
       name: 'ratemesh_gossip_capped_total',
       help: 'Peer counts capped because the origin could not have admitted that much.',

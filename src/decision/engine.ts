@@ -464,7 +464,16 @@ export class Engine implements RateLimiter {
     for (const rt of core.rtByWire)
       if (rt.policy.overAdmission === 'controlled')
         spread[rt.policy.name] = Math.round(rt.spread * 1000) / 1000;
-    return { ...c, byMode: { ...c.byMode }, dropped: { ...c.dropped }, foreignVersion: fv, spread };
+    const slowGossip: string[] = [];
+    for (const rt of core.rtByWire) if (core.slowGossip(rt.policy)) slowGossip.push(rt.policy.name);
+    return {
+      ...c,
+      byMode: { ...c.byMode },
+      dropped: { ...c.dropped },
+      foreignVersion: fv,
+      spread,
+      slowGossip,
+    };
   }
 
   /** This node's estimate of the global count for a key now (for tests and tools). */

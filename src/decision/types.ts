@@ -56,6 +56,12 @@ export interface EngineStats {
    * policy's `routing: spread` fits; it decides nothing.
    */
   spread: Record<string, number>;
+  /**
+   * Global policies whose window is under twice the gossip horizon (g plus the data's age on
+   * arrival): there bursts on many nodes at once can pass the limit by a few percent, and a new
+   * claim of demand waits at an equal share (the engine also warns once per policy).
+   */
+  slowGossip: string[];
 }
 
 /** What {@link Engine.replacePolicies} did, by policy name. */
@@ -111,5 +117,6 @@ export function emptyEngineStats(): EngineStats {
     foreignEntries: 0,
     policyReplacements: 0,
     spread: {},
+    slowGossip: [],
   };
 }

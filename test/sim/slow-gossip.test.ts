@@ -230,12 +230,14 @@ describe('engine: a warning where gossip is slow against a policy window', () =>
     });
     expect(warned.map((w) => w.policy)).toEqual(['short']);
     expect(warned[0]).toMatchObject({ windowMs: 1000, gossipIntervalMs: 500, dataDelayMs: 10 });
+    expect(e.stats().slowGossip).toEqual(['short']);
     // the same policies again: no second warning
     e.replacePolicies([global('short', 1000), global('long', 1020)]);
     expect(warned).toHaveLength(1);
     // a short window that a replacement brings in is warned about then
     e.replacePolicies([global('short', 1000), global('new', 600)]);
     expect(warned.map((w) => w.policy)).toEqual(['short', 'new']);
+    expect(e.stats().slowGossip).toEqual(['new', 'short']);
   });
 
   it('counts relay hops in the horizon', () => {
