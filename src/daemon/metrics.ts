@@ -247,7 +247,7 @@ export class DaemonMetrics {
       name: 'ratemesh_policy_slow_gossip',
       help:
         'Per global policy whose window is under twice the gossip horizon (gossip interval plus the data age on ' +
-        'arrival): 1. There bursts on many nodes at once can pass its limit by a few percent.',
+        'arrival): 1. There bursts on many nodes at once can pass its limit (controlled: by a few percent).',
       labelNames: ['policy'],
       registers,
       collect() {

@@ -207,9 +207,10 @@ export class EngineCore {
 
   /**
    * Warns once per policy and window where gossip is slow (see {@link slowGossip}). Measured on
-   * the seed trace, a warm mesh (bench:slow-gossip): without the guard on fresh claims, L + 5.9 %
-   * at 8 nodes with g = W / 2 and L + 7.3 % at 32 relay nodes with g + D = 0.94 W; with it,
-   * within L + 1 % there and L + 3.4 % at g = W; L + 0.7 % or less below half a window.
+   * the seed trace, a warm mesh (bench:slow-gossip), controlled: without the guard on new claims
+   * (at e28dda4), L + 5.9 % at 8 nodes with g = W / 2 and L + 7.3 % at 32 relay nodes with
+   * g + D = 0.94 W; with it, within L + 1 % there and L + 3.4 % at g = W; L + 0.7 % or less
+   * below half a window. Naive policies are warned about too (they have no guard).
    */
   private warnSlowGossip(): void {
     for (const rt of this.rtByWire) {
@@ -226,7 +227,7 @@ export class EngineCore {
           gossipIntervalMs: this.cfg.gossipIntervalMs,
           dataDelayMs: this.cfg.dataDelayMs,
         },
-        'ratemesh policy window is under twice the gossip horizon (gossipIntervalMs + data delay): new demand for a key counts for an equal share until every peer has heard it, and views that stay apart for much of the window can pass the limit by a few percent; lower gossipIntervalMs or lengthen the window',
+        'ratemesh policy window is under twice the gossip horizon (gossipIntervalMs + data delay): views of the peers are a large part of the window old, so bursts on many nodes at once can pass the limit (overAdmission controlled: by a few percent, new demand counting for an equal share until every peer has heard it; naive: by much more); lower gossipIntervalMs or lengthen the window',
       );
     }
   }

@@ -58,8 +58,9 @@ export interface EngineStats {
   spread: Record<string, number>;
   /**
    * Global policies whose window is under twice the gossip horizon (g plus the data's age on
-   * arrival): there bursts on many nodes at once can pass the limit by a few percent, and a new
-   * claim of demand waits at an equal share (the engine also warns once per policy).
+   * arrival): there bursts on many nodes at once can pass the limit, controlled ones by a few
+   * percent (a new claim of demand waits at an equal share), naive ones by much more. The
+   * engine also warns once per policy.
    */
   slowGossip: string[];
 }
