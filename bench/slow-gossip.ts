@@ -10,20 +10,13 @@
  *   npx tsx bench/slow-gossip.ts
  */
 import { liveTrace } from '../mesh-test/accuracy.js';
+import { SEED_POLICY } from '../mesh-test/harness.js';
 import { dataDelayMs, expectedRelayHops } from '../src/decision/constants.js';
 import { worstRolling } from '../src/sim/metrics.js';
 import { Simulator } from '../src/sim/simulator.js';
-import type { PolicySpec } from '../src/types.js';
 import { printTable } from './table.js';
 
-const POLICY: PolicySpec = {
-  name: 'seed',
-  limit: 1000,
-  windowMs: 1000,
-  buckets: 50,
-  overAdmission: 'controlled',
-  fallback: true,
-};
+const POLICY = SEED_POLICY;
 const WARM_MS = 3000;
 const D = 10;
 

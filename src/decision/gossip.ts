@@ -13,7 +13,7 @@ import { FLOOR } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import type { KeyState } from './key-state.js';
-import { CLAIM_RISE, recordSentDemand } from './key-state.js';
+import { recordClaim, recordSentDemand } from './key-state.js';
 import { appliedOffset, type PeerState, sampleOffset } from './peers.js';
 import type { ReceiveResult } from './types.js';
 
@@ -124,22 +124,7 @@ export class Gossip {
         if (rt.policy.routing === 'spread') recordSentDemand(ks, e.demand, now, core.cfg.dataDelayMs);
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;
-        if (rt.slow) {
-          // A claim to confirm (Rule.evaluate): demand after the key was idle, or more than
-          // CLAIM_RISE times the last confirmed or the pending claim (which then starts over).
-          // The base follows demand down, so a rise after a lull is a claim too.
-          const v = e.demand;
-          if (!(v > 0)) {
-            ks.claimAt = Number.POSITIVE_INFINITY;
-            ks.claimBase = 0;
-          } else {
-            if (v < ks.claimBase) ks.claimBase = v;
-            if (v > CLAIM_RISE * (ks.claimAt === Number.POSITIVE_INFINITY ? ks.claimBase : ks.claimValue)) {
-              ks.claimAt = now;
-              ks.claimValue = v;
-            }
-          }
-        }
+        if (rt.slow) recordClaim(ks, e.demand, now);
         ks.unsynced = 0;
         ks.pending = false;
         ks.sentTick = tick;

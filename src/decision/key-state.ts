@@ -167,3 +167,39 @@ export function heldDemand(ks: KeyState, now: number, lag: number): number {
   if (q === ks.sentEpoch + 1) return Math.min(ks.sentLastB >= 0 ? ks.sentLastB : ks.sentOld, ks.sentMinA);
   return Math.min(ks.sentOld, ks.sentMinB, ks.sentMinA);
 }
+
+/**
+ * Slow gossip: records our demand report `v` sent at `t` (our time). A claim to confirm: demand
+ * after the key was idle, or more than CLAIM_RISE times the base (the last confirmed claim's) or
+ * the pending claim's, which then starts over. The base follows demand down, so a rise after a
+ * lull is a claim too.
+ */
+export function recordClaim(ks: KeyState, v: number, t: number): void {
+  if (!(v > 0)) {
+    dropClaims(ks);
+    return;
+  }
+  if (v < ks.claimBase) ks.claimBase = v;
+  if (v > CLAIM_RISE * (ks.claimAt === Number.POSITIVE_INFINITY ? ks.claimBase : ks.claimValue)) {
+    ks.claimAt = t;
+    ks.claimValue = v;
+  }
+}
+
+/** Slow gossip: our demand for the key starts afresh, so its next claim is new. */
+export function dropClaims(ks: KeyState): void {
+  ks.claimAt = Number.POSITIVE_INFINITY;
+  ks.claimBase = 0;
+}
+
+/**
+ * Slow gossip: whether a claim is still unconfirmed at `oldestSent` (the oldest of the live
+ * peers' newest data); one `lag` (the data's age on arrival) past it is confirmed here.
+ */
+export function claimPending(ks: KeyState, oldestSent: number, lag: number): boolean {
+  if (ks.claimAt === Number.POSITIVE_INFINITY) return false;
+  if (oldestSent < ks.claimAt + lag) return true;
+  ks.claimAt = Number.POSITIVE_INFINITY;
+  ks.claimBase = ks.claimValue;
+  return false;
+}

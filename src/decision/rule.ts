@@ -1,7 +1,7 @@
 import { validateKey } from '../keys/key.js';
 import type { DecisionMode, DecisionRule } from '../types.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
-import { heldDemand, type KeyState, type LocalKeyState } from './key-state.js';
+import { claimPending, dropClaims, heldDemand, type KeyState, type LocalKeyState } from './key-state.js';
 
 /** Scratch result of evaluating one (policy, key). */
 export interface Eval {
@@ -92,10 +92,7 @@ export class Rule {
     // the fraction from the bucket start, not from now / bw: exact at epoch-sized times
     const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
     // slow gossip: our demand for the key starts afresh, so its next claim is new (see claimAt)
-    if (rt.slow && !kw.hasOffered()) {
-      ks.claimAt = Number.POSITIVE_INFINITY;
-      ks.claimBase = 0;
-    }
+    if (rt.slow && !kw.hasOffered()) dropClaims(ks);
     kw.addOffered(cost);
     core.touch(ks);
     out.resetMs = kw.hasCounts() ? Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now) : 0;
@@ -175,13 +172,12 @@ export class Rule {
       // whole units of a settled view decide (below). Measured on 1,024 relay nodes (bench:scale),
       // where each node sees two requests a second and nearly each is a new claim: 0.17 of the
       // exact limiter with the guard there, 0.38 without, the worst 1 s under L by 382.
-      if (ks.claimAt !== Number.POSITIVE_INFINITY) {
-        if (core.oldestSent >= ks.claimAt + core.cfg.dataDelayMs) {
-          ks.claimAt = Number.POSITIVE_INFINITY;
-          ks.claimBase = ks.claimValue;
-        } else if (allowance > H / ks.sharers && H >= ks.sharers)
-          allowance = Math.min(ks.share, 1 / ks.sharers) * H;
-      }
+      if (
+        claimPending(ks, core.oldestSent, core.cfg.dataDelayMs) &&
+        allowance > H / ks.sharers &&
+        H >= ks.sharers
+      )
+        allowance = Math.min(ks.share, 1 / ks.sharers) * H;
       if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
         // Slices of a few units (L/N small: a login limit on a large service): the window's
         // L is dealt in whole units over the sharers' slices, and this node's own admissions

@@ -60,7 +60,6 @@ const FRAME_FEATURES = 8;
 /** Reads relay batches with MAC lists (kind 7). */
 const FEATURE_BATCH_MAC = 1;
 
-export { DEFAULT_RELAY_MAC_PEERS } from './relay-mac.js';
 /** Largest relayMacPeers. */
 export const MAX_RELAY_MAC_PEERS = 1_024;
 /** MAC keys made a second at most (each an X25519 and a point conversion, ~0.4 ms). */

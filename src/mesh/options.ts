@@ -22,11 +22,12 @@ import {
   defaultDepartAfterMs,
   defaultStaleAfterMs,
 } from './constants.js';
-import { DEFAULT_RELAY_MAC_PEERS, MAX_RELAY_FANOUT, MAX_RELAY_MAC_PEERS } from './direct-gossip.js';
+import { MAX_RELAY_FANOUT, MAX_RELAY_MAC_PEERS } from './direct-gossip.js';
 import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
 import { generateIdentity, identityFromProtobuf } from './identity.js';
 import { stderrLogger } from './logger.js';
+import { DEFAULT_RELAY_MAC_PEERS } from './relay-mac.js';
 import type { Logger, MeshLimiterOptions, RelayMode } from './types.js';
 
 /** MeshLimiterOptions parsed once: defaults filled, every field checked. */

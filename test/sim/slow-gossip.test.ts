@@ -5,6 +5,7 @@ import { slidingLogAdmits, worstRolling } from '../../src/sim/metrics.js';
 import { Prng } from '../../src/sim/prng.js';
 import { Simulator } from '../../src/sim/simulator.js';
 import { seedTrace } from '../../src/sim/trace.js';
+import type { PolicySpec } from '../../src/types.js';
 
 const policy = {
   name: 'p',
@@ -14,6 +15,35 @@ const policy = {
   overAdmission: 'controlled' as const,
   fallback: true,
 };
+
+/** A mesh of `nodes` knowing its size, d = 10 ms, broadcast or relay of `fanout`. */
+function mesh(nodes: number, g: number, seed: number, policies: PolicySpec[], fanout = 0): Simulator {
+  return new Simulator({
+    nodes,
+    ...(fanout > 0 ? { relay: { fanout } } : {}),
+    policies,
+    gossipIntervalMs: g,
+    delayMs: 10,
+    seed,
+    engine: { expectedMembers: nodes },
+  });
+}
+
+/** `rate` requests a second on key `k` of `name` over [from, to), each to a node drawn at random; the admitted times go to `admitted`. */
+function offer(
+  sim: Simulator,
+  prng: Prng,
+  name: string,
+  rate: number,
+  from: number,
+  to: number,
+  admitted: number[],
+): void {
+  for (let t = from; t < to; t += 1000 / rate) {
+    sim.runUntil(t);
+    if (sim.request(Math.floor(prng.next() * sim.opts.nodes), name, 'k').allowed) admitted.push(t);
+  }
+}
 
 /** 8 nodes offered twice the limit, spread at random, for 15 s; what they admit. */
 function run(g: number, d: number, seed: number) {
@@ -75,15 +105,7 @@ describe('controlled rule: a key whose demand starts on every node at once, goss
   /** The seed trace (2,000 req/s over 10 s) on a mesh warm for 3 s with no traffic (every node heard). */
   function warm(nodes: number, g: number, fanout: number, only?: number) {
     const trace = seedTrace(20_000);
-    const sim = new Simulator({
-      nodes,
-      ...(fanout > 0 ? { relay: { fanout } } : {}),
-      policies: [seedPolicy],
-      gossipIntervalMs: g,
-      delayMs: 10,
-      seed: 7,
-      engine: { expectedMembers: nodes },
-    });
+    const sim = mesh(nodes, g, 7, [seedPolicy], fanout);
     const admitted: number[] = [];
     for (let i = 0; i < trace.t.length; i++) {
       const t = trace.t[i]! + 3000;
@@ -113,14 +135,7 @@ describe('controlled rule: a key whose demand starts on every node at once, goss
     // than its peers' as the burst ramps up.
     for (const seed of [1, 2, 3, 4, 5, 6])
       for (const g of [500, 1000]) {
-        const sim = new Simulator({
-          nodes: 8,
-          policies: [seedPolicy],
-          gossipIntervalMs: g,
-          delayMs: 10,
-          seed,
-          engine: { expectedMembers: 8 },
-        });
+        const sim = mesh(8, g, seed, [seedPolicy]);
         const prng = new Prng(seed);
         const admitted: number[] = [];
         let i = 0;
@@ -129,10 +144,7 @@ describe('controlled rule: a key whose demand starts on every node at once, goss
           sim.runUntil(t);
           if (sim.request(i++ % 8, seedPolicy.name, 'k').allowed) admitted.push(t);
         }
-        for (let t = 3000; t < 7000; t += 0.5) {
-          sim.runUntil(t);
-          if (sim.request(Math.floor(prng.next() * 8), seedPolicy.name, 'k').allowed) admitted.push(t);
-        }
+        offer(sim, prng, seedPolicy.name, 2000, 3000, 7000, admitted);
         expect(worstRolling(admitted, seedPolicy.windowMs)).toBeLessThanOrEqual(seedPolicy.limit * 1.015);
       }
   });
@@ -150,26 +162,12 @@ describe('controlled rule: a key whose demand starts on every node at once, goss
       [32, 3, 500],
     ] as const)
       for (const seed of [1, 2, 3, 4, 5, 6]) {
-        const sim = new Simulator({
-          nodes,
-          ...(fanout > 0 ? { relay: { fanout } } : {}),
-          policies: [seedPolicy],
-          gossipIntervalMs: g,
-          delayMs: 10,
-          seed,
-          engine: { expectedMembers: nodes },
-        });
+        const sim = mesh(nodes, g, seed, [seedPolicy], fanout);
         const prng = new Prng(seed);
         const admitted: number[] = [];
-        const run = (rate: number, from: number, to: number) => {
-          for (let t = from; t < to; t += 1000 / rate) {
-            sim.runUntil(t);
-            if (sim.request(Math.floor(prng.next() * nodes), seedPolicy.name, 'k').allowed) admitted.push(t);
-          }
-        };
-        run(2000, 3000, 6000);
-        run(100, 6000, 7000);
-        run(2000, 7000, 10_000);
+        offer(sim, prng, seedPolicy.name, 2000, 3000, 6000, admitted);
+        offer(sim, prng, seedPolicy.name, 100, 6000, 7000, admitted);
+        offer(sim, prng, seedPolicy.name, 2000, 7000, 10_000, admitted);
         expect(worstRolling(admitted, seedPolicy.windowMs)).toBeLessThanOrEqual(seedPolicy.limit * 1.04);
       }
   });
@@ -179,20 +177,9 @@ describe('controlled rule: a key whose demand starts on every node at once, goss
     // in a second at g = 500 and 1 s when it ran before that branch; 30 and 30 now)
     for (const g of [500, 1000]) {
       const thin = { ...policy, limit: 30, routing: 'spread' as const };
-      const sim = new Simulator({
-        nodes: 8,
-        policies: [thin],
-        gossipIntervalMs: g,
-        delayMs: 10,
-        seed: 4,
-        engine: { expectedMembers: 8 },
-      });
-      const prng = new Prng(4);
+      const sim = mesh(8, g, 4, [thin]);
       const admitted: number[] = [];
-      for (let t = 3000; t < 9000; t += 1) {
-        sim.runUntil(t);
-        if (sim.request(Math.floor(prng.next() * 8), thin.name, 'k').allowed) admitted.push(t);
-      }
+      offer(sim, new Prng(4), thin.name, 1000, 3000, 9000, admitted);
       expect(worstRolling(admitted, thin.windowMs)).toBeLessThanOrEqual(thin.limit);
     }
   });
