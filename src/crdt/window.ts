@@ -23,9 +23,23 @@ import { ownLeftAt } from './own-left.js';
  * uniform weight under-counted it as it slid out and admitted up to 22 % over L
  * (bursts of 990 at 2,000/s on L = 1,000/s, k = 50).
  *
- * Entries of peer origins live in one Float64Array per origin, of length R + 2:
- * R slot counts, then the origin's reported demand (cost offered over a window)
- * and the local time of that report.
+ * Peers' counts carry no times, and were weighted by the part of the bucket still inside, as
+ * if spread evenly over it: a peer's burst late in a bucket was under-counted as the bucket slid
+ * out, and the other nodes admitted that part again (a burst of 90 at 5.9 s of a 6 s bucket,
+ * L = 100 per minute on 2 nodes: 113 in a window; test/sim/peer-bursts.test.ts). The receiver
+ * knows when each count reached it, and that bounds when it was admitted: not after it arrived. So a peer's counts in a bucket span from
+ * the first increase's arrival less a gossip interval and the data's age (`age`; counts older
+ * than that only make the span start late, an over-count) to the last increase's arrival,
+ * clamped to the bucket, and the part of that span still inside the window is what counts. Where
+ * counts keep arriving over the whole bucket (steady traffic, or buckets shorter than the gossip
+ * interval), the span is the whole bucket and the weight is as before. Counts folded into a
+ * bucket later than their arrival (a peer whose clock runs ahead) are out as soon as the bucket
+ * is the oldest: they were admitted before it began. No clock offset enters the bound.
+ *
+ * Entries of peer origins live in one Float64Array per origin, of length R + 2: R slot counts,
+ * then the origin's reported demand (cost offered over a window) and the local time of that
+ * report; R more, one span per slot, from the origin's first counts that span less than a whole
+ * bucket (8·R bytes more for such an origin of such a key).
  */
 /** The origin of the unattributed floor in {@link KeyWindow.mergeCapped}. */
 export const FLOOR = -1;
@@ -50,7 +64,13 @@ export class KeyWindow {
   readonly offered: Float64Array;
   /** Σ over every origin (own included) per slot. */
   readonly sum: Float64Array;
-  /** Per origin index (>= 1) its counts, demand and report time; undefined when never heard. */
+  /** Per slot, how many peer origins have counts there spanning less than the whole bucket (made with the first). */
+  spanned: Int32Array | undefined = undefined;
+  /**
+   * Per origin index (>= 1) its counts, demand and report time, then, from its first counts that
+   * span less than a whole bucket, one span per slot ({@link packSpan}; -1: the whole bucket);
+   * undefined when never heard.
+   */
   peers: (Float64Array | undefined)[] = [];
   /**
    * Counts attributed to no origin, max-merged per bucket and included in `sum`:
@@ -108,10 +128,14 @@ export class KeyWindow {
         this.span[2 * s + 1] = -1;
         offered[s] = 0;
         sum[s] = 0;
+        if (this.spanned !== undefined) this.spanned[s] = 0;
         if (floor !== undefined) floor[s] = 0;
         for (let o = 1; o < peers.length; o++) {
           const p = peers[o];
-          if (p !== undefined) p[s] = 0;
+          if (p !== undefined) {
+            p[s] = 0;
+            if (p.length > r + 2) p[r + 2 + s] = -1;
+          }
         }
       }
       if (b > c - k) {
@@ -127,7 +151,6 @@ export class KeyWindow {
     this.oldest = this.slotOf(c - k);
     this.curSlot = this.slotOf(c);
     this.nextSlot = this.slotOf(c + 1);
-    void r;
   }
 
   /**
@@ -147,7 +170,32 @@ export class KeyWindow {
   estimate(w: number): number {
     const o = this.oldest;
     const own = this.own[o]!;
-    return this.full + (this.sum[o]! - own) * w + own * this.ownWeight(w);
+    const sp = this.spanned;
+    const others = sp === undefined || sp[o] === 0 ? (this.sum[o]! - own) * w : this.othersLeft(w);
+    return this.full + others + own * this.ownWeight(w);
+  }
+
+  /**
+   * Peers' and the floor's counts in the oldest bucket still inside the window (part `w` of it
+   * is): each peer's by the part of its span inside, the rest by `w`.
+   */
+  private othersLeft(w: number): number {
+    const o = this.oldest;
+    const cut = 1 - w;
+    const at = this.r + 2 + o;
+    let rest = this.sum[o]! - this.own[o]!;
+    let left = 0;
+    const peers = this.peers;
+    for (let i = 1; i < peers.length; i++) {
+      const p = peers[i];
+      if (p === undefined || p.length <= at) continue;
+      const v = p[at]!;
+      if (v < 0) continue;
+      const c = p[o]!;
+      rest -= c;
+      left += c * peerLeft(cut, v);
+    }
+    return left + rest * w;
   }
 
   /** This node's own admitted cost in the window, weighted by when it was admitted. */
@@ -222,14 +270,41 @@ export class KeyWindow {
   /**
    * Merge origin `o`'s count for bucket `b` (max per entry). Returns the increase
    * applied (0 when the entry already held as much, or `b` is outside the ring).
-   * Call after roll.
+   * `at`: when it arrived, in buckets (our time / bw), and `age`, in buckets, how old the
+   * counts of one arrival may be (see the class comment); without them the counts span the
+   * whole bucket. Call after roll.
    */
-  mergeEntry(o: number, b: number, count: number): number {
+  mergeEntry(o: number, b: number, count: number, at = Number.NaN, age = 0): number {
     if (b < this.cur - this.k || b > this.cur + 1) return 0;
     const s = this.slotOf(b);
-    const p = this.peer(o);
-    const delta = count - p[s]!;
+    let p = this.peer(o);
+    const had = p[s]!;
+    const delta = count - had;
     if (delta <= 0) return 0;
+    const i = this.r + 2 + s;
+    const old = p.length > i ? p[i]! : -1;
+    // the span after this increase: where counts already span the whole bucket they still do
+    let span = -1;
+    if (at === at && (had === 0 || old >= 0)) {
+      const last = at - b;
+      // the first arrival's counts may be `age` older than it; `had` arrived before this one
+      span =
+        had === 0
+          ? packSpan(last - age, last, last, last, 0)
+          : packSpan(spanFrom(old), spanFirst(old), spanLast(old), last, had / count);
+    }
+    if (span >= 0 || old >= 0) {
+      if (p.length <= i) {
+        // its first span: the entry array grows by one span per slot, the whole bucket for now
+        const grown = new Float64Array(2 * this.r + 2).fill(-1, this.r + 2);
+        grown.set(p);
+        this.peers[o] = grown;
+        p = grown;
+      }
+      this.spanned ??= new Int32Array(this.r);
+      if ((old >= 0) !== (span >= 0)) this.spanned[s] = this.spanned[s]! + (span >= 0 ? 1 : -1);
+      p[i] = span;
+    }
     p[s] = count;
     this.sum[s] = this.sum[s]! + delta;
     if (b > this.cur - this.k) this.full += delta;
@@ -386,6 +461,8 @@ export class KeyWindow {
     cap: number,
     fullCap: number,
     ringCap: number,
+    at = Number.NaN,
+    age = 0,
   ): boolean {
     const lo = this.cur - this.k;
     const hi = this.cur + 1;
@@ -431,7 +508,7 @@ export class KeyWindow {
       }
       if (delta <= 0) continue;
       if (origin === FLOOR) this.mergeFloor(b, had + delta);
-      else this.mergeEntry(origin, b, had + delta);
+      else this.mergeEntry(origin, b, had + delta, at, age);
       ring += delta;
       if (b > lo) full += delta;
     }
@@ -498,6 +575,9 @@ export class KeyWindow {
   dropOrigin(o: number, fold = false): void {
     const p = this.peers[o];
     if (p === undefined) return;
+    const spanned = this.spanned;
+    if (spanned !== undefined && p.length > this.r + 2)
+      for (let s = 0; s < this.r; s++) if (p[this.r + 2 + s]! >= 0) spanned[s] = spanned[s]! - 1;
     for (let s = 0; s < this.r; s++) {
       const v = p[s]!;
       if (v === 0) continue;
@@ -512,4 +592,82 @@ export class KeyWindow {
     }
     this.peers[o] = undefined;
   }
+}
+
+/** Steps of a bucket in which a span's times are kept (rounded up: later, an over-count). */
+const SPAN_Q = 1024;
+/** One more than the largest step, a power of two: four times and a share pack into 2^52. */
+const SPAN_M = 2048;
+/** Steps of the share of a span's counts that arrived before its last arrival (rounded down). */
+const SHARE_Q = 255;
+
+function step(x: number): number {
+  return x >= 1 ? SPAN_Q : x <= 0 ? 0 : Math.ceil(x * SPAN_Q);
+}
+
+/**
+ * When a peer's counts in a bucket arrived (fractions of the bucket, clamped to 0..1), packed into
+ * one number of its entry array: `from`, the first arrival less `age` (the earliest its counts
+ * may have been admitted), `first`, the first arrival, `prev`, the arrival before the last,
+ * `last`, the last, and `before`, the share of the counts that had arrived before the last
+ * arrival. -1 where they span the whole bucket: they may be from its start and the last came
+ * after its end (steady traffic, or buckets shorter than the gossip interval), and the part of
+ * the bucket still inside weighs them, as without arrival times. Times are rounded up and the
+ * share down: both count more, never less.
+ */
+export function packSpan(from: number, first: number, prev: number, last: number, before: number): number {
+  const l = step(last);
+  const f = Math.min(l, step(from));
+  if (f === 0 && l === SPAN_Q) return -1;
+  const times = ((f * SPAN_M + Math.min(l, step(first))) * SPAN_M + Math.min(l, step(prev))) * SPAN_M + l;
+  return times * (SHARE_Q + 1) + (before <= 0 ? 0 : before >= 1 ? SHARE_Q : Math.floor(before * SHARE_Q));
+}
+
+function spanTimes(v: number): number {
+  return Math.floor(v / (SHARE_Q + 1));
+}
+
+function spanFrom(v: number): number {
+  return Math.floor(spanTimes(v) / (SPAN_M * SPAN_M * SPAN_M)) / SPAN_Q;
+}
+
+function spanFirst(v: number): number {
+  return (Math.floor(spanTimes(v) / (SPAN_M * SPAN_M)) % SPAN_M) / SPAN_Q;
+}
+
+function spanPrev(v: number): number {
+  return (Math.floor(spanTimes(v) / SPAN_M) % SPAN_M) / SPAN_Q;
+}
+
+function spanLast(v: number): number {
+  return (spanTimes(v) % SPAN_M) / SPAN_Q;
+}
+
+/**
+ * The part of a peer's counts in the oldest bucket still inside the window when the part `cut`
+ * of the bucket is out, from their span `v` (see {@link packSpan}):
+ * - none from `last` on: every count had arrived, so been admitted, by then;
+ * - the last arrival's counts whole until then: where in the `age` before it they were admitted
+ *   is not known, and bunched at its end (a burst) they stay in until `last`;
+ * - the earlier counts none from `prev` on, and before, spread evenly from where they may start
+ *   to `prev`, but never less than the part of the bucket still inside (the weight without
+ *   arrival times). They start at the first arrival less `age`, or less the time the arrivals
+ *   took, where that is shorter: arrivals that came close together (a burst published in
+ *   parts) carry counts admitted close together.
+ */
+export function peerLeft(cut: number, v: number): number {
+  const last = spanLast(v);
+  if (cut + 1e-9 >= last) return 0;
+  const before = (v % (SHARE_Q + 1)) / SHARE_Q;
+  const prev = spanPrev(v);
+  if (before <= 0 || cut + 1e-9 >= prev) return 1 - before;
+  const first = spanFirst(v);
+  const from = Math.max(spanFrom(v), 2 * first - prev);
+  let part = 1 - cut;
+  if (cut < from) part = 1;
+  else if (prev > from) {
+    const even = (prev - cut) / (prev - from);
+    if (even > part) part = even;
+  }
+  return 1 - before + before * part;
 }

@@ -343,7 +343,11 @@ export class Gossip {
     const kw = ks.window;
     const c = Math.floor(now / rt.bw);
     if (c > kw.cur) kw.roll(c);
-    const capped = kw.mergeCapped(origin, e.base, shift, e.counts, L, fullCap, ringCap);
+    // counts arriving now were admitted before now, and most within a gossip interval and the
+    // data's age of it (KeyWindow: peers' counts span that part of their bucket)
+    const cfg = this.core.cfg;
+    const age = (cfg.gossipIntervalMs + cfg.dataDelayMs) / rt.bw;
+    const capped = kw.mergeCapped(origin, e.base, shift, e.counts, L, fullCap, ringCap, now / rt.bw, age);
     // the share rule uses at most L of it (computeShare); the stale reserve bounds it by L - seen
     if (origin !== FLOOR) kw.setDemand(origin, Math.min(e.demand, 1000 * L), now);
     return capped;

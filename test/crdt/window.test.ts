@@ -319,3 +319,140 @@ function allZero(...maps: Map<unknown, number>[]): boolean {
   for (const m of maps) for (const v of m.values()) if (v !== 0) return false;
   return true;
 }
+
+describe('KeyWindow peer spans (arrival times)', () => {
+  // k = 10, buckets of 1 s; the ring is rolled to bucket 20
+  const at = (ms: number) => ms / 1000;
+  const AGE = 0.11; // g + D = 110 ms, in buckets
+
+  it('a burst that arrived late in a bucket stays whole until the window passes its arrival', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    // origin 1 admitted 90 at 10.90 s, arrived at 10.91 s
+    kw.mergeEntry(1, 10, 90, at(10_910), AGE);
+    expect(kw.spanned?.[kw.slotOf(10)]).toBe(1);
+    kw.roll(20);
+    // bucket 10 is the oldest: at 20.5 s half of it is out, none of the burst
+    expect(kw.estimate(0.5)).toBe(90);
+    expect(kw.estimate(1 - 0.79)).toBe(90);
+    // from 20.91 s (a step of the span's grid later) every count had arrived before the window began
+    expect(kw.estimate(1 - 0.92)).toBe(0);
+    expect(kw.estimate(0.05)).toBe(0);
+  });
+
+  it('counts that kept arriving over the whole bucket weigh as before (the part still inside)', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    kw.mergeEntry(1, 10, 5, at(10_060), AGE);
+    kw.mergeEntry(1, 10, 30, at(10_500), AGE);
+    kw.roll(11);
+    kw.mergeEntry(1, 10, 60, at(11_050), AGE);
+    expect(kw.spanned?.[kw.slotOf(10)] ?? 0).toBe(0);
+    kw.roll(20);
+    expect(kw.estimate(0.3)).toBeCloseTo(60 * 0.3, 9);
+  });
+
+  it('a burst published in parts, arriving close together, stays whole until its last part', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    // admitted at 10.983 s, early publishes of 80, 85 and 90 relayed (age 0.29: g + D = 290 ms)
+    kw.mergeEntry(1, 10, 80, at(10_985), 0.29);
+    kw.mergeEntry(1, 10, 85, at(10_986), 0.29);
+    kw.mergeEntry(1, 10, 90, at(10_987), 0.29);
+    kw.roll(20);
+    expect(kw.estimate(1 - 0.9)).toBe(90);
+    expect(kw.estimate(1 - 0.98)).toBe(90);
+    // past the arrival before the last: the last arrival's 5 (its share kept to 1/255, rounded up)
+    expect(kw.estimate(1 - 0.9868)).toBeGreaterThanOrEqual(5);
+    expect(kw.estimate(1 - 0.9868)).toBeLessThan(5.5);
+    expect(kw.estimate(1 - 0.99)).toBe(0);
+  });
+
+  it('counts that arrived over part of the bucket: the earlier spread from where they may start, the last whole', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    kw.mergeEntry(1, 10, 10, at(10_400), AGE);
+    kw.mergeEntry(1, 10, 20, at(10_600), AGE);
+    kw.mergeEntry(1, 10, 30, at(10_800), AGE);
+    kw.roll(20);
+    // the earlier 20 may start at 0.29 (the first arrival less the age): whole before it
+    expect(kw.estimate(1 - 0.2)).toBeCloseTo(30, 6);
+    // at 0.5 the even spread over 0.29..0.6 leaves less than the part of the bucket inside: that
+    expect(kw.estimate(1 - 0.5)).toBeCloseTo(20 * 0.5 + 10, 6);
+    // at 0.33: the even spread leaves more
+    expect(kw.estimate(1 - 0.33)).toBeCloseTo(20 * ((0.6 - 0.33) / (0.6 - 0.29)) + 10, 1);
+    // from the arrival before the last, only the last arrival's 10; none from the last
+    expect(kw.estimate(1 - 0.7)).toBeCloseTo(10, 6);
+    expect(kw.estimate(1 - 0.81)).toBe(0);
+  });
+
+  it('counts folded into a bucket later than their arrival are out once it is the oldest', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    // a peer's clock runs ahead: its bucket 11 (our future) arrives at 10.5 s
+    kw.mergeEntry(1, 11, 7, at(10_500), AGE);
+    kw.roll(21);
+    expect(kw.estimate(1)).toBe(0);
+    expect(kw.estimateWhole(1)).toBe(7);
+  });
+
+  it('other origins and the floor keep the even spread beside a spanned one', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    kw.mergeEntry(1, 10, 20, at(10_950), AGE);
+    kw.mergeEntry(2, 10, 10);
+    kw.mergeFloor(10, 4);
+    kw.addOwn(6, 0.5);
+    kw.roll(20);
+    // cut 0.4: origin 1 whole, origin 2 and the floor by 0.6, our own (at 0.5) whole
+    expect(kw.estimate(0.6)).toBeCloseTo(20 + 14 * 0.6 + 6, 9);
+    expect(kw.estimate(0.4)).toBeCloseTo(20 + 14 * 0.4 + 0, 9);
+  });
+
+  it('keeps the count of spanned origins per slot through merges, rolls and drops (property)', () => {
+    const op = fc.oneof(
+      fc.record({
+        op: fc.constant('merge' as const),
+        origin: fc.integer({ min: 1, max: 4 }),
+        back: fc.integer({ min: -1, max: 11 }),
+        count: fc.integer({ min: 0, max: 40 }),
+        arrive: fc.double({ min: 0, max: 1, noNaN: true }),
+        timed: fc.boolean(),
+      }),
+      fc.record({ op: fc.constant('roll' as const), by: fc.integer({ min: 0, max: 4 }) }),
+      fc.record({ op: fc.constant('drop' as const), origin: fc.integer({ min: 1, max: 4 }), fold: fc.boolean() }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 60 }), fc.double({ min: 0, max: 1, noNaN: true }), (ops, w) => {
+        const kw = new KeyWindow(10);
+        let cur = 100;
+        kw.roll(cur);
+        for (const o of ops) {
+          if (o.op === 'merge') {
+            const t = cur + o.arrive;
+            if (o.timed) kw.mergeEntry(o.origin, cur - o.back, o.count, t, AGE);
+            else kw.mergeEntry(o.origin, cur - o.back, o.count);
+          } else if (o.op === 'roll') {
+            cur += o.by;
+            kw.roll(cur);
+          } else kw.dropOrigin(o.origin, o.fold);
+          for (let s = 0; s < kw.r; s++) {
+            let n = 0;
+            for (let i = 1; i < kw.peers.length; i++) {
+              const p = kw.peers[i];
+              if (p !== undefined && p.length > kw.r + 2 && p[kw.r + 2 + s]! >= 0) {
+                n++;
+                expect(p[s]).toBeGreaterThan(0);
+              }
+            }
+            expect(kw.spanned?.[s] ?? 0).toBe(n);
+          }
+          // never more than peers' oldest counted whole, never less than nothing of it
+          expect(kw.estimate(w)).toBeLessThanOrEqual(kw.estimateWhole(w) + 1e-9);
+          expect(kw.estimate(w)).toBeGreaterThanOrEqual(kw.full - 1e-9);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
