@@ -25,16 +25,17 @@ import { ownLeftAt } from './own-left.js';
  *
  * Peers' counts carry no times, and were weighted by the part of the bucket still inside, as
  * if spread evenly over it: a peer's burst late in a bucket was under-counted as the bucket slid
- * out, and the other nodes admitted that part again (a burst of 90 at 5.9 s of a 6 s bucket,
- * L = 100 per minute on 2 nodes: 113 in a window; test/sim/peer-bursts.test.ts). The receiver
- * knows when each count reached it, and that bounds when it was admitted: not after it arrived. So a peer's counts in a bucket span from
- * the first increase's arrival less a gossip interval and the data's age (`age`; counts older
- * than that only make the span start late, an over-count) to the last increase's arrival,
- * clamped to the bucket, and the part of that span still inside the window is what counts. Where
- * counts keep arriving over the whole bucket (steady traffic, or buckets shorter than the gossip
- * interval), the span is the whole bucket and the weight is as before. Counts folded into a
- * bucket later than their arrival (a peer whose clock runs ahead) are out as soon as the bucket
- * is the oldest: they were admitted before it began. No clock offset enters the bound.
+ * out, and the other nodes admitted that part again (a burst of 90 late in a 6 s bucket, L = 100
+ * per minute: 115 to 133 in a window, bench:peer-bursts). But a node knows when each count
+ * reached it, and a count was admitted before it arrived. So each peer's counts in a bucket keep
+ * when they arrived (see {@link packSpan} and {@link peerLeft}): none is counted once the window
+ * has passed its arrival, the last arrival's counts are counted whole until then, and earlier
+ * ones by the part of the span they may come from (from the first arrival less `age`, a gossip
+ * interval and the data's age), never less than the part of the bucket still inside. Where counts
+ * kept arriving over the whole bucket (steady traffic, or buckets shorter than the gossip
+ * interval), nothing is kept and the uniform weight stays. Counts folded into a bucket later than
+ * their arrival (a peer whose clock runs ahead) are out as soon as the bucket is the oldest: they
+ * were admitted before it began. No clock offset enters the bound.
  *
  * Entries of peer origins live in one Float64Array per origin, of length R + 2: R slot counts,
  * then the origin's reported demand (cost offered over a window) and the local time of that
@@ -285,7 +286,7 @@ export class KeyWindow {
     const old = p.length > i ? p[i]! : -1;
     // the span after this increase: where counts already span the whole bucket they still do
     let span = -1;
-    if (at === at && (had === 0 || old >= 0)) {
+    if (!Number.isNaN(at) && (had === 0 || old >= 0)) {
       const last = at - b;
       // the first arrival's counts may be `age` older than it; `had` arrived before this one
       span =
@@ -302,7 +303,7 @@ export class KeyWindow {
         p = grown;
       }
       this.spanned ??= new Int32Array(this.r);
-      if ((old >= 0) !== (span >= 0)) this.spanned[s] = this.spanned[s]! + (span >= 0 ? 1 : -1);
+      if (old >= 0 !== span >= 0) this.spanned[s] = this.spanned[s]! + (span >= 0 ? 1 : -1);
       p[i] = span;
     }
     p[s] = count;

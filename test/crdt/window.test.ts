@@ -420,7 +420,11 @@ describe('KeyWindow peer spans (arrival times)', () => {
         timed: fc.boolean(),
       }),
       fc.record({ op: fc.constant('roll' as const), by: fc.integer({ min: 0, max: 4 }) }),
-      fc.record({ op: fc.constant('drop' as const), origin: fc.integer({ min: 1, max: 4 }), fold: fc.boolean() }),
+      fc.record({
+        op: fc.constant('drop' as const),
+        origin: fc.integer({ min: 1, max: 4 }),
+        fold: fc.boolean(),
+      }),
     );
     fc.assert(
       fc.property(fc.array(op, { maxLength: 60 }), fc.double({ min: 0, max: 1, noNaN: true }), (ops, w) => {

@@ -8,7 +8,13 @@ import { Simulator } from '../../src/sim/simulator.js';
  * spread evenly over the bucket they slid out from its start, and the other nodes admitted the
  * part that had "left" while the burst was still inside (KeyWindow: peers' spans).
  */
-function burstThenTraffic(opts: { nodes: number; g: number; at: number; burst: number; routing?: 'mixed' | 'spread' }): {
+function burstThenTraffic(opts: {
+  nodes: number;
+  g: number;
+  at: number;
+  burst: number;
+  routing?: 'mixed' | 'spread';
+}): {
   admitted: number[];
   limit: number;
 } {
@@ -51,7 +57,9 @@ describe('peer bursts late in a long bucket', () => {
       for (const nodes of [2, 4, 8]) {
         const { admitted, limit } = burstThenTraffic({ nodes, g: 100, at, burst: 90 });
         expect(admitted.filter((t) => t === at).length).toBe(90);
-        expect(worstRolling(admitted, 60_000), `burst at ${at} ms on ${nodes} nodes`).toBeLessThanOrEqual(limit);
+        expect(worstRolling(admitted, 60_000), `burst at ${at} ms on ${nodes} nodes`).toBeLessThanOrEqual(
+          limit,
+        );
       }
     }
   });
