@@ -16,6 +16,8 @@ import { printTable } from './table.js';
 const L = 100;
 const W = 60_000;
 const BURST = 90;
+/** A multiple of the bucket (6 s), so the run's buckets start at 0. */
+const EPOCH = 1_699_999_998_000;
 const AT = [3_000, 5_500, 5_900, 11_950, 17_990];
 const SEEDS = [1, 2, 3];
 
@@ -30,6 +32,8 @@ function run(nodes: number, fanout: number, loss: number, at: number, seed: numb
     delayMs: 10,
     loss,
     seed,
+    // buckets start at 0, 6 s, 12 s ... of the run (the default epoch puts them 4 s in)
+    epochMs: EPOCH,
     engine: { expectedMembers: nodes },
   });
   const admitted: number[] = [];

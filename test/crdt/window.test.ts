@@ -362,9 +362,8 @@ describe('KeyWindow peer spans (arrival times)', () => {
     kw.roll(20);
     expect(kw.estimate(1 - 0.9)).toBe(90);
     expect(kw.estimate(1 - 0.98)).toBe(90);
-    // past the arrival before the last: the last arrival's 5 (its share kept to 1/255, rounded up)
-    expect(kw.estimate(1 - 0.9868)).toBeGreaterThanOrEqual(5);
-    expect(kw.estimate(1 - 0.9868)).toBeLessThan(5.5);
+    // the three parts are one group: whole until the last part arrived
+    expect(kw.estimate(1 - 0.9868)).toBe(90);
     expect(kw.estimate(1 - 0.99)).toBe(0);
   });
 
@@ -458,5 +457,69 @@ describe('KeyWindow peer spans (arrival times)', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('KeyWindow peer spans: reserves, retry hints, groups, where kept', () => {
+  const at = (ms: number) => ms / 1000;
+
+  it('weighs a peer in peerEstimate as in the estimate (the stale reserve uses it)', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    kw.mergeEntry(1, 10, 90, at(10_950), 0.11);
+    kw.mergeEntry(2, 10, 10);
+    kw.roll(20);
+    expect(kw.peerEstimate(1, 0.5)).toBe(90);
+    expect(kw.peerEstimate(2, 0.5)).toBe(5);
+    expect(kw.peerEstimate(1, 0.04)).toBe(0);
+    expect(kw.estimate(0.5)).toBe(95);
+  });
+
+  it('retry hints match when the estimate drains', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    kw.mergeEntry(1, 10, 90, at(10_950), 0.11);
+    kw.mergeEntry(2, 11, 5);
+    kw.roll(20);
+    const bw = 1000;
+    const now = 20_500;
+    const w = (t: number) => 1 - (t - 20_000) / bw;
+    expect(kw.estimate(w(now))).toBe(95);
+    // 10 must leave: the burst leaves at once when the window passes 10.95 s (a step of the
+    // span's grid later)
+    const hint = kw.timeToDrain(10, false, now, bw);
+    expect(hint).toBeGreaterThan(440);
+    expect(hint).toBeLessThan(452);
+    expect(kw.estimate(w(now + hint - 2))).toBe(95);
+    expect(kw.estimate(w(now + hint + 0.01))).toBe(5);
+  });
+
+  it('arrivals close together form one group, counted whole until its last arrival', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    // one count early, then a burst in three parts close together late in the bucket
+    kw.mergeEntry(1, 10, 1, at(10_030), 0.11);
+    kw.mergeEntry(1, 10, 40, at(10_800), 0.11);
+    kw.mergeEntry(1, 10, 70, at(10_810), 0.11);
+    kw.mergeEntry(1, 10, 81, at(10_820), 0.11);
+    kw.roll(20);
+    // the early count is out once the window passes its arrival (0.03); the burst whole until
+    // 0.82 (its share of the count kept to 1/255, rounded up)
+    expect(kw.estimate(1 - 0.02)).toBeCloseTo(81, 6);
+    for (const cut of [0.5, 0.815]) {
+      expect(kw.estimate(1 - cut)).toBeGreaterThanOrEqual(80);
+      expect(kw.estimate(1 - cut)).toBeLessThan(80.5);
+    }
+    expect(kw.estimate(1 - 0.83)).toBe(0);
+  });
+
+  it('keeps no spans where a bucket is under two gossip horizons long', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    kw.mergeEntry(1, 10, 90, at(10_950), 0.6);
+    expect(kw.spanned?.[kw.slotOf(10)] ?? 0).toBe(0);
+    expect(kw.peers[1]!.length).toBe(kw.r + 2);
+    kw.roll(20);
+    expect(kw.estimate(0.5)).toBe(45);
   });
 });
