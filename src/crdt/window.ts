@@ -31,9 +31,10 @@ import { ownLeftAt } from './own-left.js';
  * gossip horizon (SPAN_MAX_AGE), each peer's counts in a bucket keep when they arrived (see
  * {@link packSpan} and {@link peerLeft}): none is counted once the window has passed its
  * arrival, the last group of arrivals (each within `age` of the one before: a burst published in
- * parts) is counted whole until then, and earlier ones by the part of the span they may come
- * from, never less than the part of the bucket still inside. Where counts kept arriving over the
- * whole bucket (steady traffic), nothing is kept and the uniform weight stays. Counts folded into
+ * parts) is counted whole until then, and earlier ones whole until the end of the group before
+ * the last. Where counts kept arriving over the whole bucket (steady traffic), nothing is kept
+ * and the uniform weight stays. The estimate then loops over the oldest bucket's peers with a
+ * span (listed once per bucket), no longer O(1) there. Counts folded into
  * a bucket later than their arrival (a peer whose clock runs ahead) are out as soon as the bucket
  * is the oldest: they were admitted before it began. No clock offset enters the bound.
  * {@link peerEstimate} (the stale and foreign reserves) and {@link timeToDrain} (retry hints)
@@ -71,7 +72,7 @@ export class KeyWindow {
   spanned: Int32Array | undefined = undefined;
   /**
    * The oldest bucket's peers with a span, as their count and span decoded (SPAN_FIELDS numbers
-   * each: see {@link leftAt}), so the estimate loops over them only; rebuilt when `oldestSpansAt` is not the current bucket (a merge into the oldest
+   * each: 32 bytes per such peer, kept with the key), so the estimate loops over them only; rebuilt when `oldestSpansAt` is not the current bucket (a merge into the oldest
    * bucket, a drop or a roll resets it).
    */
   private oldestSpans: Float64Array | undefined = undefined;
@@ -200,7 +201,7 @@ export class KeyWindow {
     for (let i = 0; i < this.oldestSpansN; i += SPAN_FIELDS) {
       const c = list[i]!;
       rest -= c;
-      left += c * leftAt(cut, list[i + 1]!, list[i + 2]!, list[i + 3]!, list[i + 4]!);
+      left += c * leftAt(cut, list[i + 1]!, list[i + 2]!, list[i + 3]!);
     }
     return left + rest * w;
   }
@@ -225,28 +226,32 @@ export class KeyWindow {
       list[j++] = spanLast(v);
       list[j++] = prev;
       list[j++] = (v % (SHARE_Q + 1)) / SHARE_Q;
-      list[j++] = Math.max(spanFrom(v), 2 * spanFirst(v) - prev);
     }
     this.oldestSpansN = j;
     this.oldestSpansAt = this.cur;
   }
 
   /**
-   * Of slot `s`, what the peers whose counts there have a span still hold inside the window when
-   * the part `cut` of the bucket is out (cut 0: their whole counts). Loops over the origins.
+   * Decodes the spans of slot `s` into the shared scratch list (SPAN_FIELDS numbers per peer with
+   * a span, as {@link oldestSpans}); returns how many numbers it wrote.
    */
-  private spannedLeft(s: number, cut: number): number {
+  private decodeSpans(s: number): number {
     const at = this.r + 2 + s;
-    let left = 0;
+    const n = SPAN_FIELDS * (this.spanned?.[s] ?? 0);
+    if (scratch.length < n) scratch = new Float64Array(2 * n);
+    let j = 0;
     const peers = this.peers;
-    for (let i = 1; i < peers.length; i++) {
+    for (let i = 1; i < peers.length && j < n; i++) {
       const p = peers[i];
       if (p === undefined || p.length <= at) continue;
       const v = p[at]!;
       if (v < 0) continue;
-      left += p[s]! * (cut <= 0 ? 1 : peerLeft(cut, v));
+      scratch[j++] = p[s]!;
+      scratch[j++] = spanLast(v);
+      scratch[j++] = spanPrev(v);
+      scratch[j++] = (v % (SHARE_Q + 1)) / SHARE_Q;
     }
-    return left;
+    return j;
   }
 
   /** This node's own admitted cost in the window, weighted by when it was admitted. */
@@ -476,10 +481,11 @@ export class KeyWindow {
     for (let b = this.cur - this.k; b <= this.cur + 1; b++) {
       const s = this.slotOf(b);
       const own = this.own[s]!;
-      // peers' counts with a span leave as it says (spanned(c): what they hold at the cut c)
-      const spans = !ownOnly && this.spanned !== undefined && this.spanned[s]! > 0;
-      const spannedAll = spans ? this.spannedLeft(s, 0) : 0;
-      const others = ownOnly ? 0 : this.sum[s]! - own - spannedAll;
+      // peers' counts with a span leave as it says (listLeft: what they hold at a cut), decoded
+      // once per slot into the scratch list
+      const n = !ownOnly && this.spanned !== undefined && this.spanned[s]! > 0 ? this.decodeSpans(s) : 0;
+      const spans = n > 0;
+      const others = ownOnly ? 0 : this.sum[s]! - own - (spans ? listLeft(scratch, n, -1) : 0);
       let first = this.span[2 * s]!;
       let last = this.span[2 * s + 1]!;
       if (first < 0) {
@@ -490,11 +496,13 @@ export class KeyWindow {
       // point mass, first = last, all at once): monotone, so the first c that drains `need`
       // is found by bisection (this runs on denials only; no closures, nothing allocated)
       const w0 = b === this.cur - this.k ? ownLeftAt(start, first, last) : 1;
-      const sp0 = spans ? (b === this.cur - this.k ? this.spannedLeft(s, start) : spannedAll) : 0;
+      // held as the bucket's turn starts: as the estimate weighs the oldest bucket now, a later
+      // one whole (its counts that arrived before it began leave as it becomes the oldest)
+      const sp0 = spans ? listLeft(scratch, n, b === this.cur - this.k ? start : -1) : 0;
       const all = others * (1 - start) + own * w0 + sp0;
       if (all >= need - 1e-9) {
         const atStart =
-          own * (w0 - ownLeftAt(start, first, last)) + (spans ? sp0 - this.spannedLeft(s, start) : 0);
+          own * (w0 - ownLeftAt(start, first, last)) + (spans ? sp0 - listLeft(scratch, n, start) : 0);
         if (atStart >= need - 1e-9) return t;
         let lo = start;
         let hi = 1;
@@ -503,7 +511,7 @@ export class KeyWindow {
           const drained =
             others * (mid - start) +
             own * (w0 - ownLeftAt(mid, first, last)) +
-            (spans ? sp0 - this.spannedLeft(s, mid) : 0);
+            (spans ? sp0 - listLeft(scratch, n, mid) : 0);
           if (drained >= need - 1e-9) hi = mid;
           else lo = mid;
         }
@@ -641,8 +649,10 @@ export class KeyWindow {
 
   /**
    * Forget origin `o`. `fold` (a departed peer, forgotten while its counts may still be in a long
-   * window): its counts move into the unattributed floor, added, so the estimate stays the same
-   * and its origin slot is free; else (counts not believed) they are dropped.
+   * window): its counts move into the unattributed floor, added, and its origin slot is free; the
+   * estimate stays the same except that counts with arrival times lose them (the floor weighs
+   * its oldest bucket evenly: windows over RETAIN_MAX_MS only). Else (counts not believed) they
+   * are dropped.
    */
   dropOrigin(o: number, fold = false): void {
     const p = this.peers[o];
@@ -693,15 +703,16 @@ function step(x: number): number {
  * one number of its entry array: `from`, the first arrival less `age` (the earliest its counts
  * may have been admitted), `first`, the first arrival, `prev`, the last arrival of the group
  * before the last (see {@link peerLeft}), `last`, the last arrival, and `before`, the share of
- * the counts that had arrived before the last group. -1 where they span the whole bucket: they
- * may be from its start and the last came after its end (steady traffic), and the part of the
- * bucket still inside weighs them, as without arrival times. Times are rounded up and the share
+ * the counts that had arrived before the last group. -1 where they span the whole bucket in one
+ * group: they may be from its start, kept arriving, and the last came after its end (steady
+ * traffic, in which a later burst then weighs as without arrival times too), and the part of
+ * the bucket still inside weighs them. Times are rounded up and the share
  * down: both count more, never less.
  */
 export function packSpan(from: number, first: number, prev: number, last: number, before: number): number {
   const l = step(last);
   const f = Math.min(l, step(from));
-  if (f === 0 && l === SPAN_Q) return -1;
+  if (f === 0 && l === SPAN_Q && !(before > 0)) return -1;
   const times = ((f * SPAN_M + Math.min(l, step(first))) * SPAN_M + Math.min(l, step(prev))) * SPAN_M + l;
   return times * (SHARE_Q + 1) + (before <= 0 ? 0 : before >= 1 ? SHARE_Q : Math.floor(before * SHARE_Q));
 }
@@ -728,40 +739,35 @@ function spanLast(v: number): number {
 
 /**
  * The part of a peer's counts in the oldest bucket still inside the window when the part `cut`
- * of the bucket is out, from their span `v` (see {@link packSpan}):
- * - none from `last` on: every count had arrived, so been admitted, by then;
- * - the last group's counts whole until then. A group is arrivals each within `age` of the one
- *   before (a burst published in parts, or relayed): where in the `age` before them its counts
- *   were admitted is not known, and bunched at its end they stay in until `last`;
- * - the earlier groups' counts none from `prev` (the end of the group before the last) on, and
- *   before, spread evenly from where they may start to `prev`, but never less than the part of
- *   the bucket still inside (the weight without arrival times). They start at the first
- *   arrival less `age`, or less the time from the first arrival to `prev`, where that is
- *   shorter.
+ * of the bucket is out, from their span `v` (see {@link packSpan}): all of them until `prev`,
+ * the last arrival of the group before the last, then the last group's until `last`, then none.
+ * A group is arrivals each within `age` of the one before (a burst published in parts, or
+ * relayed). Every count had arrived, so been admitted, by the end of its group; where in the
+ * `age` before its arrivals it was admitted is not known, and bunched at the end (a burst) it
+ * stays in until then. Counting the earlier groups evenly instead let a burst in a middle group
+ * (an early request, the burst, one more request) slide out as before (128 of L = 100).
  */
 export function peerLeft(cut: number, v: number): number {
-  const prev = spanPrev(v);
-  return leftAt(
-    cut,
-    spanLast(v),
-    prev,
-    (v % (SHARE_Q + 1)) / SHARE_Q,
-    Math.max(spanFrom(v), 2 * spanFirst(v) - prev),
-  );
+  return leftAt(cut, spanLast(v), spanPrev(v), (v % (SHARE_Q + 1)) / SHARE_Q);
 }
 
-/** Numbers per peer in KeyWindow's list of the oldest bucket's spans: count, last, prev, before, start. */
-const SPAN_FIELDS = 5;
+/** Numbers per peer in KeyWindow's lists of decoded spans: count, last, prev, before. */
+const SPAN_FIELDS = 4;
 
-/** {@link peerLeft} on a decoded span: `start` is where the earlier counts may start. */
-function leftAt(cut: number, last: number, prev: number, before: number, start: number): number {
+/** Scratch list of one slot's decoded spans (timeToDrain; single-threaded, never held across calls). */
+let scratch = new Float64Array(64);
+
+/** {@link peerLeft} on a decoded span. */
+function leftAt(cut: number, last: number, prev: number, before: number): number {
   if (cut + 1e-9 >= last) return 0;
-  if (before <= 0 || cut + 1e-9 >= prev) return 1 - before;
-  let part = 1 - cut;
-  if (cut < start) part = 1;
-  else if (prev > start) {
-    const even = (prev - cut) / (prev - start);
-    if (even > part) part = even;
+  return cut + 1e-9 >= prev ? 1 - before : 1;
+}
+
+/** What the `n` numbers of a decoded span list hold at `cut` (cut < 0: their whole counts). */
+function listLeft(list: Float64Array, n: number, cut: number): number {
+  let left = 0;
+  for (let i = 0; i < n; i += SPAN_FIELDS) {
+    left += cut < 0 ? list[i]! : list[i]! * leftAt(cut, list[i + 1]!, list[i + 2]!, list[i + 3]!);
   }
-  return 1 - before + before * part;
+  return left;
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { KeyWindow } from '../../src/crdt/window.js';
+import { KeyWindow, peerLeft } from '../../src/crdt/window.js';
 
 /** One peer entry: origin (>= 1), bucket id, count. */
 type Entry = readonly [origin: number, bucket: number, count: number];
@@ -343,13 +343,28 @@ describe('KeyWindow peer spans (arrival times)', () => {
   it('counts that kept arriving over the whole bucket weigh as before (the part still inside)', () => {
     const kw = new KeyWindow(10);
     kw.roll(10);
-    kw.mergeEntry(1, 10, 5, at(10_060), AGE);
-    kw.mergeEntry(1, 10, 30, at(10_500), AGE);
+    // a tick's counts every 100 ms, from the bucket's start to after its end: one group
+    for (let i = 0; i < 10; i++) kw.mergeEntry(1, 10, 6 * (i + 1), at(10_060 + 100 * i), AGE);
     kw.roll(11);
-    kw.mergeEntry(1, 10, 60, at(11_050), AGE);
+    kw.mergeEntry(1, 10, 62, at(11_050), AGE);
     expect(kw.spanned?.[kw.slotOf(10)] ?? 0).toBe(0);
     kw.roll(20);
-    expect(kw.estimate(0.3)).toBeCloseTo(60 * 0.3, 9);
+    expect(kw.estimate(0.3)).toBeCloseTo(62 * 0.3, 9);
+  });
+
+  it('gaps between arrivals keep the span, even over the whole bucket', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    kw.mergeEntry(1, 10, 1, at(10_030), AGE);
+    kw.mergeEntry(1, 10, 81, at(10_840), AGE);
+    kw.roll(11);
+    // one more after the bucket's end: the burst before it stays whole until it arrived
+    kw.mergeEntry(1, 10, 82, at(11_010), AGE);
+    expect(kw.spanned?.[kw.slotOf(10)]).toBe(1);
+    kw.roll(20);
+    expect(kw.estimate(1 - 0.5)).toBe(82);
+    expect(kw.estimate(1 - 0.86)).toBeGreaterThanOrEqual(1);
+    expect(kw.estimate(1 - 0.86)).toBeLessThan(1.5);
   });
 
   it('a burst published in parts, arriving close together, stays whole until its last part', () => {
@@ -367,22 +382,34 @@ describe('KeyWindow peer spans (arrival times)', () => {
     expect(kw.estimate(1 - 0.99)).toBe(0);
   });
 
-  it('counts that arrived over part of the bucket: the earlier spread from where they may start, the last whole', () => {
+  it('counts that arrived over part of the bucket: the earlier groups whole until the group before the last ended, the last until it arrived', () => {
     const kw = new KeyWindow(10);
     kw.roll(10);
     kw.mergeEntry(1, 10, 10, at(10_400), AGE);
     kw.mergeEntry(1, 10, 20, at(10_600), AGE);
     kw.mergeEntry(1, 10, 30, at(10_800), AGE);
     kw.roll(20);
-    // the earlier 20 may start at 0.29 (the first arrival less the age): whole before it
-    expect(kw.estimate(1 - 0.2)).toBeCloseTo(30, 6);
-    // at 0.5 the even spread over 0.29..0.6 leaves less than the part of the bucket inside: that
-    expect(kw.estimate(1 - 0.5)).toBeCloseTo(20 * 0.5 + 10, 6);
-    // at 0.33: the even spread leaves more
-    expect(kw.estimate(1 - 0.33)).toBeCloseTo(20 * ((0.6 - 0.33) / (0.6 - 0.29)) + 10, 1);
-    // from the arrival before the last, only the last arrival's 10; none from the last
+    expect(kw.estimate(1 - 0.2)).toBe(30);
+    expect(kw.estimate(1 - 0.59)).toBe(30);
+    // from 0.6 (the group before the last ended) only the last arrival's 10; none from 0.8
     expect(kw.estimate(1 - 0.7)).toBeCloseTo(10, 6);
     expect(kw.estimate(1 - 0.81)).toBe(0);
+  });
+
+  it('a burst in a middle group stays whole: an early request, the burst, one more request', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    kw.mergeEntry(1, 10, 1, at(10_100), AGE);
+    kw.mergeEntry(1, 10, 92, at(10_900), AGE);
+    kw.mergeEntry(1, 10, 93, at(10_950), 0.02);
+    kw.roll(20);
+    // the burst arrived at 0.9: whole until then (spread evenly it was 46)
+    expect(kw.estimate(1 - 0.5)).toBe(93);
+    expect(kw.estimate(1 - 0.89)).toBe(93);
+    // then the last request's 1 (its share of the count kept to 1/255, rounded up)
+    expect(kw.estimate(1 - 0.92)).toBeGreaterThanOrEqual(1);
+    expect(kw.estimate(1 - 0.92)).toBeLessThan(1.2);
+    expect(kw.estimate(1 - 0.96)).toBe(0);
   });
 
   it('counts folded into a bucket later than their arrival are out once it is the oldest', () => {
@@ -453,6 +480,18 @@ describe('KeyWindow peer spans (arrival times)', () => {
           // never more than peers' oldest counted whole, never less than nothing of it
           expect(kw.estimate(w)).toBeLessThanOrEqual(kw.estimateWhole(w) + 1e-9);
           expect(kw.estimate(w)).toBeGreaterThanOrEqual(kw.full - 1e-9);
+          // and what a recomputation from the entry arrays gives (the estimate keeps a list of
+          // the oldest bucket's spans between merges: it must follow every change)
+          const old = kw.oldest;
+          let rest = kw.sum[old]! - kw.own[old]!;
+          let ref = kw.full + kw.own[old]! * kw.ownWeight(w);
+          for (let i = 1; i < kw.peers.length; i++) {
+            const p = kw.peers[i];
+            if (p === undefined || p.length <= kw.r + 2 || p[kw.r + 2 + old]! < 0) continue;
+            rest -= p[old]!;
+            ref += p[old]! * peerLeft(1 - w, p[kw.r + 2 + old]!);
+          }
+          expect(kw.estimate(w)).toBeCloseTo(ref + rest * w, 9);
         }
       }),
       { numRuns: 300 },
@@ -513,13 +552,58 @@ describe('KeyWindow peer spans: reserves, retry hints, groups, where kept', () =
     expect(kw.estimate(1 - 0.83)).toBe(0);
   });
 
-  it('keeps no spans where a bucket is under two gossip horizons long', () => {
+  it('keeps no spans where the gossip horizon is over 15 % of a bucket', () => {
+    for (const age of [0.16, 0.2, 0.6]) {
+      const kw = new KeyWindow(10);
+      kw.roll(10);
+      kw.mergeEntry(1, 10, 90, at(10_950), age);
+      expect(kw.spanned?.[kw.slotOf(10)] ?? 0).toBe(0);
+      expect(kw.peers[1]!.length).toBe(kw.r + 2);
+      kw.roll(20);
+      expect(kw.estimate(0.5)).toBe(45);
+    }
     const kw = new KeyWindow(10);
     kw.roll(10);
-    kw.mergeEntry(1, 10, 90, at(10_950), 0.6);
-    expect(kw.spanned?.[kw.slotOf(10)] ?? 0).toBe(0);
-    expect(kw.peers[1]!.length).toBe(kw.r + 2);
+    kw.mergeEntry(1, 10, 90, at(10_950), 0.15);
     kw.roll(20);
-    expect(kw.estimate(0.5)).toBe(45);
+    expect(kw.estimate(0.5)).toBe(90);
+  });
+
+  it('the estimate follows merges into the oldest bucket and drops (its list of spans is rebuilt)', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    kw.mergeEntry(1, 10, 50, at(10_900), 0.11);
+    kw.mergeEntry(2, 10, 30, at(10_950), 0.11);
+    kw.roll(20);
+    expect(kw.estimate(0.5)).toBe(80);
+    // a late count for the oldest bucket: it arrived now (20.5), after the bucket: whole
+    kw.mergeEntry(1, 10, 60, 20.5, 0.11);
+    expect(kw.estimate(0.5)).toBe(90);
+    kw.dropOrigin(2);
+    expect(kw.estimate(0.5)).toBe(60);
+    kw.mergeEntry(3, 10, 7, at(10_920), 0.11);
+    expect(kw.estimate(0.5)).toBe(67);
+    // at 0.93 origin 1's 50 (arrived by 0.9) and origin 3's 7 (0.92) are out: the late 10 stays
+    expect(kw.estimate(1 - 0.93)).toBeGreaterThanOrEqual(10);
+    expect(kw.estimate(1 - 0.93)).toBeLessThan(10.5);
+  });
+
+  it('drain hints count what leaves as a bucket becomes the oldest, at its start', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(10);
+    // a peer whose clock runs ahead: its bucket 11 arrives at 10.5 (out as soon as it is the
+    // oldest); its bucket 12 arrives at 12.5 (out half way through)
+    kw.mergeEntry(1, 11, 5, at(10_500), 0.11);
+    kw.roll(12);
+    kw.mergeEntry(1, 12, 40, at(12_500), 0.11);
+    kw.roll(20);
+    const bw = 1000;
+    expect(kw.estimate(1)).toBe(45);
+    expect(kw.timeToDrain(5, false, 20_000, bw)).toBeCloseTo(1000, 6);
+    expect(kw.timeToDrain(45, false, 20_000, bw)).toBeCloseTo(2500, 0);
+    kw.roll(21);
+    // at 21.0 exactly the 5 are out, and the 40 leave at 22.5
+    expect(kw.estimate(1)).toBe(40);
+    expect(kw.timeToDrain(40, false, 21_000, bw)).toBeCloseTo(1500, 0);
   });
 });
