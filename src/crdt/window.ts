@@ -343,7 +343,7 @@ export class KeyWindow {
     let span = -1;
     if (!Number.isNaN(at) && age <= SPAN_MAX_AGE && (had === 0 || old >= 0)) {
       const last = at - b;
-      if (had === 0) span = packSpan(last - age, last, last, last, 0);
+      if (had === 0) span = packSpan(last - age, last, last, 0);
       else {
         // the first arrival's counts may be `age` older than it. An arrival within `age` of the
         // one before (a burst published in parts, or relayed) joins its group, the counts
@@ -353,8 +353,10 @@ export class KeyWindow {
         const before = (old % (SHARE_Q + 1)) / SHARE_Q;
         span =
           last - prevLast <= age
-            ? packSpan(spanFrom(old), spanFirst(old), spanPrev(old), last, (before * had) / count)
-            : packSpan(spanFrom(old), spanFirst(old), prevLast, last, had / count);
+            ? packSpan(spanFrom(old), spanPrev(old), last, (before * had) / count)
+            : // a span with an earlier group is never the whole bucket's steady traffic: its
+              // start is kept past the bucket's start
+              packSpan(Math.max(spanFrom(old), 1 / SPAN_Q), prevLast, last, had / count);
       }
     }
     if (span >= 0 || old >= 0) {
@@ -689,10 +691,14 @@ const SPAN_MAX_AGE = 0.15;
 
 /** Steps of a bucket in which a span's times are kept (rounded up: later, an over-count). */
 const SPAN_Q = 1024;
-/** One more than the largest step, a power of two: four times and a share pack into 2^52. */
+/** One more than the largest step, a power of two: three times take 33 bits. */
 const SPAN_M = 2048;
-/** Steps of the share of a span's counts that arrived before its last arrival (rounded down). */
-const SHARE_Q = 255;
+/**
+ * Steps of the share of a span's counts that arrived before its last group (rounded down): the
+ * other 19 bits of 2^52. Fine enough that rescaling it as each part of a burst joins its group
+ * loses next to nothing: at 1/255 a burst of 80 in parts of 5 rounded it down to 0.
+ */
+const SHARE_Q = 524_287;
 
 function step(x: number): number {
   return x >= 1 ? SPAN_Q : x <= 0 ? 0 : Math.ceil(x * SPAN_Q);
@@ -701,19 +707,19 @@ function step(x: number): number {
 /**
  * When a peer's counts in a bucket arrived (fractions of the bucket, clamped to 0..1), packed into
  * one number of its entry array: `from`, the first arrival less `age` (the earliest its counts
- * may have been admitted), `first`, the first arrival, `prev`, the last arrival of the group
- * before the last (see {@link peerLeft}), `last`, the last arrival, and `before`, the share of
- * the counts that had arrived before the last group. -1 where they span the whole bucket in one
- * group: they may be from its start, kept arriving, and the last came after its end (steady
- * traffic, in which a later burst then weighs as without arrival times too), and the part of
- * the bucket still inside weighs them. Times are rounded up and the share
+ * may have been admitted; only whether it is past the bucket's start is read), `prev`, the last
+ * arrival of the group before the last (see {@link peerLeft}), `last`, the last arrival, and
+ * `before`, the share of the counts that had arrived before the last group. -1 where they span
+ * the whole bucket in one group: they may be from its start, kept arriving, and the last came
+ * after its end (steady traffic, in which a later burst then weighs as without arrival times
+ * too), and the part of the bucket still inside weighs them. Times are rounded up and the share
  * down: both count more, never less.
  */
-export function packSpan(from: number, first: number, prev: number, last: number, before: number): number {
+export function packSpan(from: number, prev: number, last: number, before: number): number {
   const l = step(last);
   const f = Math.min(l, step(from));
   if (f === 0 && l === SPAN_Q && !(before > 0)) return -1;
-  const times = ((f * SPAN_M + Math.min(l, step(first))) * SPAN_M + Math.min(l, step(prev))) * SPAN_M + l;
+  const times = (f * SPAN_M + Math.min(l, step(prev))) * SPAN_M + l;
   return times * (SHARE_Q + 1) + (before <= 0 ? 0 : before >= 1 ? SHARE_Q : Math.floor(before * SHARE_Q));
 }
 
@@ -722,11 +728,7 @@ function spanTimes(v: number): number {
 }
 
 function spanFrom(v: number): number {
-  return Math.floor(spanTimes(v) / (SPAN_M * SPAN_M * SPAN_M)) / SPAN_Q;
-}
-
-function spanFirst(v: number): number {
-  return (Math.floor(spanTimes(v) / (SPAN_M * SPAN_M)) % SPAN_M) / SPAN_Q;
+  return Math.floor(spanTimes(v) / (SPAN_M * SPAN_M)) / SPAN_Q;
 }
 
 function spanPrev(v: number): number {
