@@ -208,37 +208,25 @@ export class KeyWindow {
 
   /** Lists the oldest bucket's peers with a span (see {@link oldestSpans}). */
   private listOldestSpans(): void {
-    const o = this.oldest;
-    const at = this.r + 2 + o;
-    const n = SPAN_FIELDS * (this.spanned?.[o] ?? 0);
+    const n = this.spanNumbers(this.oldest);
     if (this.oldestSpans === undefined || this.oldestSpans.length < n)
       this.oldestSpans = new Float64Array(Math.max(n, 8));
-    const list = this.oldestSpans;
-    let j = 0;
-    const peers = this.peers;
-    for (let i = 1; i < peers.length && j < n; i++) {
-      const p = peers[i];
-      if (p === undefined || p.length <= at) continue;
-      const v = p[at]!;
-      if (v < 0) continue;
-      list[j++] = p[o]!;
-      const prev = spanPrev(v);
-      list[j++] = spanLast(v);
-      list[j++] = prev;
-      list[j++] = (v % (SHARE_Q + 1)) / SHARE_Q;
-    }
-    this.oldestSpansN = j;
+    this.oldestSpansN = this.decodeSpans(this.oldest, this.oldestSpans);
     this.oldestSpansAt = this.cur;
   }
 
+  /** How many numbers slot `s`'s decoded spans take (SPAN_FIELDS per peer with a span). */
+  private spanNumbers(s: number): number {
+    return SPAN_FIELDS * (this.spanned?.[s] ?? 0);
+  }
+
   /**
-   * Decodes the spans of slot `s` into the shared scratch list (SPAN_FIELDS numbers per peer with
-   * a span, as {@link oldestSpans}); returns how many numbers it wrote.
+   * Decodes the spans of slot `s` into `list` (SPAN_FIELDS numbers per peer with a span: count,
+   * last, prev, before; room for {@link spanNumbers}); returns how many numbers it wrote.
    */
-  private decodeSpans(s: number): number {
+  private decodeSpans(s: number, list: Float64Array): number {
     const at = this.r + 2 + s;
-    const n = SPAN_FIELDS * (this.spanned?.[s] ?? 0);
-    if (scratch.length < n) scratch = new Float64Array(2 * n);
+    const n = this.spanNumbers(s);
     let j = 0;
     const peers = this.peers;
     for (let i = 1; i < peers.length && j < n; i++) {
@@ -246,10 +234,10 @@ export class KeyWindow {
       if (p === undefined || p.length <= at) continue;
       const v = p[at]!;
       if (v < 0) continue;
-      scratch[j++] = p[s]!;
-      scratch[j++] = spanLast(v);
-      scratch[j++] = spanPrev(v);
-      scratch[j++] = (v % (SHARE_Q + 1)) / SHARE_Q;
+      list[j++] = p[s]!;
+      list[j++] = spanLast(v);
+      list[j++] = spanPrev(v);
+      list[j++] = spanShare(v);
     }
     return j;
   }
@@ -350,7 +338,7 @@ export class KeyWindow {
         // counted whole until the group's last arrival; a later one starts a new group, and
         // what had arrived before it is the earlier counts
         const prevLast = spanLast(old);
-        const before = (old % (SHARE_Q + 1)) / SHARE_Q;
+        const before = spanShare(old);
         span =
           last - prevLast <= age
             ? packSpan(spanFrom(old), spanPrev(old), last, (before * had) / count)
@@ -485,7 +473,9 @@ export class KeyWindow {
       const own = this.own[s]!;
       // peers' counts with a span leave as it says (listLeft: what they hold at a cut), decoded
       // once per slot into the scratch list
-      const n = !ownOnly && this.spanned !== undefined && this.spanned[s]! > 0 ? this.decodeSpans(s) : 0;
+      const room = ownOnly ? 0 : this.spanNumbers(s);
+      if (scratch.length < room) scratch = new Float64Array(2 * room);
+      const n = room > 0 ? this.decodeSpans(s, scratch) : 0;
       const spans = n > 0;
       const others = ownOnly ? 0 : this.sum[s]! - own - (spans ? listLeft(scratch, n, -1) : 0);
       let first = this.span[2 * s]!;
@@ -739,6 +729,10 @@ function spanLast(v: number): number {
   return (spanTimes(v) % SPAN_M) / SPAN_Q;
 }
 
+function spanShare(v: number): number {
+  return (v % (SHARE_Q + 1)) / SHARE_Q;
+}
+
 /**
  * The part of a peer's counts in the oldest bucket still inside the window when the part `cut`
  * of the bucket is out, from their span `v` (see {@link packSpan}): all of them until `prev`,
@@ -750,7 +744,7 @@ function spanLast(v: number): number {
  * (an early request, the burst, one more request) slide out as before (128 of L = 100).
  */
 export function peerLeft(cut: number, v: number): number {
-  return leftAt(cut, spanLast(v), spanPrev(v), (v % (SHARE_Q + 1)) / SHARE_Q);
+  return leftAt(cut, spanLast(v), spanPrev(v), spanShare(v));
 }
 
 /** Numbers per peer in KeyWindow's lists of decoded spans: count, last, prev, before. */
