@@ -192,6 +192,10 @@ export class EngineCore {
       rt.wire = i;
     });
     this.wireTable = this.rtByWire.map((rt) => ({ name: rt.policy.name, version: rt.version }));
+    // static units: member assignments are kept while one may bind a policy's units (unitSpan)
+    let span = 0;
+    for (const rt of rts) if (!rt.local) span = Math.max(span, this.unitSpan(rt.policy.windowMs));
+    this.peers.unitKeepMs = span;
     this.warnSlowGossip();
   }
 
@@ -291,6 +295,15 @@ export class EngineCore {
     if (freed.length > 0) this.clearOrigins(freed);
     this.nextRefresh = now + Math.max(1, Math.min(this.cfg.gossipIntervalMs, this.cfg.staleAfterMs / 4));
     this.updateOldestSent();
+  }
+
+  /**
+   * Static units: how long a member assignment still binds a policy of window `windowMs` after
+   * it was replaced. Own admissions made under it stay in the window for W, and the other
+   * members see a change up to a staleness period and the data's age later than this node does.
+   */
+  unitSpan(windowMs: number): number {
+    return windowMs + this.cfg.staleAfterMs + this.cfg.dataDelayMs;
   }
 
   /** Count and log a member's departure. */

@@ -13,7 +13,7 @@ import { FLOOR } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import type { KeyState } from './key-state.js';
-import { recordClaim, recordSentDemand } from './key-state.js';
+import { recordClaim } from './key-state.js';
 import { appliedOffset, type PeerState, sampleOffset } from './peers.js';
 import type { ReceiveResult } from './types.js';
 
@@ -120,8 +120,6 @@ export class Gossip {
         }
         size += bytes;
         entries.push(e);
-        // what our peers can hold of it (heldDemand) is asked only for cold slices
-        if (rt.policy.routing === 'spread') recordSentDemand(ks, e.demand, now, core.cfg.dataDelayMs);
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;
         if (rt.slow) recordClaim(ks, e.demand, now);

@@ -25,19 +25,20 @@ export class KeyState {
    * sharer's demand heard and ours sent; see wholeUnits in rule.ts).
    */
   dealsUnits = false;
+  /**
+   * Controlled mode, routing spread, thin slices: the window's L is dealt in whole units equally
+   * over the members (see staticAllowance in rule.ts).
+   */
+  staticUnits = false;
   /** Controlled mode: the whole units of L in this node's slice, [unitsLo, unitsHi) (see wholeUnits). */
   unitsLo = 0;
   unitsHi = 0;
-  /** Controlled mode, thin slices: sharers whose demand is not heard (cold), 0 elsewhere. */
-  cold = 0;
   /** Controlled mode: live peers whose demand for the key was heard in the last window. */
   peerReporters = 0;
   /** Controlled mode: this node's own demand is not reported (sent over a window ago or never). */
   ownCold = true;
   /** Controlled mode: the sharers the headroom is split over. */
   sharers = 1;
-  /** Controlled mode: the reporters' demand, uncapped (offered cost per window). */
-  demandAll = 0;
   /** When (ours) those units last changed. */
   slicedAt = 0;
   /** Where the whole units of a split headroom fall, in [0, 1): the same on every node (a hash of the key). */
@@ -54,17 +55,6 @@ export class KeyState {
   sentTick = -1;
   /** Own demand (offered cost per window) as the last gossip carried it. */
   sentDemand = 0;
-  /**
-   * Own demand reports by epochs of dataDelayMs (see {@link recordSentDemand} and
-   * {@link heldDemand}): the epoch of the newest, the smallest and the last report in it and in
-   * the epoch before, and the last report before those two (every peer holds it).
-   */
-  sentEpoch = Number.NEGATIVE_INFINITY;
-  sentMinA = Number.POSITIVE_INFINITY;
-  sentLastA = -1;
-  sentMinB = Number.POSITIVE_INFINITY;
-  sentLastB = -1;
-  sentOld = 0;
   /**
    * Where gossip is slow against the window (PolicyRuntime.slow): when (ours) our gossip carried
    * a claim not yet confirmed (+Infinity: none): a demand for the key after it was idle, or more
@@ -128,44 +118,6 @@ function keyPhase(key: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
   return (h >>> 0) / 4294967296;
-}
-
-/** Records an own demand report `v` sent at `t` (ours), for {@link heldDemand}; `lag` is dataDelayMs. */
-export function recordSentDemand(ks: KeyState, v: number, t: number, lag: number): void {
-  if (!(lag > 0)) return;
-  const e = Math.floor(t / lag);
-  if (e > ks.sentEpoch) {
-    if (e === ks.sentEpoch + 1) {
-      if (ks.sentLastB >= 0) ks.sentOld = ks.sentLastB;
-      ks.sentMinB = ks.sentMinA;
-      ks.sentLastB = ks.sentLastA;
-    } else {
-      if (ks.sentLastA >= 0) ks.sentOld = ks.sentLastA;
-      else if (ks.sentLastB >= 0) ks.sentOld = ks.sentLastB;
-      ks.sentMinB = Number.POSITIVE_INFINITY;
-      ks.sentLastB = -1;
-    }
-    ks.sentEpoch = e;
-    ks.sentMinA = Number.POSITIVE_INFINITY;
-    ks.sentLastA = -1;
-  }
-  if (v < ks.sentMinA) ks.sentMinA = v;
-  ks.sentLastA = v;
-}
-
-/**
- * Own demand as every peer can hold it at `now`: a report is theirs `lag` (dataDelayMs) after it
- * went out. Reports two epochs of `lag` old or more are held; of the newer ones a peer may hold
- * any, so the smallest of them and the last held one. A node whose demand just rose does not
- * claim the larger share before its peers give it up; one whose demand fell takes the smaller
- * at once (its peers, still on the larger, hold back more for it).
- */
-export function heldDemand(ks: KeyState, now: number, lag: number): number {
-  if (!(lag > 0) || ks.sentLastA < 0) return ks.sentDemand;
-  const q = Math.floor(now / lag);
-  if (q >= ks.sentEpoch + 2) return ks.sentLastA;
-  if (q === ks.sentEpoch + 1) return Math.min(ks.sentLastB >= 0 ? ks.sentLastB : ks.sentOld, ks.sentMinA);
-  return Math.min(ks.sentOld, ks.sentMinB, ks.sentMinA);
 }
 
 /**

@@ -1,5 +1,8 @@
 const NONE: number[] = [];
 
+/** Static units: the member assignments kept while they may bind; more changes than that within the time kept and no units are dealt for a while. */
+const UNIT_HISTORY = 16;
+
 /** What this node knows of one other node. */
 export interface PeerState {
   readonly id: string;
@@ -110,6 +113,19 @@ export class PeerTable {
   private readonly expected: number;
   /** When the first peer was heard while starting. */
   private firstContact = Number.NEGATIVE_INFINITY;
+  /**
+   * Static units (see staticAllowance in rule.ts): the member assignments this node has been in,
+   * oldest first: its rank among n members (the live ones and itself, in id order;
+   * rank -1: the start-up share, L/N of its own counts, while still starting) and when the next
+   * one replaced it (+Infinity: in force). Kept while they may bind: {@link unitKeepMs}.
+   */
+  readonly unitRank: number[] = [-1];
+  readonly unitN: number[];
+  readonly unitUntil: number[] = [Number.POSITIVE_INFINITY];
+  /** More member changes than the list keeps within {@link unitKeepMs}: no static units until this time. */
+  unitNoneUntil = Number.NEGATIVE_INFINITY;
+  /** How long a replaced assignment is kept: the longest window of the policies plus a margin (set by the engine). */
+  unitKeepMs = 0;
 
   constructor(
     readonly selfId: string,
@@ -120,6 +136,7 @@ export class PeerTable {
     private readonly dataDelayMs = 0,
   ) {
     this.knownN = expectedMembers;
+    this.unitN = [expectedMembers];
     this.expected = expectedMembers;
     this.awaiting = expectedMembers > 1;
     this.allStale = this.awaiting;
@@ -271,7 +288,34 @@ export class PeerTable {
     this.live = live;
     this.stale = stale;
     this.allStale = (live.length === 0 && stale.length > 0) || this.awaiting;
+    if (!this.awaiting) {
+      let before = 0;
+      for (let i = 0; i < live.length; i++) if (live[i]!.before) before++;
+      this.noteMembers(before, live.length + 1, now);
+    }
     return departed;
+  }
+
+  /** Static units: records the assignment in force at `now`, this node's `rank` among `n` members (a change ends the one before). */
+  private noteMembers(rank: number, n: number, now: number): void {
+    const last = this.unitRank.length - 1;
+    if (this.unitRank[last] === rank && this.unitN[last] === n) return;
+    this.unitUntil[last] = now;
+    let drop = 0;
+    while (drop < this.unitUntil.length && this.unitUntil[drop]! <= now - this.unitKeepMs) drop++;
+    if (this.unitRank.length - drop >= UNIT_HISTORY) {
+      // members change faster than the list keeps: none of it is forgotten while it may bind
+      this.unitNoneUntil = now + this.unitKeepMs;
+      drop = this.unitRank.length;
+    }
+    if (drop > 0) {
+      this.unitRank.splice(0, drop);
+      this.unitN.splice(0, drop);
+      this.unitUntil.splice(0, drop);
+    }
+    this.unitRank.push(rank);
+    this.unitN.push(n);
+    this.unitUntil.push(Number.POSITIVE_INFINITY);
   }
 
   views(now: number): PeerView[] {

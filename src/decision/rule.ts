@@ -1,7 +1,8 @@
 import { validateKey } from '../keys/key.js';
 import type { DecisionMode, DecisionRule } from '../types.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
-import { claimPending, dropClaims, heldDemand, type KeyState, type LocalKeyState } from './key-state.js';
+import { claimPending, dropClaims, type KeyState, type LocalKeyState } from './key-state.js';
+import type { PeerTable } from './peers.js';
 
 /** Scratch result of evaluating one (policy, key). */
 export interface Eval {
@@ -155,15 +156,6 @@ export class Rule {
       // how spread this policy's keys look from here (see PolicyRuntime.spread: reported only)
       if (ks.peerReporters > 0 || !ks.ownCold)
         rt.spread += ((ks.peerReporters > 0 ? 1 : 0) - rt.spread) * SPREAD_RATE;
-      if (ks.cold > 0) {
-        // Thin slices with sharers whose demand is not heard (cold), on a policy whose keys the
-        // load balancer spreads: each keeps an equal slice of the headroom the reporters'
-        // demand leaves unused over the horizon, and the reporters split the rest by demand
-        // (see computeShare).
-        const need = (COLD_NEED_MARGIN * ks.demandAll * Math.max(U, 0)) / p.windowMs;
-        const q = Math.max(0, H - need) / ks.sharers;
-        allowance = ks.ownCold ? q : ks.share * (H - ks.cold * q);
-      }
       // Gossip slow against the window: nodes on which a key's demand starts or jumps at once
       // each claim it before hearing the others' claims, and for much of the window. Until
       // every live peer has reported since our claim could reach it, the claim counts for at
@@ -178,7 +170,14 @@ export class Rule {
         H >= ks.sharers
       )
         allowance = Math.min(ks.share, 1 / ks.sharers) * H;
-      if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
+      if (ks.staticUnits) {
+        // Thin slices on a policy whose keys the load balancer spreads: the window's L is dealt
+        // in whole units equally over the members, and this node's own admissions over the
+        // whole window may not pass the units it holds (see staticAllowance).
+        kw.countsSince(kw.cur - p.buckets, since);
+        ownRecent = since[1]!;
+        allowance = staticAllowance(core.peers, L, ks.phase, now, core.unitSpan(p.windowMs));
+      } else if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
         // Slices of a few units (L/N small: a login limit on a large service): the window's
         // L is dealt in whole units over the sharers' slices, and this node's own admissions
         // over the whole window may not pass the units in its slice (see wholeUnits). Only
@@ -189,7 +188,12 @@ export class Rule {
         allowance = ks.unitsHi - ks.unitsLo;
       }
       if (ownRecent + cost > allowance) {
-        deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), core.cfg.gossipIntervalMs);
+        // static units this node holds come back as its own admissions leave the window
+        const retry =
+          ks.staticUnits && allowance >= cost
+            ? kw.timeToDrain(ownRecent + cost - allowance, true, now, rt.bw)
+            : core.cfg.gossipIntervalMs;
+        deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), retry);
         return;
       }
     }
@@ -318,28 +322,19 @@ export class Rule {
     let sharers = live.length + 1;
     if (rt.foreign.length > 0)
       for (let i = 0; i < live.length; i++) if (rt.foreign.indexOf(live[i]!) >= 0) sharers--;
-    // Whole units are dealt by demand counted up to half a fair share, a step rather than a
-    // fade (see unitWeight): a key that every sharer keeps offering is dealt in equal slices
-    // that noisy demand does not move. Ours is aged as the peers age it.
-    const thin = thinSlices(L, sharers);
+    // Routing spread, thin slices: static units, the window's L dealt equally over the live
+    // members (see staticAllowance). Members on another version of the policy hold units of it
+    // too: the nodes on each version then admit at most their L times their part of the
+    // members, as foreignReserve has it.
+    const statics = rt.policy.routing === 'spread' && thinSlices(L, live.length + 1);
+    // Elsewhere, whole units are dealt by demand counted up to half a fair share, a step rather
+    // than a fade (see unitWeight): a key that every sharer keeps offering is dealt in equal
+    // slices that noisy demand does not move. Ours is aged as the peers age it.
+    const thin = !statics && thinSlices(L, sharers);
     const cap = (UNIT_WEIGHT_CAP * L) / sharers;
     const ownUnit = thin ? unitWeight(ks.sentDemand, ks.sentDemandAt, core.builtAt, W, cap) : 0;
     let unitTotal = ownUnit;
     let unitBefore = 0;
-    // Cold slices: on routing spread, where slices are thin but hold a unit (see below).
-    const coldSlices = rt.policy.routing === 'spread' && thin && L >= sharers;
-    // There our own demand counts as our peers can hold it (heldDemand): a node whose demand
-    // just rose does not count as a reporter, nor raise the need, before its peers do (at small
-    // L early publishes send a report per admission). The share by demand keeps the report once
-    // sent, the rule before: held there too, a node alone on a key waits dataDelayMs for more
-    // than 1/N of the headroom (docs/scale.md measures both).
-    const ownHeld = coldSlices ? heldDemand(ks, core.lastNow, core.cfg.dataDelayMs) : ks.sentDemand;
-    // The reporters' demand, uncapped (the rate a burst runs at), for the need. Ours as peers
-    // hold it, faded as they fade it: a larger need here than on a cold node would hold back
-    // less for it than it takes.
-    let demandAll = coldSlices
-      ? reportedDemand(ownHeld, ks.sentDemandAt, core.builtAt, W, Number.POSITIVE_INFINITY)
-      : 0;
     let beforeN = 0;
     let reporters = 0;
     for (let i = 0; i < live.length; i++) {
@@ -351,11 +346,7 @@ export class Rule {
         const demand = kw.demandOf(o);
         const at = kw.demandAt(o);
         const d = reportedDemand(demand, at, peer.lastHeard, W, L);
-        if (d > 0) {
-          reporters++;
-          if (coldSlices)
-            demandAll += reportedDemand(demand, at, peer.lastHeard, W, Number.POSITIVE_INFINITY);
-        }
+        if (d > 0) reporters++;
         total += d;
         if (thin) {
           const u = unitWeight(demand, at, peer.lastHeard, W, cap);
@@ -365,27 +356,10 @@ export class Rule {
       }
     }
     const share = total > 0 ? own / total : 1 / sharers;
-    // Thin slices: a sharer with no demand heard in the last window is cold. A node's first
-    // request for a key that others run far under its limit comes while it is cold, and a split
-    // by demand alone gave it nothing, with most of L unused. So each cold sharer keeps an
-    // equal slice of what the reporters' demand, at its rate over the horizon and
-    // COLD_NEED_MARGIN times over, leaves of the headroom; the reporters split the rest by
-    // demand. On one view that adds up to the headroom.
-    // - Only on routing spread, the same on every node: where a key is pinned to one node, a
-    //   node alone on it takes the whole headroom at once, and cold slices would hold back 7/8
-    //   of it at 8 nodes. A guess learnt by each node (PolicyRuntime.spread) differs between
-    //   nodes, and a node taking its cold slice beside one holding none back let a window reach
-    //   2L.
-    // - Not where slices are wide: there a node's first requests are a small part of L, and a
-    //   lone node that bursts before its demand is heard gets the whole headroom at once. Nor
-    //   under one unit per sharer (L < sharers): a cold node could admit nothing on its slice,
-    //   and what it held back would be lost to the reporters.
-    const ownReported = ownHeld > 0 && core.builtAt - ks.sentDemandAt < W;
-    ks.cold = coldSlices ? sharers - reporters - (ownReported ? 1 : 0) : 0;
     ks.peerReporters = reporters;
-    ks.ownCold = !ownReported;
+    ks.ownCold = !(ks.sentDemand > 0 && core.builtAt - ks.sentDemandAt < W);
     ks.sharers = sharers;
-    ks.demandAll = demandAll;
+    ks.staticUnits = statics;
     if (thin) {
       // the whole units of L its slice holds: [lo, hi); the view is steady while they stay
       const from = unitTotal > 0 ? unitBefore / unitTotal : beforeN / sharers;
@@ -402,8 +376,8 @@ export class Rule {
       ks.unitsHi = -1;
     }
     ks.share = share;
-    // whole units only where slices are thin, and on a settled view: every sharer's demand
-    // heard, ours sent
+    // whole units by demand only where slices are thin, and on a settled view: every sharer's
+    // demand heard, ours sent
     ks.dealsUnits = thin && own > 0 && reporters === sharers - 1;
     ks.shareStamp = this.core.stamp;
   }
@@ -465,9 +439,6 @@ export class Rule {
 /** The weight of one request in the moving mean of PolicyRuntime.spread. */
 const SPREAD_RATE = 1 / 64;
 
-/** How many times the reporters' demand at its rate over the horizon is kept for them before cold sharers take equal slices of the rest. */
-const COLD_NEED_MARGIN = 4;
-
 /** When L is under this many units per sharer, a settled view deals the window's L in whole units ({@link wholeUnits}). */
 const WHOLE_UNITS_BELOW = 4;
 /** Whether L holds under WHOLE_UNITS_BELOW units per sharer: slices thin enough to deal in whole units. */
@@ -493,6 +464,45 @@ export function wholeUnits(before: number, share: number, H: number, phase: numb
 /** The first whole unit of H at or past the point `at` (a fraction of H) of the slices, shifted by `phase`. */
 function unitEdge(at: number, H: number, phase: number): number {
   return Math.floor(at * H + phase);
+}
+
+/**
+ * Static units (routing spread, thin slices): the whole units of the window's L this node may
+ * spend over the whole window. Every member's slice of [0, floor(L)) is an equal one, in id
+ * order (the live members and this node; the stale reserve counts what a stale one may spend),
+ * shifted by the key's phase, and holds the integers in it: over the
+ * n members of one assignment they add up to floor(L) exactly, whatever the traffic, with no demand to hear.
+ * A load balancer that spreads the keys sends a key's next request to any node, so equal
+ * slices are what an exact limiter's units would be on average; where L is under one unit per
+ * member, L of the members hold one each (a login limit of 20 per 10 s on 64 instances).
+ *
+ * The members change (a pod joins, one turns stale, as a replaced one does): own admissions made
+ * under the assignment before stay in the window for W, and the other members see the change up
+ * to a staleness period and the data's age apart. So a node holds the fewest units of any
+ * assignment it was in within that `span` (PeerTable.unitRank): it gives up a unit at once and takes
+ * a new one only once no admission under the old assignment can still be in a window. The
+ * first assignment follows the start-up share, L/N of its own counts (rank -1), the same way:
+ * a node joining a running mesh waits a window before it takes units its peers held.
+ */
+export function staticAllowance(
+  peers: PeerTable,
+  L: number,
+  phase: number,
+  now: number,
+  span: number,
+): number {
+  if (now < peers.unitNoneUntil) return 0;
+  const Lf = Math.floor(L);
+  let units = Number.POSITIVE_INFINITY;
+  for (let i = peers.unitRank.length - 1; i >= 0; i--) {
+    if (peers.unitUntil[i]! <= now - span) break;
+    const n = peers.unitN[i]!;
+    const rank = peers.unitRank[i]!;
+    const u =
+      rank < 0 ? Math.floor(Lf / n) : unitEdge((rank + 1) / n, Lf, phase) - unitEdge(rank / n, Lf, phase);
+    if (u < units) units = u;
+  }
+  return units;
 }
 
 /**
