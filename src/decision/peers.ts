@@ -115,7 +115,8 @@ export class PeerTable {
   private firstContact = Number.NEGATIVE_INFINITY;
   /**
    * Static units (see staticAllowance in rule.ts): the member assignments this node has been in,
-   * oldest first: its rank among n members (the live ones and itself, in id order;
+   * oldest first: its rank among n members (the live ones, the ones stale for less than a
+   * staleness period, and itself, in id order;
    * rank -1: the start-up share, L/N of its own counts, while still starting) and when the next
    * one replaced it (+Infinity: in force). Kept while they may bind: {@link unitKeepMs}.
    */
@@ -289,11 +290,34 @@ export class PeerTable {
     this.stale = stale;
     this.allStale = (live.length === 0 && stale.length > 0) || this.awaiting;
     if (!this.awaiting) {
+      // Static units: the live members and this node, and the stale ones for a staleness period
+      // more (a peer whose message was lost, or a pause, moves no units; a replaced one does).
       let before = 0;
+      let n = live.length + 1;
       for (let i = 0; i < live.length; i++) if (live[i]!.before) before++;
-      this.noteMembers(before, live.length + 1, now);
+      for (let i = 0; i < stale.length; i++) {
+        const p = stale[i]!;
+        if (now - this.staleAt(p) >= this.staleAfterMs) continue;
+        n++;
+        if (p.before) before++;
+      }
+      this.noteMembers(before, n, now);
     }
     return departed;
+  }
+
+  /**
+   * Static units: the most members of any assignment that may still bind at `now` (replaced
+   * less than `span` ago). Static units hold while slices are thin under it: a node leaves
+   * them only once no admission under them can be in a window.
+   */
+  unitMembers(now: number, span: number): number {
+    let n = 0;
+    for (let i = this.unitRank.length - 1; i >= 0; i--) {
+      if (this.unitUntil[i]! <= now - span) break;
+      if (this.unitN[i]! > n) n = this.unitN[i]!;
+    }
+    return n;
   }
 
   /** Static units: records the assignment in force at `now`, this node's `rank` among `n` members (a change ends the one before). */

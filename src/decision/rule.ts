@@ -322,11 +322,12 @@ export class Rule {
     let sharers = live.length + 1;
     if (rt.foreign.length > 0)
       for (let i = 0; i < live.length; i++) if (rt.foreign.indexOf(live[i]!) >= 0) sharers--;
-    // Routing spread, thin slices: static units, the window's L dealt equally over the live
-    // members (see staticAllowance). Members on another version of the policy hold units of it
-    // too: the nodes on each version then admit at most their L times their part of the
-    // members, as foreignReserve has it.
-    const statics = rt.policy.routing === 'spread' && thinSlices(L, live.length + 1);
+    // Routing spread, thin slices: static units, the window's L dealt equally over the members
+    // (see staticAllowance), thin under any member assignment that may still bind. Members on
+    // another version of the policy hold units of it too: the nodes on each version then admit
+    // at most their L times their part of the members, as foreignReserve has it.
+    const statics =
+      rt.policy.routing === 'spread' && thinSlices(L, core.peers.unitMembers(core.lastNow, core.unitSpan(W)));
     // Elsewhere, whole units are dealt by demand counted up to half a fair share, a step rather
     // than a fade (see unitWeight): a key that every sharer keeps offering is dealt in equal
     // slices that noisy demand does not move. Ours is aged as the peers age it.
