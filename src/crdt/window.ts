@@ -419,6 +419,19 @@ export class KeyWindow {
     return total;
   }
 
+  /**
+   * Whether any origin but ours (the unattributed floor included) has counts in the window at or
+   * before bucket `b`, the partly weighted oldest bucket included (`b` before the window: false).
+   */
+  peerCountsThrough(b: number): boolean {
+    const to = Math.min(b, this.cur + 1);
+    for (let x = this.cur - this.k; x <= to; x++) {
+      const s = this.slotOf(x);
+      if (this.sum[s]! - this.own[s]! > 1e-9) return true;
+    }
+    return false;
+  }
+
   /** True when any origin has counts in the window, the partly weighted oldest bucket included. */
   hasCounts(): boolean {
     return this.full > 0 || this.sum[this.oldest]! > 0;

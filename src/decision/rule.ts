@@ -56,6 +56,13 @@ export function newEval(): Eval {
 export class Rule {
   /** Scratch of KeyWindow.countsSince: all, own. */
   private readonly since = new Float64Array(2);
+  /** The key, policy, time and horizon {@link binds} asks about (set before each static-units decision). */
+  private bindKw: KeyState['window'] | undefined;
+  private bindBw = 1;
+  private bindNow = 0;
+  private bindU = 0;
+  /** {@link assignmentBinds}, bound once (no closure per decision). */
+  private readonly binds = (until: number): boolean => this.assignmentBinds(until);
 
   constructor(private readonly core: EngineCore) {}
 
@@ -176,7 +183,11 @@ export class Rule {
         // whole window may not pass the units it holds (see staticAllowance).
         kw.countsSince(kw.cur - p.buckets, since);
         ownRecent = since[1]!;
-        allowance = staticAllowance(core.peers, L, ks.phase, now, core.unitSpan(p.windowMs));
+        this.bindKw = kw;
+        this.bindBw = rt.bw;
+        this.bindNow = now;
+        this.bindU = Math.max(U, 0);
+        allowance = staticAllowance(core.peers, L, ks.phase, now, core.unitSpan(p.windowMs), this.binds);
       } else if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
         // Slices of a few units (L/N small: a login limit on a large service): the window's
         // L is dealt in whole units over the sharers' slices, and this node's own admissions
@@ -200,6 +211,22 @@ export class Rule {
     if (!this.frontAllows(rt, ks, cost, now, out, 'global')) return;
     allow(out, 'global', Math.floor(L - est - cost + 1e-9));
     out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
+  }
+
+  /**
+   * Static units: whether a member assignment replaced at `until` may still bind the key being
+   * decided. It does while a peer may have admitted the key under it within the window: the
+   * peers see a change up to a staleness period and the data's age after this node, so while
+   * the key's window holds a peer's counts from before then, or those counts may still be on
+   * their way (the horizon has not passed then). A key no peer admitted before the change
+   * takes the units of the members in force at once: its first request after a pod joins, or
+   * after this node started, finds its units there.
+   */
+  private assignmentBinds(until: number): boolean {
+    const cfg = this.core.cfg;
+    const b = Math.floor((until + cfg.staleAfterMs + cfg.dataDelayMs) / this.bindBw);
+    if (this.bindNow - this.bindU <= (b + 1) * this.bindBw) return true;
+    return this.bindKw!.peerCountsThrough(b);
   }
 
   /** Spend `cost` on an evaluation that allowed. */
@@ -483,7 +510,10 @@ function unitEdge(at: number, H: number, phase: number): number {
  * assignment it was in within that `span` (PeerTable.unitRank): it gives up a unit at once and takes
  * a new one only once no admission under the old assignment can still be in a window. The
  * first assignment follows the start-up share, L/N of its own counts (rank -1), the same way:
- * a node joining a running mesh waits a window before it takes units its peers held.
+ * a node joining a running mesh waits a window before it takes units its peers held. Only
+ * where a peer may have admitted the key under the assignment before (`binds`, see
+ * Rule.assignmentBinds): a key no peer admitted before the change is dealt by the members in
+ * force at once. The node's own admissions need no such wait: they count against its units.
  */
 export function staticAllowance(
   peers: PeerTable,
@@ -491,12 +521,17 @@ export function staticAllowance(
   phase: number,
   now: number,
   span: number,
+  binds?: (until: number) => boolean,
 ): number {
   if (now < peers.unitNoneUntil) return 0;
   const Lf = Math.floor(L);
   let units = Number.POSITIVE_INFINITY;
-  for (let i = peers.unitRank.length - 1; i >= 0; i--) {
-    if (peers.unitUntil[i]! <= now - span) break;
+  const last = peers.unitRank.length - 1;
+  for (let i = last; i >= 0; i--) {
+    const until = peers.unitUntil[i]!;
+    if (until <= now - span) break;
+    // one replaced later does not bind the key: none replaced earlier does
+    if (i < last && binds !== undefined && !binds(until)) break;
     const n = peers.unitN[i]!;
     const rank = peers.unitRank[i]!;
     const u =

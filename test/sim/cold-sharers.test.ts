@@ -38,7 +38,7 @@ function offer(sim: Simulator, times: number[], nodeAt: (i: number) => number, k
   return admitted;
 }
 
-describe('thin slices on spread routing: a sharer with no demand heard keeps an equal slice', () => {
+describe('thin slices on spread routing: a node whose demand is not heard still holds its equal units', () => {
   it('a key far under its limit, each request at another node: nearly all admitted, as an exact limiter does', () => {
     // 8 nodes, L = 20 per 10 s, one request a second, each at the next node: 10 per window, half
     // of L. Split by demand alone (routing mixed, the default), a node's first request came
@@ -93,8 +93,9 @@ describe('thin slices on spread routing: a sharer with no demand heard keeps an 
   });
 
   it('every node bursting at once on a cold key, again and again: never past L in any window', () => {
-    // All eight cold at the same moment each keep an equal slice of the headroom; as their
-    // reports cross, views disagree about who is cold. Bursts of 4 per node, every 700 ms.
+    // All eight cold at the same moment. Written against cold slices (an equal slice of the
+    // headroom for each sharer not heard), where views disagreed about who was cold as the
+    // reports crossed; static units need no demand heard. Bursts of 4 per node, every 700 ms.
     const sim = mesh(8, 20, 11, 'spread');
     const times: number[] = [];
     const nodes: number[] = [];
@@ -122,7 +123,8 @@ describe('thin slices on spread routing: a sharer with no demand heard keeps an 
 
 describe('mixed routing (the default): a node alone on a key takes the whole headroom', () => {
   it('keys pinned to one node each (sticky routing): a node alone on a key gets its bursts, as an exact limiter does', () => {
-    // With cold slices, bursts of 10 every 5 s against L = 20 at one node of 8 got 25 of 120.
+    // On spread (cold slices before, static units now), bursts of 10 every 5 s against L = 20 at
+    // one node of 8 get under half: that node holds its units only (cold slices: 25 of 120).
     for (const routing of [undefined, 'spread'] as const) {
       const sim = mesh(8, 20, 5, routing);
       const times: number[] = [];
@@ -156,7 +158,7 @@ describe('mixed routing (the default): a node alone on a key takes the whole hea
     expect(admitted[19]!).toBeLessThan(1300);
   });
 
-  it('nodes that see the keys spread differently never disagree on cold slices: within L', () => {
+  it('nodes that see the keys spread differently never disagree on the rule: within L', () => {
     // The review's pattern against a guess each node learns: node 0 sees only keys of its own,
     // the others keys spread over them; then node 0 reports one request on k, the other seven
     // send 5 each, and node 0 bursts 30. With the guess deciding, cold nodes took 21 and node 0
