@@ -420,16 +420,23 @@ export class KeyWindow {
   }
 
   /**
-   * Whether any origin but ours (the unattributed floor included) has counts in the window at or
-   * before bucket `b`, the partly weighted oldest bucket included (`b` before the window: false).
+   * The oldest bucket in the window, the partly weighted oldest included, where an origin but
+   * ours (the unattributed floor included) has counts; +Infinity when none has.
    */
-  peerCountsThrough(b: number): boolean {
-    const to = Math.min(b, this.cur + 1);
-    for (let x = this.cur - this.k; x <= to; x++) {
+  firstPeerBucket(): number {
+    for (let x = this.cur - this.k; x <= this.cur + 1; x++) {
       const s = this.slotOf(x);
-      if (this.sum[s]! - this.own[s]! > 1e-9) return true;
+      if (this.sum[s]! - this.own[s]! > 1e-9) return x;
     }
-    return false;
+    return Number.POSITIVE_INFINITY;
+  }
+
+  /** The oldest bucket in the window where the unattributed floor has counts; +Infinity when none. */
+  firstFloorBucket(): number {
+    const f = this.floor;
+    if (f === undefined) return Number.POSITIVE_INFINITY;
+    for (let x = this.cur - this.k; x <= this.cur + 1; x++) if (f[this.slotOf(x)]! > 1e-9) return x;
+    return Number.POSITIVE_INFINITY;
   }
 
   /** True when any origin has counts in the window, the partly weighted oldest bucket included. */
@@ -644,6 +651,28 @@ export class KeyWindow {
       counts.push(v);
     }
     return any ? counts : undefined;
+  }
+
+  /**
+   * The counts of the origins flagged in `which` (by origin index) and the unattributed floor,
+   * summed bucket by bucket over the window (cur - k .. cur + 1); undefined when all are 0.
+   */
+  countsOf(which: readonly boolean[]): number[] | undefined {
+    let counts: number[] | undefined;
+    const f = this.floor;
+    for (let i = 0, b = this.cur - this.k; b <= this.cur + 1; b++, i++) {
+      const s = this.slotOf(b);
+      let v = f === undefined ? 0 : f[s]!;
+      for (let o = 1; o < this.peers.length; o++) {
+        const p = this.peers[o];
+        if (p !== undefined && which[o] === true) v += p[s]!;
+      }
+      if (v > 0) {
+        if (counts === undefined) counts = new Array<number>(this.k + 2).fill(0);
+        counts[i] = v;
+      }
+    }
+    return counts;
   }
 
   /** True when nobody has anything left in the window (safe to forget the key). */

@@ -1,7 +1,7 @@
 const NONE: number[] = [];
 
-/** Static units: the member assignments kept while they may bind; more changes than that within the time kept and no units are dealt for a while. */
-const UNIT_HISTORY = 16;
+/** Static units: the member assignments kept while they may bind; past that the oldest are dropped and remembered as one time (PeerTable.unitLostUntil). */
+const UNIT_HISTORY = 64;
 
 /** What this node knows of one other node. */
 export interface PeerState {
@@ -116,15 +116,20 @@ export class PeerTable {
   /**
    * Static units (see staticAllowance in rule.ts): the member assignments this node has been in,
    * oldest first: its rank among n members (the live ones, the ones stale for less than a
-   * staleness period, and itself, in id order;
-   * rank -1: the start-up share, L/N of its own counts, while still starting) and when the next
-   * one replaced it (+Infinity: in force). Kept while they may bind: {@link unitKeepMs}.
+   * staleness period, and itself, in id order; rank -1: none, while still starting; -2: none,
+   * while no peer is live) and when the next one replaced it (+Infinity: in force). Kept while
+   * they may bind: {@link unitKeepMs}.
    */
   readonly unitRank: number[] = [-1];
   readonly unitN: number[];
   readonly unitUntil: number[] = [Number.POSITIVE_INFINITY];
-  /** More member changes than the list keeps within {@link unitKeepMs}: no static units until this time. */
-  unitNoneUntil = Number.NEGATIVE_INFINITY;
+  /**
+   * More member changes than the list keeps: when the newest assignment dropped for room was
+   * replaced. It binds as any replaced then would, with no units (see staticAllowance).
+   */
+  unitLostUntil = Number.NEGATIVE_INFINITY;
+  /** Of those, when the newest cut-off one (rank -2) was replaced: it binds every key. */
+  unitLostNoneUntil = Number.NEGATIVE_INFINITY;
   /** How long a replaced assignment is kept: the longest window of the policies plus a margin (set by the engine). */
   unitKeepMs = 0;
 
@@ -289,7 +294,11 @@ export class PeerTable {
     this.live = live;
     this.stale = stale;
     this.allStale = (live.length === 0 && stale.length > 0) || this.awaiting;
-    if (!this.awaiting) {
+    if (!this.awaiting && live.length === 0) {
+      // Static units: no peer live (cut off, or alone): the node does not know what its peers
+      // admitted meanwhile, so when its view forms again it holds none for a while (rank -2).
+      this.noteMembers(-2, this.knownN, now);
+    } else if (!this.awaiting) {
       // Static units: the live members and this node, and the stale ones for a staleness period
       // more (a peer whose message was lost, or a pause, moves no units; a replaced one does).
       let before = 0;
@@ -328,9 +337,12 @@ export class PeerTable {
     let drop = 0;
     while (drop < this.unitUntil.length && this.unitUntil[drop]! <= now - this.unitKeepMs) drop++;
     if (this.unitRank.length - drop >= UNIT_HISTORY) {
-      // members change faster than the list keeps: none of it is forgotten while it may bind
-      this.unitNoneUntil = now + this.unitKeepMs;
-      drop = this.unitRank.length;
+      // members change faster than the list keeps: the oldest that may bind go, and bind as none
+      const to = this.unitRank.length - UNIT_HISTORY / 2;
+      this.unitLostUntil = this.unitUntil[to - 1]!;
+      for (let i = drop; i < to; i++)
+        if (this.unitRank[i]! === -2) this.unitLostNoneUntil = this.unitUntil[i]!;
+      drop = to;
     }
     if (drop > 0) {
       this.unitRank.splice(0, drop);

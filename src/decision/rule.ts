@@ -56,13 +56,14 @@ export function newEval(): Eval {
 export class Rule {
   /** Scratch of KeyWindow.countsSince: all, own. */
   private readonly since = new Float64Array(2);
-  /** The key, policy, time and horizon {@link binds} asks about (set before each static-units decision). */
-  private bindKw: KeyState['window'] | undefined;
+  /** The key's oldest bucket with a peer's counts, the policy, time and horizon {@link binds} asks about (set before each static-units decision). */
+  private bindFirst = 0;
+  private bindFloor = 0;
   private bindBw = 1;
   private bindNow = 0;
   private bindU = 0;
   /** {@link assignmentBinds}, bound once (no closure per decision). */
-  private readonly binds = (until: number): boolean => this.assignmentBinds(until);
+  private readonly binds = (until: number): number => this.assignmentBinds(until);
 
   constructor(private readonly core: EngineCore) {}
 
@@ -183,7 +184,8 @@ export class Rule {
         // whole window may not pass the units it holds (see staticAllowance).
         kw.countsSince(kw.cur - p.buckets, since);
         ownRecent = since[1]!;
-        this.bindKw = kw;
+        this.bindFirst = kw.firstPeerBucket();
+        this.bindFloor = kw.firstFloorBucket();
         this.bindBw = rt.bw;
         this.bindNow = now;
         this.bindU = Math.max(U, 0);
@@ -220,13 +222,16 @@ export class Rule {
    * the key's window holds a peer's counts from before then, or those counts may still be on
    * their way (the horizon has not passed then). A key no peer admitted before the change
    * takes the units of the members in force at once: its first request after a pod joins, or
-   * after this node started, finds its units there.
+   * after this node started, finds its units there. Returns 0 when it does not bind, 2 when
+   * it does by counts on the unattributed floor (members gone: what a new pod learns by sync of
+   * the pod it replaces) or counts that may still be on their way, 1 by live peers' only.
    */
-  private assignmentBinds(until: number): boolean {
+  private assignmentBinds(until: number): number {
     const cfg = this.core.cfg;
     const b = Math.floor((until + cfg.staleAfterMs + cfg.dataDelayMs) / this.bindBw);
-    if (this.bindNow - this.bindU <= (b + 1) * this.bindBw) return true;
-    return this.bindKw!.peerCountsThrough(b);
+    if (this.bindNow - this.bindU <= (b + 1) * this.bindBw) return 2;
+    if (this.bindFloor <= b) return 2;
+    return this.bindFirst <= b ? 1 : 0;
   }
 
   /** Spend `cost` on an evaluation that allowed. */
@@ -509,11 +514,12 @@ function unitEdge(at: number, H: number, phase: number): number {
  * to a staleness period and the data's age apart. So a node holds the fewest units of any
  * assignment it was in within that `span` (PeerTable.unitRank): it gives up a unit at once and takes
  * a new one only once no admission under the old assignment can still be in a window. The
- * first assignment follows the start-up share, L/N of its own counts (rank -1), the same way:
- * a node joining a running mesh waits a window before it takes units its peers held. Only
- * where a peer may have admitted the key under the assignment before (`binds`, see
+ * first assignment follows start-up (rank -1), which holds none: a node joining a running mesh
+ * waits a window before it takes units of a key its peers, or the pod it replaces, admitted.
+ * Only where a peer may have admitted the key under the assignment before (`binds`, see
  * Rule.assignmentBinds): a key no peer admitted before the change is dealt by the members in
  * force at once. The node's own admissions need no such wait: they count against its units.
+ * A node with no peer live (rank -2) holds none for the whole span after, whatever the key.
  */
 export function staticAllowance(
   peers: PeerTable,
@@ -521,23 +527,37 @@ export function staticAllowance(
   phase: number,
   now: number,
   span: number,
-  binds?: (until: number) => boolean,
+  binds?: (until: number) => number,
 ): number {
-  if (now < peers.unitNoneUntil) return 0;
+  if (peers.unitLostNoneUntil > now - span) return 0;
   const Lf = Math.floor(L);
   let units = Number.POSITIVE_INFINITY;
   const last = peers.unitRank.length - 1;
-  for (let i = last; i >= 0; i--) {
+  let i = last;
+  for (; i >= 0; i--) {
     const until = peers.unitUntil[i]!;
     if (until <= now - span) break;
-    // one replaced later does not bind the key: none replaced earlier does
-    if (i < last && binds !== undefined && !binds(until)) break;
-    const n = peers.unitN[i]!;
     const rank = peers.unitRank[i]!;
-    const u =
-      rank < 0 ? Math.floor(Lf / n) : unitEdge((rank + 1) / n, Lf, phase) - unitEdge(rank / n, Lf, phase);
+    // No peer live (cut off): none, for the whole span, whatever the key. The node missed what
+    // its peers admitted meanwhile (until the lost messages are repaired), so no key is known
+    // to be free of it.
+    if (rank === -2) return 0;
+    // one replaced later does not bind the key: none replaced earlier does
+    const level = i < last && binds !== undefined ? binds(until) : 2;
+    if (level === 0) break;
+    const n = peers.unitN[i]!;
+    // Start-up binds the key: none. A new pod does not see what the pod it replaces admitted
+    // while its peers still hold that pod live (they do for a staleness period after it stops;
+    // of members already gone a sync answer tells, DEPARTED_ORIGIN in sync.ts), so its peers'
+    // counts from before stand for those too. With the start-up share, L/N, a replaced pod's
+    // successor passed L by up to L/N at once.
+    if (rank < 0) return 0;
+    const u = unitEdge((rank + 1) / n, Lf, phase) - unitEdge(rank / n, Lf, phase);
     if (u < units) units = u;
   }
+  // assignments dropped for room: they bind as none where the oldest kept one still did
+  const lost = peers.unitLostUntil;
+  if (i < 0 && lost > now - span && (binds === undefined || binds(lost) > 0)) return 0;
   return units;
 }
 

@@ -52,21 +52,36 @@ describe('static units: the window L dealt equally over the members', () => {
     expect(a).not.toEqual(b);
   });
 
-  it('a node starts on L/N of the members it expects, for a window and a margin after its view formed', () => {
+  it('a node holds none for a window and a margin after its view formed, where a key may be bound', () => {
     // self sorts after a and b: rank 2 of 3; L = 10 gives ranks 0..2 units 3, 3, 4 at phase 0
     const t = new PeerTable('self', 50, 500, 10, 3);
     t.unitKeepMs = 1000;
-    expect(staticAllowance(t, 10, 0, 0, 1000)).toBe(3); // still starting: L/N
     heard(t, 'a', 100);
     t.refresh(100);
-    expect(staticAllowance(t, 10, 0, 100, 1000)).toBe(3); // b not heard: still starting
     heard(t, 'b', 120);
     t.refresh(120);
     expect([...t.unitRank]).toEqual([-1, 2]);
-    expect(staticAllowance(t, 10, 0, 120, 1000)).toBe(3);
-    expect(staticAllowance(t, 10, 0, 1119, 1000)).toBe(3);
-    // the start-up share bound a whole span after the view formed at 120
+    // no key information: every assignment binds
+    expect(staticAllowance(t, 10, 0, 120, 1000)).toBe(0);
+    expect(staticAllowance(t, 10, 0, 1119, 1000)).toBe(0);
     expect(staticAllowance(t, 10, 0, 1120, 1000)).toBe(4);
+    // a key no peer admitted before the view formed (binds: 0): its units at once
+    expect(staticAllowance(t, 10, 0, 200, 1000, () => 0)).toBe(4);
+    expect(staticAllowance(t, 10, 0, 200, 1000, () => 1)).toBe(0);
+  });
+
+  it('a node that had no peer live holds none for the whole span after, whatever the key', () => {
+    const t = new PeerTable('self', 50, 100_000, 10);
+    t.unitKeepMs = 1000;
+    heard(t, 'a', 0);
+    t.refresh(0);
+    t.refresh(200); // a stale: cut off
+    expect(t.unitRank.slice(-1)).toEqual([-2]);
+    heard(t, 'a', 300);
+    t.refresh(300);
+    // rank 1 of 2 at L = 10: 5 units, but the cut-off binds until 300 + 1000 even for a free key
+    expect(staticAllowance(t, 10, 0, 400, 1000, () => 0)).toBe(0);
+    expect(staticAllowance(t, 10, 0, 1300, 1000, () => 0)).toBe(5);
   });
 
   it('a member change: the fewer units of the two assignments until the old one no longer binds', () => {
@@ -93,20 +108,25 @@ describe('static units: the window L dealt equally over the members', () => {
     expect(staticAllowance(t, 10, 0, 11_500, 5000)).toBe(4);
   });
 
-  it('members changing faster than the list keeps: no units until the churn could no longer bind', () => {
-    const t = new PeerTable('self', 1_000_000, 10_000_000, 64);
+  it('members changing faster than the list keeps: the oldest go, and bind as none where they would', () => {
+    const t = new PeerTable('self', 1_000_000, 10_000_000, 128);
     t.unitKeepMs = 10_000;
     heard(t, 'a', 0);
     t.refresh(0);
-    for (let i = 0; i < 20; i++) {
-      heard(t, `x${i}`, 100 + i);
+    for (let i = 0; i < 70; i++) {
+      heard(t, `x${String(i).padStart(2, '0')}`, 100 + i);
       t.refresh(100 + i);
     }
-    // the 16th change (x14 at 114) found 16 assignments that may still bind
-    expect(staticAllowance(t, 100, 0, 200, 10_000)).toBe(0);
-    expect(t.unitRank.length).toBeLessThan(16);
-    expect(staticAllowance(t, 100, 0, 10_113, 10_000)).toBe(0);
-    // once that churn is a span old, the members now in force (self rank 1 of 22) deal units again
-    expect(staticAllowance(t, 100, 0, 20_200, 10_000)).toBe(5);
+    expect(t.unitRank.length).toBeLessThan(64);
+    expect(t.unitLostUntil).toBeGreaterThan(100);
+    // a key they may bind: none until the dropped ones could no longer bind
+    expect(staticAllowance(t, 100, 0, 1000, 10_000)).toBe(0);
+    // a key none binds: the members in force (self rank 1 of 72) deal its units at once
+    expect(staticAllowance(t, 100, 0, 1000, 10_000, () => 0)).toBe(
+      Math.floor((2 * 100) / 72) - Math.floor(100 / 72),
+    );
+    expect(staticAllowance(t, 100, 0, 20_200, 10_000)).toBe(
+      Math.floor((2 * 100) / 72) - Math.floor(100 / 72),
+    );
   });
 });
