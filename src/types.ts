@@ -82,9 +82,9 @@ export interface PolicySpec {
   fallback?: boolean;
   /**
    * global scope only: how the load balancer routes the keys ({@link Routing}). Default `mixed`.
-   * With `spread`, where slices are thin, a node that has not reported a key keeps an equal
-   * slice of its headroom (cold slices); with `mixed` a node alone on a key takes all of it at
-   * once.
+   * With `spread`, where L is under 4 units per member, the window's L is dealt in whole
+   * units equally over the members (static units); with `mixed` a node alone on a key takes
+   * all of the headroom at once.
    */
   routing?: Routing;
 }

@@ -431,14 +431,6 @@ export class KeyWindow {
     return Number.POSITIVE_INFINITY;
   }
 
-  /** The oldest bucket in the window where the unattributed floor has counts; +Infinity when none. */
-  firstFloorBucket(): number {
-    const f = this.floor;
-    if (f === undefined) return Number.POSITIVE_INFINITY;
-    for (let x = this.cur - this.k; x <= this.cur + 1; x++) if (f[this.slotOf(x)]! > 1e-9) return x;
-    return Number.POSITIVE_INFINITY;
-  }
-
   /** True when any origin has counts in the window, the partly weighted oldest bucket included. */
   hasCounts(): boolean {
     return this.full > 0 || this.sum[this.oldest]! > 0;
@@ -651,28 +643,6 @@ export class KeyWindow {
       counts.push(v);
     }
     return any ? counts : undefined;
-  }
-
-  /**
-   * The counts of the origins flagged in `which` (by origin index) and the unattributed floor,
-   * summed bucket by bucket over the window (cur - k .. cur + 1); undefined when all are 0.
-   */
-  countsOf(which: readonly boolean[]): number[] | undefined {
-    let counts: number[] | undefined;
-    const f = this.floor;
-    for (let i = 0, b = this.cur - this.k; b <= this.cur + 1; b++, i++) {
-      const s = this.slotOf(b);
-      let v = f === undefined ? 0 : f[s]!;
-      for (let o = 1; o < this.peers.length; o++) {
-        const p = this.peers[o];
-        if (p !== undefined && which[o] === true) v += p[s]!;
-      }
-      if (v > 0) {
-        if (counts === undefined) counts = new Array<number>(this.k + 2).fill(0);
-        counts[i] = v;
-      }
-    }
-    return counts;
   }
 
   /** True when nobody has anything left in the window (safe to forget the key). */

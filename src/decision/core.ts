@@ -51,7 +51,7 @@ export interface PolicyRuntime {
    * in the last window, of whether a peer's was. Near 1 where keys are spread, 0 where each key
    * is pinned to one node (sticky routing) and at the start. Reported only (stats, a gauge), to
    * tell an operator whether `routing: spread` fits: each node learns its own, so it cannot
-   * decide cold slices, which every node must take or hold back alike.
+   * decide static units, which every node must deal alike.
    */
   spread: number;
   /**

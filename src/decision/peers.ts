@@ -128,6 +128,8 @@ export class PeerTable {
    * replaced. It binds as any replaced then would, with no units (see staticAllowance).
    */
   unitLostUntil = Number.NEGATIVE_INFINITY;
+  /** Of those, the most members of any (static units hold while thin under it: {@link unitMembers}). */
+  unitLostN = 0;
   /** Of those, when the newest cut-off one (rank -2) was replaced: it binds every key. */
   unitLostNoneUntil = Number.NEGATIVE_INFINITY;
   /** How long a replaced assignment is kept: the longest window of the policies plus a margin (set by the engine). */
@@ -295,9 +297,11 @@ export class PeerTable {
     this.stale = stale;
     this.allStale = (live.length === 0 && stale.length > 0) || this.awaiting;
     if (!this.awaiting && live.length === 0) {
-      // Static units: no peer live (cut off, or alone): the node does not know what its peers
-      // admitted meanwhile, so when its view forms again it holds none for a while (rank -2).
-      this.noteMembers(-2, this.knownN, now);
+      // Static units: no peer live after some were (cut off): the node does not know what its
+      // peers admitted meanwhile, so when its view forms again it holds none for a while (rank
+      // -2). A node that never had one (alone from the start) missed nothing.
+      const last = this.unitRank.length - 1;
+      if (this.unitRank[last]! >= 0 && this.unitN[last]! > 1) this.noteMembers(-2, this.knownN, now);
     } else if (!this.awaiting) {
       // Static units: the live members and this node, and the stale ones for a staleness period
       // more (a peer whose message was lost, or a pause, moves no units; a replaced one does).
@@ -321,7 +325,7 @@ export class PeerTable {
    * them only once no admission under them can be in a window.
    */
   unitMembers(now: number, span: number): number {
-    let n = 0;
+    let n = this.unitLostUntil > now - span ? this.unitLostN : 0;
     for (let i = this.unitRank.length - 1; i >= 0; i--) {
       if (this.unitUntil[i]! <= now - span) break;
       if (this.unitN[i]! > n) n = this.unitN[i]!;
@@ -340,8 +344,10 @@ export class PeerTable {
       // members change faster than the list keeps: the oldest that may bind go, and bind as none
       const to = this.unitRank.length - UNIT_HISTORY / 2;
       this.unitLostUntil = this.unitUntil[to - 1]!;
-      for (let i = drop; i < to; i++)
+      for (let i = drop; i < to; i++) {
         if (this.unitRank[i]! === -2) this.unitLostNoneUntil = this.unitUntil[i]!;
+        if (this.unitN[i]! > this.unitLostN) this.unitLostN = this.unitN[i]!;
+      }
       drop = to;
     }
     if (drop > 0) {

@@ -58,12 +58,11 @@ export class Rule {
   private readonly since = new Float64Array(2);
   /** The key's oldest bucket with a peer's counts, the policy, time and horizon {@link binds} asks about (set before each static-units decision). */
   private bindFirst = 0;
-  private bindFloor = 0;
   private bindBw = 1;
   private bindNow = 0;
   private bindU = 0;
   /** {@link assignmentBinds}, bound once (no closure per decision). */
-  private readonly binds = (until: number): number => this.assignmentBinds(until);
+  private readonly binds = (until: number): boolean => this.assignmentBinds(until);
 
   constructor(private readonly core: EngineCore) {}
 
@@ -185,7 +184,6 @@ export class Rule {
         kw.countsSince(kw.cur - p.buckets, since);
         ownRecent = since[1]!;
         this.bindFirst = kw.firstPeerBucket();
-        this.bindFloor = kw.firstFloorBucket();
         this.bindBw = rt.bw;
         this.bindNow = now;
         this.bindU = Math.max(U, 0);
@@ -222,16 +220,13 @@ export class Rule {
    * the key's window holds a peer's counts from before then, or those counts may still be on
    * their way (the horizon has not passed then). A key no peer admitted before the change
    * takes the units of the members in force at once: its first request after a pod joins, or
-   * after this node started, finds its units there. Returns 0 when it does not bind, 2 when
-   * it does by counts on the unattributed floor (members gone: what a new pod learns by sync of
-   * the pod it replaces) or counts that may still be on their way, 1 by live peers' only.
+   * after this node started, finds its units there.
    */
-  private assignmentBinds(until: number): number {
+  private assignmentBinds(until: number): boolean {
     const cfg = this.core.cfg;
     const b = Math.floor((until + cfg.staleAfterMs + cfg.dataDelayMs) / this.bindBw);
-    if (this.bindNow - this.bindU <= (b + 1) * this.bindBw) return 2;
-    if (this.bindFloor <= b) return 2;
-    return this.bindFirst <= b ? 1 : 0;
+    if (this.bindNow - this.bindU <= (b + 1) * this.bindBw) return true;
+    return this.bindFirst <= b;
   }
 
   /** Spend `cost` on an evaluation that allowed. */
@@ -527,7 +522,7 @@ export function staticAllowance(
   phase: number,
   now: number,
   span: number,
-  binds?: (until: number) => number,
+  binds?: (until: number) => boolean,
 ): number {
   if (peers.unitLostNoneUntil > now - span) return 0;
   const Lf = Math.floor(L);
@@ -543,21 +538,19 @@ export function staticAllowance(
     // to be free of it.
     if (rank === -2) return 0;
     // one replaced later does not bind the key: none replaced earlier does
-    const level = i < last && binds !== undefined ? binds(until) : 2;
-    if (level === 0) break;
+    if (i < last && binds !== undefined && !binds(until)) break;
     const n = peers.unitN[i]!;
-    // Start-up binds the key: none. A new pod does not see what the pod it replaces admitted
-    // while its peers still hold that pod live (they do for a staleness period after it stops;
-    // of members already gone a sync answer tells, DEPARTED_ORIGIN in sync.ts), so its peers'
-    // counts from before stand for those too. With the start-up share, L/N, a replaced pod's
-    // successor passed L by up to L/N at once.
+    // Start-up binds the key: none. With the start-up share, L/N, a replaced pod's successor
+    // passed L by up to L/N at once: it does not see what the pod it replaces admitted (a sync
+    // answer carries the responder's own counts), and its peers' counts from before stand for
+    // those. A key only the replaced pod admitted is not seen at all (docs/scale.md).
     if (rank < 0) return 0;
     const u = unitEdge((rank + 1) / n, Lf, phase) - unitEdge(rank / n, Lf, phase);
     if (u < units) units = u;
   }
   // assignments dropped for room: they bind as none where the oldest kept one still did
   const lost = peers.unitLostUntil;
-  if (i < 0 && lost > now - span && (binds === undefined || binds(lost) > 0)) return 0;
+  if (i < 0 && lost > now - span && (binds === undefined || binds(lost))) return 0;
   return units;
 }
 

@@ -13,13 +13,6 @@ import { appliedOffset, type PeerState } from './peers.js';
 import type { ReceiveResult } from './types.js';
 
 /**
- * The origin a sync answer gives for the counts of members the responder no longer holds live
- * and its unattributed floor, summed (no peer id has this form: ids are node names or libp2p
- * peer ids, and a `~` is in neither).
- */
-export const DEPARTED_ORIGIN = '~departed';
-
-/**
  * State sync on bytes: the request (our time, for a clock-offset sample), the answer (our own
  * windows and what we hold of the asker's), the merge of an answer (credited to the responder
  * only), and the snapshot of a lone node's windows, which is a sync answer from itself.
@@ -58,14 +51,7 @@ export class Sync {
       // lost unseen: ask it, in our next messages, for its whole window
       asker.nack = 0;
     }
-    // What we hold of members no longer live (a replaced pod, one cut off) and the unattributed
-    // floor, summed as one origin: the asker cannot hear them, and a new pod would otherwise
-    // not know what the one it replaces admitted (static units, see Rule.assignmentBinds).
-    const gone: boolean[] = [];
-    for (const p of core.peers.byIdx)
-      if (p !== undefined && p !== asker && (!p.member || p.stale)) gone[p.idx] = true;
-    origins.push(DEPARTED_ORIGIN);
-    const entries = this.windowEntries(now, asker, gone, origins.length - 1);
+    const entries = this.windowEntries(now, asker);
     return encodeSyncResponse({
       policies: core.wireTable,
       t0: dec.message.t0,
@@ -81,11 +67,8 @@ export class Sync {
    * authenticated peer, origin 0 of the answer). Entries the responder gives
    * for this node's own id (a restarted node's earlier admissions) go to the
    * unattributed floor: they count here, bounded like any origin's, but are
-   * never gossiped as this node's own. So do the entries of the responder's
-   * members that are no longer live and its own floor ({@link DEPARTED_ORIGIN}):
-   * merged as a maximum, as every responder holds about the same. Entries of any
-   * other origin are skipped and counted (`sync-foreign-entry`): no name fills a
-   * peer slot here.
+   * never gossiped as this node's own. Entries of any other origin are
+   * skipped and counted (`sync-foreign-entry`): no name fills a peer slot here.
    */
   receive(from: string, response: Uint8Array, now: number): ReceiveResult {
     const core = this.core;
@@ -111,8 +94,6 @@ export class Sync {
     else this.pending.delete(m.t0);
     core.mapTable(peer, m.policies, now);
     const self = m.origins.indexOf(core.nodeId);
-    // what the responder holds of members no longer live, and its floor: counted on our floor
-    const departed = m.origins.indexOf(DEPARTED_ORIGIN, 1);
     if (m.t0 <= now && now - m.t0 < 60_000) {
       // The midpoint is off by at most half the round trip: trusted (over the gossip estimate, and
       // for the skew check) only when that is within a quarter of maxClockOffsetMs. A starved
@@ -140,10 +121,6 @@ export class Sync {
         if (this.gossip.merge(rt, peer.idx, e, now, off)) capped = true;
       } else if (e.origin === self) {
         if (this.gossip.merge(rt, FLOOR, e, now, off)) capped = true;
-      } else if (e.origin === departed) {
-        // a sum over members gone: capped as any origin, but no strike (a window past L is not
-        // the responder's doing)
-        this.gossip.merge(rt, FLOOR, e, now, off);
       } else foreign++;
     }
     if (foreign > 0)
@@ -202,12 +179,7 @@ export class Sync {
    * Every global key's window of our own counts (origin 0), and when `asker` is given what we
    * hold of its own counts (origin 1): the entries of a sync answer, and of a snapshot.
    */
-  private windowEntries(
-    now: number,
-    asker: PeerState | undefined,
-    gone?: readonly boolean[],
-    goneOrigin = 0,
-  ): WireEntry[] {
+  private windowEntries(now: number, asker: PeerState | undefined): WireEntry[] {
     const entries: WireEntry[] = [];
     for (const rt of this.core.rts) {
       if (rt.local) continue;
@@ -217,18 +189,6 @@ export class Sync {
         if (c > kw.cur) kw.roll(c);
         if (kw.isEmpty()) continue;
         if (kw.ownEstimate(1) > 0) entries.push(ownEntry(ks, rt, now));
-        if (gone !== undefined) {
-          const counts = kw.countsOf(gone);
-          if (counts !== undefined)
-            entries.push({
-              origin: goneOrigin,
-              policy: rt.wire,
-              key,
-              base: kw.cur - kw.k,
-              counts,
-              demand: 0,
-            });
-        }
         if (asker === undefined) continue;
         const counts = kw.originCounts(asker.idx);
         if (counts !== undefined)

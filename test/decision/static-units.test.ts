@@ -66,8 +66,8 @@ describe('static units: the window L dealt equally over the members', () => {
     expect(staticAllowance(t, 10, 0, 1119, 1000)).toBe(0);
     expect(staticAllowance(t, 10, 0, 1120, 1000)).toBe(4);
     // a key no peer admitted before the view formed (binds: 0): its units at once
-    expect(staticAllowance(t, 10, 0, 200, 1000, () => 0)).toBe(4);
-    expect(staticAllowance(t, 10, 0, 200, 1000, () => 1)).toBe(0);
+    expect(staticAllowance(t, 10, 0, 200, 1000, () => false)).toBe(4);
+    expect(staticAllowance(t, 10, 0, 200, 1000, () => true)).toBe(0);
   });
 
   it('a node that had no peer live holds none for the whole span after, whatever the key', () => {
@@ -80,8 +80,8 @@ describe('static units: the window L dealt equally over the members', () => {
     heard(t, 'a', 300);
     t.refresh(300);
     // rank 1 of 2 at L = 10: 5 units, but the cut-off binds until 300 + 1000 even for a free key
-    expect(staticAllowance(t, 10, 0, 400, 1000, () => 0)).toBe(0);
-    expect(staticAllowance(t, 10, 0, 1300, 1000, () => 0)).toBe(5);
+    expect(staticAllowance(t, 10, 0, 400, 1000, () => false)).toBe(0);
+    expect(staticAllowance(t, 10, 0, 1300, 1000, () => false)).toBe(5);
   });
 
   it('a member change: the fewer units of the two assignments until the old one no longer binds', () => {
@@ -108,6 +108,18 @@ describe('static units: the window L dealt equally over the members', () => {
     expect(staticAllowance(t, 10, 0, 11_500, 5000)).toBe(4);
   });
 
+  it('a node alone from the start missed nothing: its first peer does not cost it a window', () => {
+    const t = new PeerTable('self', 50, 100_000, 10);
+    t.unitKeepMs = 1000;
+    t.refresh(0);
+    t.refresh(500);
+    expect([...t.unitRank]).toEqual([-1]);
+    heard(t, 'a', 600);
+    t.refresh(600);
+    // rank 1 of 2 at L = 10: 5 units, for a key no peer admitted before
+    expect(staticAllowance(t, 10, 0, 700, 1000, () => false)).toBe(5);
+  });
+
   it('members changing faster than the list keeps: the oldest go, and bind as none where they would', () => {
     const t = new PeerTable('self', 1_000_000, 10_000_000, 128);
     t.unitKeepMs = 10_000;
@@ -122,7 +134,7 @@ describe('static units: the window L dealt equally over the members', () => {
     // a key they may bind: none until the dropped ones could no longer bind
     expect(staticAllowance(t, 100, 0, 1000, 10_000)).toBe(0);
     // a key none binds: the members in force (self rank 1 of 72) deal its units at once
-    expect(staticAllowance(t, 100, 0, 1000, 10_000, () => 0)).toBe(
+    expect(staticAllowance(t, 100, 0, 1000, 10_000, () => false)).toBe(
       Math.floor((2 * 100) / 72) - Math.floor(100 / 72),
     );
     expect(staticAllowance(t, 100, 0, 20_200, 10_000)).toBe(

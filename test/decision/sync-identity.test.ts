@@ -99,7 +99,7 @@ describe('sync is tied to identity', () => {
     expect(b.stats().dropped).toEqual({ 'sync-unsolicited': 2 });
   });
 
-  it('an honest answer carries the responder and the asker by name, third parties only as members gone', () => {
+  it('an honest answer carries only the responder and the asker, nothing of third parties', () => {
     const clock = new ManualClock(T0);
     const [a, b, c] = ['a', 'b', 'c'].map(
       (id) => new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: id }),
@@ -112,25 +112,10 @@ describe('sync is tied to identity', () => {
     const ans = a.answerSync('b', b.buildSyncRequest()) as Uint8Array;
     const dec = decodeMessage(ans);
     if (!dec.ok || dec.message.type !== 3) throw new Error('no answer');
-    expect(dec.message.origins).toEqual(['a', 'b', '~departed']);
-    // c is live at a: nothing of it (b hears it itself)
+    expect(dec.message.origins).toEqual(['a', 'b']);
     expect(dec.message.entries.map((e) => [e.origin, e.counts.reduce((x, y) => x + y, 0)])).toEqual([
       [0, 1],
       [1, 5],
     ]);
-    // c goes quiet (stale at a) while b keeps talking to a: c's counts ride as members gone,
-    // and land on the asker's floor (a new pod learns what the pod it replaces admitted)
-    clock.advance(200);
-    a.receiveGossip('b', b.buildGossip());
-    const later = a.answerSync('b', b.buildSyncRequest()) as Uint8Array;
-    const dec2 = decodeMessage(later);
-    if (!dec2.ok || dec2.message.type !== 3) throw new Error('no answer');
-    expect(dec2.message.entries.map((e) => [e.origin, e.counts.reduce((x, y) => x + y, 0)])).toEqual([
-      [0, 1],
-      [2, 7],
-      [1, 5],
-    ]);
-    expect(b.receiveSyncResponse('a', later)).toEqual({ ok: true });
-    expect(b.estimate('p', 'k')).toBe(13);
   });
 });

@@ -173,8 +173,9 @@ describe('controlled rule: a key whose demand starts on every node at once, goss
   });
 
   it('routing spread with thin slices (L = 30 on 8 nodes): within L', () => {
-    // the cold-slice branch reassigns the allowance: the guard applies after it (34 and 32 of 30
-    // in a second at g = 500 and 1 s when it ran before that branch; 30 and 30 now)
+    // thin slices on spread reassign the allowance (cold slices then, static units now): the
+    // guard on claims ran before the cold-slice branch once, and 34 and 32 of 30 went in a
+    // second at g = 500 and 1 s
     for (const g of [500, 1000]) {
       const thin = { ...policy, limit: 30, routing: 'spread' as const };
       const sim = mesh(8, g, 4, [thin]);
