@@ -16,6 +16,9 @@
  *     [--seconds S] [--out FILE]
  *   npx tsx bench/scale.ts --print [--only nodes]   (the rows saved, as printed)
  *   npx tsx bench/scale.ts --fill-ceiling   (the ceiling of saved rows that lack it: no simulation)
+ *   npx tsx bench/scale.ts --steady [--design ...] [--nodes ...] [--seconds 30] [--print]
+ *     (the nodes rows run for 30 s, with admitted and the ceiling also counted from 10 s on:
+ *     the steady part, without the start's burst; writes bench/results/scale-steady.json)
  *
  * Writes bench/results/scale.json (merged by row: a partial run replaces its rows only).
  */
@@ -31,7 +34,11 @@ const here = dirname(fileURLToPath(import.meta.url));
 /** The results file; `--out FILE` writes another (two runs at once must not share one). */
 const OUT = (() => {
   const i = process.argv.indexOf('--out');
-  return i >= 0 ? resolve(process.argv[i + 1]!) : resolve(here, 'results/scale.json');
+  if (i >= 0) return resolve(process.argv[i + 1]!);
+  return resolve(
+    here,
+    process.argv.includes('--steady') ? 'results/scale-steady.json' : 'results/scale.json',
+  );
 })();
 
 /** The gossip design a row measures. */
@@ -65,6 +72,16 @@ export interface ScaleRow {
   seconds: number;
   /** Wall time of the row, s. */
   wall_s: number;
+  /**
+   * `--steady` rows only: the same figures over the run's steady part, from `steady_from_s` to
+   * its end (the first windows, where every node starts at once and the exact limiter admits L
+   * in a burst, left out): admitted against the exact limiter's admissions there, and the
+   * ceiling's.
+   */
+  steady_from_s?: number;
+  admitted_vs_bound_steady?: number;
+  ceiling_steady?: number;
+  admitted_vs_ceiling_steady?: number;
 }
 
 interface Shape {
@@ -99,7 +116,12 @@ function zipf(K: number, prng: Prng): () => number {
   };
 }
 
-export function runRow(series: ScaleRow['series'], design: Design, shape: Shape): ScaleRow {
+export function runRow(
+  series: ScaleRow['series'],
+  design: Design,
+  shape: Shape,
+  steadyFromMs?: number,
+): ScaleRow {
   const { nodes, keys, limit, windowMs, buckets, seconds } = shape;
   const policy: PolicySpec = {
     name: 'p',
@@ -149,8 +171,11 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     const w = worstRolling(admittedAt[k]!, windowMs) - limit;
     if (w > worst) worst = w;
   }
-  const { exact, ceiling } = bounds(arrivals, shape);
+  const { exact, ceiling, exactSteady, ceilingSteady } = bounds(arrivals, shape, steadyFromMs);
   const n = draw.keys.length;
+  let admittedSteady = 0;
+  if (steadyFromMs !== undefined)
+    for (const times of admittedAt) for (const t of times) if (t >= steadyFromMs) admittedSteady++;
   const durS = (n * draw.step) / 1000;
   return {
     series,
@@ -171,25 +196,60 @@ export function runRow(series: ScaleRow['series'], design: Design, shape: Shape)
     engine_ms_per_s_node: round(sim.engineMs / nodes / durS, 1),
     seconds,
     wall_s: round(wall, 1),
+    ...(steadyFromMs === undefined
+      ? {}
+      : {
+          steady_from_s: steadyFromMs / 1000,
+          admitted_vs_bound_steady: round(admittedSteady / exactSteady),
+          ceiling_steady: round(ceilingSteady / exactSteady),
+          admitted_vs_ceiling_steady: round(admittedSteady / ceilingSteady),
+        }),
   };
 }
 
 /** Draws of the ceiling oracle averaged per row. */
 const CEILING_DRAWS = 5;
 
-/** What the exact limiter admits on `arrivals` (per key), and the ceiling's mean over CEILING_DRAWS draws. */
-function bounds(arrivals: number[][], shape: Shape): { exact: number; ceiling: number } {
+/**
+ * What the exact limiter admits on `arrivals` (per key), and the ceiling's mean over
+ * CEILING_DRAWS draws; with `steadyFromMs`, also both counted from then on.
+ */
+function bounds(
+  arrivals: number[][],
+  shape: Shape,
+  steadyFromMs = Number.POSITIVE_INFINITY,
+): { exact: number; ceiling: number; exactSteady: number; ceilingSteady: number } {
   let exact = 0;
   let ceiling = 0;
+  let exactSteady = 0;
+  let ceilingSteady = 0;
   for (let d = 0; d < CEILING_DRAWS; d++) {
     const prng = new Prng(101 + d);
     for (const times of arrivals) {
       if (times.length === 0) continue;
-      if (d === 0) exact += slidingLogAdmits(times, shape.limit, shape.windowMs).length;
-      ceiling += localCeilingAdmits(times, shape.limit, shape.windowMs, shape.nodes, prng).length;
+      if (d === 0) {
+        const ex = slidingLogAdmits(times, shape.limit, shape.windowMs);
+        exact += ex.length;
+        exactSteady += countFrom(ex, steadyFromMs);
+      }
+      const ce = localCeilingAdmits(times, shape.limit, shape.windowMs, shape.nodes, prng);
+      ceiling += ce.length;
+      ceilingSteady += countFrom(ce, steadyFromMs);
     }
   }
-  return { exact, ceiling: ceiling / CEILING_DRAWS };
+  return {
+    exact,
+    ceiling: ceiling / CEILING_DRAWS,
+    exactSteady,
+    ceilingSteady: ceilingSteady / CEILING_DRAWS,
+  };
+}
+
+/** How many of `times` (ascending) are at or after `from`. */
+function countFrom(times: readonly number[], from: number): number {
+  let n = 0;
+  for (let i = times.length - 1; i >= 0 && times[i]! >= from; i--) n++;
+  return n;
 }
 
 /** A row's arrivals in order, one every `step` ms: the node and the key of each. */
@@ -218,6 +278,10 @@ const FANOUT = Number(process.env.FANOUT ?? 4);
 /** An override of staleAfterMs for relay rows (default: the engine's, from relayHops). */
 const STALE = process.env.STALE === undefined ? undefined : Number(process.env.STALE);
 export const NODE_COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024];
+/** `--steady`: the nodes rows it runs by default, for how long, and from when it counts the steady part. */
+const STEADY_NODE_COUNTS = [8, 16, 32, 64, 128, 256];
+const STEADY_SECONDS = 30;
+const STEADY_FROM_S = 10;
 export const KEY_COUNTS = [1, 100, 1_000, 10_000, 100_000];
 
 /** The traffic of a row of `series`. */
@@ -254,8 +318,31 @@ const COLS: (keyof ScaleRow)[] = [
   'wall_s',
 ];
 
+/** The columns of `--steady` rows. */
+const STEADY_COLS: (keyof ScaleRow)[] = [
+  'design',
+  'nodes',
+  'admitted_vs_bound',
+  'ceiling',
+  'steady_from_s',
+  'admitted_vs_bound_steady',
+  'ceiling_steady',
+  'admitted_vs_ceiling_steady',
+  'worst_1s',
+  'seconds',
+  'wall_s',
+];
+
+function columns(): (keyof ScaleRow)[] {
+  return process.argv.includes('--steady') ? STEADY_COLS : COLS;
+}
+
 function printRow(r: ScaleRow): void {
-  console.log(COLS.map((c) => String(r[c]).padStart(c === 'design' ? 10 : 12)).join(' '));
+  console.log(
+    columns()
+      .map((c) => String(r[c]).padStart(c === 'design' ? 10 : 12))
+      .join(' '),
+  );
 }
 
 function main(): void {
@@ -263,11 +350,12 @@ function main(): void {
     // the rows of the results file as the runs printed them
     const saved: ScaleRow[] = JSON.parse(readFileSync(OUT, 'utf8')).rows;
     const only = arg('only');
-    console.log(['series', ...COLS].map((c) => c.padStart(c === 'design' ? 10 : 12)).join(' '));
+    const cols = columns();
+    console.log(['series', ...cols].map((c) => c.padStart(c === 'design' ? 10 : 12)).join(' '));
     for (const r of saved) {
       r.seconds ??= r.series === 'nodes' ? 10 : 30;
       if (only !== undefined && r.series !== only) continue;
-      const cells = COLS.map((c) => String(r[c]).padStart(c === 'design' ? 10 : 12));
+      const cells = cols.map((c) => String(r[c]).padStart(c === 'design' ? 10 : 12));
       console.log([r.series.padStart(12), ...cells].join(' '));
     }
     return;
@@ -287,11 +375,28 @@ function main(): void {
     console.log(`filled the ceiling of ${OUT}`);
     return;
   }
-  const only = arg('only');
   const designs = (arg('design') ?? 'broadcast,relay').split(',') as Design[];
   const seconds = arg('seconds');
   const rows: ScaleRow[] = [];
-  console.log(COLS.map((c) => c.padStart(c === 'design' ? 10 : 12)).join(' '));
+  console.log(
+    columns()
+      .map((c) => c.padStart(c === 'design' ? 10 : 12))
+      .join(' '),
+  );
+  if (process.argv.includes('--steady')) {
+    // The nodes rows run long, and counted from STEADY_FROM_S on as well (see ScaleRow.steady_from_s).
+    for (const design of designs)
+      for (const nodes of list('nodes', STEADY_NODE_COUNTS)) {
+        const shape = shapeOf('nodes', nodes, 1, seconds ? Number(seconds) : STEADY_SECONDS);
+        const r = runRow('nodes', design, shape, STEADY_FROM_S * 1000);
+        rows.push(r);
+        printRow(r);
+        save([r]);
+      }
+    console.log(`wrote ${OUT}`);
+    return;
+  }
+  const only = arg('only');
   if (only === undefined || only === 'nodes') {
     for (const design of designs)
       for (const nodes of list('nodes', NODE_COUNTS)) {
