@@ -111,6 +111,26 @@ export class EngineCore {
   early = false;
   /** Min over live peers of the time (ours) their newest data was sent. */
   oldestSent = Number.POSITIVE_INFINITY;
+  /**
+   * When this node should pull its peers' state once more (Engine.lateSyncDue): +Infinity until
+   * its first sync answer sets it, NaN once due.
+   */
+  lateSyncAt = Number.POSITIVE_INFINITY;
+  /** When the late sync was asked for (NaN before). */
+  lateAskedAt = Number.NaN;
+  /**
+   * Until when this node, having joined a mesh, holds each key to its start-up share (L/N of
+   * its own admissions over the window): until an answer to its late sync is merged, at most a
+   * staleness period after that sync was due. A pod that replaced one at about the moment it
+   * joined sees that pod's counts only then.
+   */
+  holdUntil = Number.NEGATIVE_INFINITY;
+  /**
+   * Members that sync answers named (live at a responder) and this node has not heard itself:
+   * while any is left, and until {@link holdUntil}, each key is held to the start-up share. One
+   * that is never heard is a pod gone as this node joined; the late sync brings its counts.
+   */
+  readonly awaitNames = new Set<string>();
   /** The live peer whose newest data is {@link oldestSent} (undefined when none). */
   private oldestPeer: PeerState | undefined;
   /**
@@ -320,6 +340,11 @@ export class EngineCore {
     this.peers.expel(p);
     this.stamp++;
     this.refresh(now);
+  }
+
+  /** Drop what the windows hold of peer `p`, not folded (counts not believed: a sync answer's word for it). */
+  forgetCounts(p: PeerState): void {
+    this.dropOrigins([p.idx], false);
   }
 
   /** Departed peers were forgotten: clear their origin slots in every window, so a slot is reused clean. */

@@ -319,6 +319,21 @@ export class Engine implements RateLimiter {
   }
 
   /**
+   * True once, a staleness period, the data's age and a gossip interval after this node's first
+   * sync answer: the caller should then pull every member's state again. A pod replaced at about
+   * the time this one joined (a rolling deploy) may still have been live at its peers when they
+   * first answered; by now it is stale there, and their answers carry its counts (see
+   * {@link answerSync}). False on a node that never synced (alone, or the first of a mesh).
+   */
+  lateSyncDue(now?: number): boolean {
+    const core = this.core;
+    if (!(this.time(now) >= core.lateSyncAt)) return false;
+    core.lateSyncAt = Number.NaN;
+    core.lateAskedAt = core.lastNow;
+    return true;
+  }
+
+  /**
    * The message for this tick: what changed since the last one (each changed
    * key's own counts from the bucket of its send before last on, and its
    * demand), repairs peers asked for, and now and then every key whole; an idle

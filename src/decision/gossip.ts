@@ -227,6 +227,13 @@ export class Gossip {
     if (peer === undefined) return core.drop('too-many-peers');
     // A restarted peer starts its sequence again: accept when its clock moved on.
     if (m.seq <= peer.seq && m.sentAt <= peer.lastSentAt) return core.drop('duplicate');
+    if (core.awaitNames.size > 0) core.awaitNames.delete(peer.id);
+    // a member a sync answer said was gone speaks for itself: its own counts replace that word
+    // (a new peer's first messages ask for its whole window)
+    if (peer.gone) {
+      peer.gone = false;
+      core.forgetCounts(peer);
+    }
     core.counters.gossipIn++;
     core.counters.gossipBytesIn += bytes.length;
     core.mapTable(peer, m.policies, now);

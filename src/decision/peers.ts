@@ -10,6 +10,12 @@ export interface PeerState {
   readonly idx: number;
   /** Heard directly by gossip (a member); origins known only through sync are not. */
   member: boolean;
+  /**
+   * Made from a sync answer for a member gone at the responder (a replaced pod, Sync.answer),
+   * never heard here: its counts are the responder's word. Cleared, and those counts dropped,
+   * when it is heard itself: its own whole window then stands for them.
+   */
+  gone: boolean;
   /** Local time of the newest gossip from it (-Infinity when never). */
   lastHeard: number;
   /** Its wall time when it sent that gossip. */
@@ -181,6 +187,7 @@ export class PeerTable {
       idx,
       before: id < this.selfId,
       member: false,
+      gone: false,
       lastHeard: Number.NEGATIVE_INFINITY,
       lastSentAt: Number.NEGATIVE_INFINITY,
       seq: -1,

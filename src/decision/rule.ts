@@ -208,6 +208,18 @@ export class Rule {
         return;
       }
     }
+    // Joined a mesh whose members named one this node has not heard, and its late sync not
+    // merged yet: the start-up share, whatever the rule above gave (a pod gone as this one joined
+    // may have admitted the key unseen; see EngineCore.awaitNames).
+    if (core.awaitNames.size > 0 && now < core.holdUntil && p.fallback) {
+      // the members named and not heard count in N
+      const share = Math.floor(L / (peers.knownN + core.awaitNames.size));
+      const own = kw.ownEstimate(w);
+      if (own + cost > share + 1e-9) {
+        deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), core.holdUntil - now);
+        return;
+      }
+    }
     if (!this.frontAllows(rt, ks, cost, now, out, 'global')) return;
     allow(out, 'global', Math.floor(L - est - cost + 1e-9));
     out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);

@@ -2,6 +2,7 @@ import {
   decodeMessage,
   encodeSyncRequest,
   encodeSyncResponse,
+  LIMITS,
   TYPE_SYNC_REQUEST,
   TYPE_SYNC_RESPONSE,
   type WireEntry,
@@ -13,9 +14,16 @@ import { appliedOffset, type PeerState } from './peers.js';
 import type { ReceiveResult } from './types.js';
 
 /**
+ * Entries of members gone (see {@link Sync.answer}) one answer carries at most, beside our own:
+ * an answer stays well inside the decoder's caps (LIMITS.entries, LIMITS.syncBytes).
+ */
+export const SYNC_GONE_MAX_ENTRIES = 20_000;
+
+/**
  * State sync on bytes: the request (our time, for a clock-offset sample), the answer (our own
- * windows and what we hold of the asker's), the merge of an answer (credited to the responder
- * only), and the snapshot of a lone node's windows, which is a sync answer from itself.
+ * windows, what we hold of the asker's, and what we hold of members gone), the merge of an
+ * answer (credited to the responder, and members gone to their own origin), and the snapshot of
+ * a lone node's windows, which is a sync answer from itself.
  */
 export class Sync {
   /** Sync requests sent and not answered yet: their t0 and how many share it. */
@@ -34,15 +42,20 @@ export class Sync {
     return encodeSyncRequest({ t0 });
   }
 
-  /** Answer a sync request: our own windows, and what we hold of the asker's own counts. */
+  /**
+   * Answer a sync request: our own windows, what we hold of the asker's own counts, and what we
+   * hold of members gone (stale or departed here, or known to us only this way), each under its
+   * own id. A pod that replaces one gone before it joined sees those counts nowhere else: the
+   * pod it replaces is not there to answer, and without them it would admit a key's L again
+   * on top of what that pod admitted within the window.
+   */
   answer(from: string, request: Uint8Array, now: number): Uint8Array | ReceiveResult {
     const core = this.core;
     const dec = decodeMessage(request);
     if (!dec.ok) return core.drop(`sync-${dec.reason}`);
     if (dec.message.type !== TYPE_SYNC_REQUEST) return core.drop('sync-bad-type');
     // Our own windows, and what we hold of the requester's own counts (a
-    // restarted node learns what it admitted before). Nothing of third parties:
-    // a receiver credits a sync answer only to the responder.
+    // restarted node learns what it admitted before).
     const origins = [core.nodeId];
     const asker = typeof from === 'string' && from !== core.nodeId ? core.peers.get(from) : undefined;
     if (asker !== undefined) {
@@ -51,7 +64,18 @@ export class Sync {
       // lost unseen: ask it, in our next messages, for its whole window
       asker.nack = 0;
     }
+    const gone = this.goneOrigins(asker, now, LIMITS.origins - origins.length);
     const entries = this.windowEntries(now, asker);
+    if (gone.length > 0) {
+      const first = origins.length;
+      for (const p of gone) origins.push(p.id);
+      this.goneEntries(now, gone, first, entries);
+    }
+    // and the live members, by name only: one the asker never hears is gone (see EngineCore.awaitNames)
+    for (const p of core.peers.live) {
+      if (p === asker || origins.length >= LIMITS.origins) continue;
+      origins.push(p.id);
+    }
     return encodeSyncResponse({
       policies: core.wireTable,
       t0: dec.message.t0,
@@ -62,13 +86,59 @@ export class Sync {
   }
 
   /**
+   * The origins whose counts an answer passes on besides ours and the asker's: members stale
+   * here, departed ones still in the table, and origins we know only from such answers; not
+   * the asker, nor a peer being ignored (its counts are dropped). Most recently heard first, at
+   * most `room`.
+   */
+  private goneOrigins(asker: PeerState | undefined, now: number, room: number): PeerState[] {
+    const out: PeerState[] = [];
+    for (const p of this.core.peers.byIdx) {
+      if (p === undefined || p === asker || now < p.ignoredUntil) continue;
+      if (p.member && !p.stale) continue;
+      out.push(p);
+    }
+    out.sort((a, b) => b.lastHeard - a.lastHeard);
+    if (out.length > room) out.length = Math.max(0, room);
+    return out;
+  }
+
+  /**
+   * Appends to `entries` what we hold of the origins `gone` (origin indexes from `first`), key
+   * by key, while the answer holds under SYNC_GONE_MAX_ENTRIES of them and LIMITS.entries in all.
+   */
+  private goneEntries(now: number, gone: readonly PeerState[], first: number, entries: WireEntry[]): void {
+    const cap = Math.min(LIMITS.entries, entries.length + SYNC_GONE_MAX_ENTRIES);
+    for (const rt of this.core.rts) {
+      if (rt.local) continue;
+      for (const [key, ks] of rt.windows.map) {
+        const kw = ks.window;
+        const c = Math.floor(now / rt.bw);
+        if (c > kw.cur) kw.roll(c);
+        for (let i = 0; i < gone.length; i++) {
+          const o = gone[i]!.idx;
+          const counts = kw.originCounts(o);
+          if (counts === undefined || !counts.some((x) => x > 0)) continue;
+          if (entries.length >= cap) return;
+          entries.push({ origin: first + i, policy: rt.wire, key, base: kw.cur - kw.k, counts, demand: 0 });
+        }
+      }
+    }
+  }
+
+  /**
    * Merge a sync response and take a clock-offset sample from its round trip.
-   * Counts are credited only to the responder `from` (the transport's
+   * Its own counts are credited to the responder `from` (the transport's
    * authenticated peer, origin 0 of the answer). Entries the responder gives
    * for this node's own id (a restarted node's earlier admissions) go to the
    * unattributed floor: they count here, bounded like any origin's, but are
-   * never gossiped as this node's own. Entries of any other origin are
-   * skipped and counted (`sync-foreign-entry`): no name fills a peer slot here.
+   * never gossiped as this node's own. Entries of members gone (see
+   * {@link answer}) go to their own origin, max-merged, so that answers from
+   * several responders count a pod once: only for an origin this node has not
+   * heard itself (not a member now, no gossip of it ever merged; `sync-known-origin`
+   * otherwise), and for one key at most 2L of them per answer (`sync-gone-over-limit`).
+   * They add to the estimate only, never to any member's share: a responder that
+   * invents them can deny, as it could with its own counts, but never admit more.
    */
   receive(from: string, response: Uint8Array, now: number): ReceiveResult {
     const core = this.core;
@@ -106,10 +176,14 @@ export class Sync {
       peer.syncLowerMs = Math.max(peer.syncLowerMs, m.t1 - now);
     }
     let capped = false;
-    let foreign = 0;
     // its windows (and what it holds of ours) are in its buckets: moved by its offset
     const merge = this.gossip.checkSkew(peer, peer.clockOffsetMs);
     const off = merge ? appliedOffset(peer, core.cfg.expectedDelayMs) : 0;
+    // members gone, by origin index of the answer: whether this node may take their counts (an
+    // origin it has not heard itself), and the slot made for each once it does
+    const names = this.goneNames(m.origins, from);
+    const slots: (PeerState | undefined)[] = [];
+    let goneSum: Map<string, number> | undefined;
     for (const e of m.entries) {
       if (!merge) break;
       const rt = map[e.policy];
@@ -119,13 +193,52 @@ export class Sync {
       }
       if (e.origin === 0) {
         if (this.gossip.merge(rt, peer.idx, e, now, off)) capped = true;
-      } else if (e.origin === self) {
-        if (this.gossip.merge(rt, FLOOR, e, now, off)) capped = true;
-      } else foreign++;
+        continue;
+      }
+      if (e.origin === self) {
+        // The late sync's answers echo what this node admitted since it joined, which it holds
+        // as its own: only the first answers bring what it admitted before (a restart).
+        if (!(now >= core.lateAskedAt) && this.gossip.merge(rt, FLOOR, e, now, off)) capped = true;
+        continue;
+      }
+      if (!names[e.origin]) {
+        core.drop('sync-known-origin');
+        continue;
+      }
+      // at most 2L of members gone per key in one answer: what the ring can hold of one origin
+      const id = `${e.policy}\u0000${e.key}`;
+      goneSum ??= new Map();
+      let n = goneSum.get(id) ?? 0;
+      for (const x of e.counts) n += x;
+      if (n > 2 * rt.policy.limit) {
+        core.drop('sync-gone-over-limit');
+        continue;
+      }
+      const slot = slots[e.origin] ?? this.goneSlot(m.origins[e.origin]!);
+      if (slot === undefined) {
+        core.drop('sync-gone-no-room');
+        continue;
+      }
+      slots[e.origin] = slot;
+      goneSum.set(id, n);
+      slot.lastHeard = now;
+      if (this.gossip.merge(rt, slot.idx, e, now, off)) capped = true;
+      core.counters.goneSynced++;
     }
-    if (foreign > 0)
-      core.counters.dropped['sync-foreign-entry'] =
-        (core.counters.dropped['sync-foreign-entry'] ?? 0) + foreign;
+    // once: pull again when a pod replaced as this node joined is stale at the responders; until
+    // that answer is here, members named and not heard hold each key to the start-up share
+    // (EngineCore.awaitNames)
+    const cfg = core.cfg;
+    if (core.lateSyncAt === Number.POSITIVE_INFINITY) {
+      core.lateSyncAt = now + cfg.staleAfterMs + cfg.dataDelayMs + cfg.gossipIntervalMs;
+      core.holdUntil = core.lateSyncAt + cfg.staleAfterMs;
+    }
+    if (now >= core.lateAskedAt) core.awaitNames.clear();
+    else if (now < core.holdUntil)
+      for (let i = 1; i < names.length; i++) {
+        const id = m.origins[i]!;
+        if (names[i] && id !== from && core.awaitNames.size < LIMITS.origins) core.awaitNames.add(id);
+      }
     if (capped && this.gossip.strike(peer, now)) return { ok: true };
     // A sync answer is direct contact: the responder is a live member, and its
     // window is as of its answer (half the round trip ago).
@@ -137,6 +250,48 @@ export class Sync {
     core.stamp++;
     core.refresh(now);
     return { ok: true };
+  }
+
+  /**
+   * By origin index of an answer from `from`: true for an origin whose counts this node may take
+   * from it (see {@link receive}): not this node, not the responder, and not heard here itself
+   * (no member now, no gossip of it ever merged, not being ignored; a slot an earlier answer made
+   * is taken again).
+   */
+  private goneNames(origins: readonly string[], from: string): boolean[] {
+    const core = this.core;
+    const out: boolean[] = [false];
+    for (let i = 1; i < origins.length; i++) {
+      const id = origins[i]!;
+      if (id === from || id === core.nodeId) {
+        out.push(false);
+        continue;
+      }
+      const known = core.peers.get(id);
+      out.push(known === undefined || (known.gone && !(core.lastNow < known.ignoredUntil)));
+    }
+    return out;
+  }
+
+  /**
+   * The slot for member gone `id`: the one an earlier answer made, or a new one while fewer than
+   * {@link goneSlotsMax} are held (the rest of the table stays for members); undefined when none.
+   */
+  private goneSlot(id: string): PeerState | undefined {
+    const peers = this.core.peers;
+    const known = peers.get(id);
+    if (known !== undefined) return known.gone ? known : undefined;
+    let held = 0;
+    for (const p of peers.byIdx) if (p?.gone === true) held++;
+    if (held >= this.goneSlotsMax()) return undefined;
+    const p = peers.ensure(id);
+    if (p !== undefined) p.gone = true;
+    return p;
+  }
+
+  /** Slots for members gone held at once: a quarter of the origin table, at least 16. */
+  private goneSlotsMax(): number {
+    return Math.max(16, Math.floor(this.core.cfg.maxPeers / 4));
   }
 
   /** This node's own windows as a sync answer from itself (docs/wire-format.md). */

@@ -32,6 +32,8 @@ export interface EngineStats {
   peersDeparted: number;
   /** Departed peers forgotten (their slot reused), since start. */
   peersForgotten: number;
+  /** Entries of members gone (a replaced pod's counts) merged from sync answers, since start. */
+  goneSynced: number;
   keys: number;
   evictions: number;
   /** Keys evicted with counts still in their window (recorded in the eviction sketch). */
@@ -105,6 +107,7 @@ export function emptyEngineStats(): EngineStats {
     peerTable: 0,
     peersDeparted: 0,
     peersForgotten: 0,
+    goneSynced: 0,
     keys: 0,
     evictions: 0,
     evictedLive: 0,

@@ -39,6 +39,8 @@ export interface MeshEngine extends RateLimiter {
   memberCount(): number;
   /** Cheap; true when unsynced own counts crossed the early-publish threshold. */
   wantsEarlyPublish(): boolean;
+  /** True once, some time after the first sync answer: pull every member's state again. */
+  lateSyncDue(now?: number): boolean;
   /** Never throws; a refused message is counted inside and explained by `reason`. */
   /** `relayed`: the copy came through another node (it is credited to `from`, its origin, but says nothing of the link's delay). */
   receiveGossip(from: string, bytes: Uint8Array, now?: number, relayed?: boolean): ReceiveResult;

@@ -50,6 +50,21 @@ export class PeerLinks {
     this.state(id, peerId);
   }
 
+  /**
+   * Pull every connected peer's state again (the engine's late sync: a pod replaced as this
+   * node joined is stale at its peers by now, and their answers carry its counts).
+   */
+  resyncAll(): void {
+    const run = this.host.running();
+    if (run === undefined) return;
+    for (const [id, m] of this.states) {
+      if (m.peerId === undefined || m.syncing || run.node.getConnections(m.peerId).length === 0) continue;
+      m.synced = false;
+      m.attempts = 0;
+      this.maybeSync(id, m);
+    }
+  }
+
   /** Every sync is to be pulled again (the node stopped). */
   reset(): void {
     for (const m of this.states.values()) {

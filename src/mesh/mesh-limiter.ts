@@ -300,6 +300,7 @@ class MeshLimiterImpl implements MeshLimiter {
   private readonly onTick = (): void => {
     this.counters.gossip.ticks++;
     this.publish();
+    if (this.state === 'running' && this.engine.lateSyncDue(this.cfg.clock.now())) this.links.resyncAll();
   };
 
   private pollEarlyPublish(): void {

@@ -203,6 +203,8 @@ export class Simulator {
   private scheduleTick(node: number, t: number): void {
     this.at(t, () => {
       this.publish(node);
+      // the engine's late sync (a pod replaced as this one joined is stale at its peers by now)
+      if (this.engines[node]!.lateSyncDue()) this.syncFrom(node);
       this.scheduleTick(node, t + this.opts.gossipIntervalMs);
     });
   }

@@ -29,7 +29,7 @@ describe('sync is tied to identity', () => {
     expect(b.estimate('p', 'k')).toBe(0);
   });
 
-  it('counts are credited to the responder only: third-party origins are skipped, never enter the peer table', () => {
+  it('third-party origins are members gone at the responder: their own slot (no member, not shown), at most 2L of them per key in one answer', () => {
     const b = new Engine({ gossipIntervalMs: 10, policies: P, clock: new ManualClock(T0), nodeId: 'b' });
     b.buildSyncRequest();
     const full = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 40];
@@ -43,10 +43,13 @@ describe('sync is tied to identity', () => {
       ],
     );
     expect(b.receiveSyncResponse('a', res)).toEqual({ ok: true });
-    // at 459ce28 (before this work): 280 (a 40, c capped at 2L = 200, d 40, c and d each given a peer slot)
-    expect(b.estimate('p', 'k')).toBe(40);
-    expect(b.stats().dropped).toEqual({ 'sync-foreign-entry': 2 });
-    expect(b.stats().peerTable).toBe(1);
+    // at 459ce28: 280 (a 40, c capped at 2L = 200, d 40, c and d each given a peer slot as members);
+    // until this stop 40 (third parties skipped): now a 40 and d 40, c past 2L and dropped
+    expect(b.estimate('p', 'k')).toBe(80);
+    expect(b.stats().dropped).toEqual({ 'sync-gone-over-limit': 1 });
+    expect(b.stats().goneSynced).toBe(1);
+    expect(b.stats().peerTable).toBe(2);
+    expect(b.stats().members).toBe(2);
     expect(b.peerViews().map((v) => v.id)).toEqual(['a']);
   });
 
@@ -64,18 +67,21 @@ describe('sync is tied to identity', () => {
     expect(dec.message.entries.reduce((a, e) => a + e.counts.reduce((x, y) => x + y, 0), 0)).toBe(0);
   });
 
-  it('254 fake origins in one response fill no slot: a new honest member is still heard', () => {
+  it('254 fake origins in one response take at most a quarter of the table: a new honest member is still heard', () => {
     const clock = new ManualClock(T0);
-    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'b', maxPeers: 64 });
     b.buildSyncRequest();
     const origins = ['a', ...Array.from({ length: 254 }, (_, i) => `fake-${i}`)];
     const entries = origins.map((_, i) => ({ origin: i, counts: [1] }));
     expect(b.receiveSyncResponse('a', response(b, origins, entries))).toEqual({ ok: true });
-    expect(b.stats().peerTable).toBe(1);
+    // 16 slots for members gone at maxPeers 64 (a quarter, at least 16): the rest dropped, counted
+    expect(b.stats().peerTable).toBe(17);
+    expect(b.stats().goneSynced).toBe(16);
+    expect(b.stats().dropped).toEqual({ 'sync-gone-no-room': 238 });
     const honest = new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: 'honest' });
     spend(honest, 'p', 'k', 3);
     expect(b.receiveGossip('honest', honest.buildGossip())).toEqual({ ok: true });
-    expect(b.stats().peerTable).toBe(2);
+    expect(b.stats().peerTable).toBe(18);
   });
 
   it('only an answer to a request of ours is merged, once: unsolicited and replayed answers are dropped', () => {
@@ -99,23 +105,32 @@ describe('sync is tied to identity', () => {
     expect(b.stats().dropped).toEqual({ 'sync-unsolicited': 2 });
   });
 
-  it('an honest answer carries only the responder and the asker, nothing of third parties', () => {
+  it('an honest answer carries the responder, the asker, the members gone with their counts, and the live ones by name only', () => {
     const clock = new ManualClock(T0);
-    const [a, b, c] = ['a', 'b', 'c'].map(
+    const [a, b, c, d] = ['a', 'b', 'c', 'd'].map(
       (id) => new Engine({ gossipIntervalMs: 10, policies: P, clock, nodeId: id }),
-    ) as [Engine, Engine, Engine];
+    ) as [Engine, Engine, Engine, Engine];
     spend(b, 'p', 'k', 5);
     spend(c, 'p', 'k', 7);
+    spend(d, 'p', 'k', 2);
     spend(a, 'p', 'k', 1);
     a.receiveGossip('b', b.buildGossip());
     a.receiveGossip('c', c.buildGossip());
+    a.receiveGossip('d', d.buildGossip());
+    // d falls silent: stale at a once its data is past staleAfterMs (50 ms here), while b and c go on
+    for (let t = 10; t <= 80; t += 10) {
+      clock.set(T0 + t);
+      a.receiveGossip('b', b.buildGossip());
+      a.receiveGossip('c', c.buildGossip());
+    }
     const ans = a.answerSync('b', b.buildSyncRequest()) as Uint8Array;
     const dec = decodeMessage(ans);
     if (!dec.ok || dec.message.type !== 3) throw new Error('no answer');
-    expect(dec.message.origins).toEqual(['a', 'b']);
+    expect(dec.message.origins).toEqual(['a', 'b', 'd', 'c']);
     expect(dec.message.entries.map((e) => [e.origin, e.counts.reduce((x, y) => x + y, 0)])).toEqual([
       [0, 1],
       [1, 5],
+      [2, 2],
     ]);
   });
 });
