@@ -183,6 +183,7 @@ export class Sync {
     // origin it has not heard itself), and the slot made for each once it does
     const names = this.goneNames(m.origins, from);
     const slots: (PeerState | undefined)[] = [];
+    const withCounts: boolean[] = [];
     let goneSum: Map<string, number> | undefined;
     for (const e of m.entries) {
       if (!merge) break;
@@ -205,6 +206,8 @@ export class Sync {
         core.drop('sync-known-origin');
         continue;
       }
+      // an origin with counts here is a member gone at the responder, not one to wait for
+      withCounts[e.origin] = true;
       // at most 2L of members gone per key in one answer: what the ring can hold of one origin
       const id = `${e.policy}\u0000${e.key}`;
       goneSum ??= new Map();
@@ -237,8 +240,10 @@ export class Sync {
     else if (now < core.holdUntil)
       for (let i = 1; i < names.length; i++) {
         const id = m.origins[i]!;
-        if (names[i] && id !== from && core.awaitNames.size < LIMITS.origins) core.awaitNames.add(id);
+        if (names[i] && !withCounts[i] && core.awaitNames.size < LIMITS.origins) core.awaitNames.add(id);
       }
+    // the responder is heard: an earlier answer that named it holds nothing for it now
+    core.awaitNames.delete(from);
     if (capped && this.gossip.strike(peer, now)) return { ok: true };
     // A sync answer is direct contact: the responder is a live member, and its
     // window is as of its answer (half the round trip ago).
