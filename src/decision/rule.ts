@@ -553,9 +553,9 @@ export function staticAllowance(
     if (i < last && binds !== undefined && !binds(until)) break;
     const n = peers.unitN[i]!;
     // Start-up binds the key: none. With the start-up share, L/N, a replaced pod's successor
-    // passed L by up to L/N at once: it does not see what the pod it replaces admitted (a sync
-    // answer carries the responder's own counts), and its peers' counts from before stand for
-    // those. A key only the replaced pod admitted is not seen at all (docs/scale.md).
+    // passed L by up to L/N at once: it sees what the pod it replaces admitted only once that
+    // pod is stale at its peers (their sync answers then carry it as a member gone), and its
+    // peers' counts from before stand for those until then (docs/scale.md).
     if (rank < 0) return 0;
     const u = unitEdge((rank + 1) / n, Lf, phase) - unitEdge(rank / n, Lf, phase);
     if (u < units) units = u;
