@@ -117,6 +117,9 @@ export class NodeProc {
       prof && (only === undefined || only.includes(this.cfg.index))
         ? ['--cpu-prof', '--cpu-prof-dir', prof]
         : [];
+    // MESH_TEST_NODE_ARGS="--perf-basic-prof ...": more flags for every node process (a perf profile)
+    const extra = process.env.MESH_TEST_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? [];
+    args.push(...extra);
     const proc = spawn(process.execPath, [...args, '--import', 'tsx', CHILD], {
       cwd: ROOT,
       // its own session: the kernel's autogroup scheduler then weighs it as one service, not as a

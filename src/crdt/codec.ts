@@ -77,7 +77,11 @@ export interface GossipMessage {
   policies: WirePolicy[];
   seq: number;
   sentAt: number;
-  /** Live members the sender knows, itself included. */
+  /**
+   * Live members the sender knows, itself included; 0 in a farewell: the sender has stopped
+   * deciding and leaves the mesh, and the message carries the whole window of every key it
+   * holds own counts of (see Engine.farewell).
+   */
   members: number;
   /**
    * Members the sender published this message to directly, itself included
@@ -495,7 +499,8 @@ export function decodeMessage(
       const seq = r.varint();
       const sentAt = r.f64();
       const members = r.varint();
-      if (members === 0 || members > LIMITS.origins) throw 'bad-field';
+      // 0: a farewell (format 4 nodes before it drop one as bad-field)
+      if (members > LIMITS.origins) throw 'bad-field';
       const reach = r.varint();
       if (reach === 0 || reach > LIMITS.origins) throw 'bad-field';
       const repair = r.varint();
@@ -564,7 +569,7 @@ export function peekGossipReach(bytes: Uint8Array): number {
     r.f64();
     const members = r.varint();
     const reach = r.varint();
-    if (members === 0 || members > LIMITS.origins || reach === 0 || reach > LIMITS.origins) return 0;
+    if (members > LIMITS.origins || reach === 0 || reach > LIMITS.origins) return 0;
     return reach;
   } catch {
     return 0;

@@ -131,6 +131,11 @@ export class EngineCore {
    * that is never heard is a pod gone as this node joined; the late sync brings its counts.
    */
   readonly awaitNames = new Set<string>();
+  /**
+   * This node has said its farewell (Engine.farewell): it decides no global policy any more
+   * (its peers count it as departed and keep no share of L for it).
+   */
+  left = false;
   /** The live peer whose newest data is {@link oldestSent} (undefined when none). */
   private oldestPeer: PeerState | undefined;
   /**
@@ -330,6 +335,24 @@ export class EngineCore {
   departed(id: string): void {
     this.counters.peersDeparted++;
     this.cfg.logger?.info?.({ peer: id }, 'ratemesh peer departed');
+  }
+
+  /**
+   * A peer's farewell is merged (Gossip.receive): it has stopped deciding and its whole window
+   * is here, so it is no member from now on, as one departed (no share of L is kept for it, no
+   * stale reserve, N shrinks); its counts stay in the windows until they age out, and sync
+   * answers pass them on as a member gone's. Heard again (a restart), it is a member again.
+   */
+  peerLeft(p: PeerState, now: number, wasMember: boolean): void {
+    p.member = false;
+    if (wasMember) {
+      this.counters.peersLeft++;
+      this.counters.peersDeparted++;
+      this.cfg.logger?.info?.({ peer: p.id }, 'ratemesh peer left (farewell)');
+    }
+    this.awaitNames.delete(p.id);
+    this.stamp++;
+    this.refresh(now);
   }
 
   /** Put an ignored peer outside the mesh: its counts dropped, no member until heard again after the ignore. */

@@ -345,7 +345,36 @@ export class Engine implements RateLimiter {
    * Default: every live member (a network that delivers to all).
    */
   buildGossip(now?: number, reach?: number): Uint8Array {
-    return this.gossip.build(this.time(now), reach);
+    const t = this.time(now);
+    // once left, a message that made the peers count this node live again would have them keep a share for it
+    if (this.core.left) {
+      const bye = this.gossip.farewell(t, reach);
+      if (bye !== undefined) return bye;
+    }
+    return this.gossip.build(t, reach);
+  }
+
+  /**
+   * Leave the mesh (a graceful stop): from now on this engine decides no global policy (each
+   * such check is refused, rule `fallback-share` in mode `fallback`, retry -1: this node holds
+   * no share any more), and the message returned is its farewell, to gossip as its last. It
+   * says 0 members and carries the whole window of every global key with own counts (docs/wire-format.md).
+   * A peer that merges it counts this node as departed at once instead of keeping L/N for it
+   * while it turns stale and departs (`departAfterMs`, 5 s or more), and passes its counts on in
+   * sync answers as a member gone's, so a pod that replaces this one sees them. Later
+   * {@link buildGossip} calls return a farewell again. Undefined when the keys do not fit one
+   * message (`maxKeysPerMessage`, `maxGossipBytes`): the engine still stops deciding, and its
+   * peers treat it as before (stale, then departed). Local policies keep deciding.
+   */
+  farewell(now?: number, reach?: number): Uint8Array | undefined {
+    const t = this.time(now);
+    this.core.left = true;
+    return this.gossip.farewell(t, reach);
+  }
+
+  /** Whether {@link farewell} was called: the engine decides no global policy. */
+  get left(): boolean {
+    return this.core.left;
   }
 
   /**

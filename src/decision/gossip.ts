@@ -152,6 +152,53 @@ export class Gossip {
     return bytes;
   }
 
+  /**
+   * The farewell (Engine.farewell): the last message of a node that has stopped deciding. Its
+   * header says 0 members, and it carries the whole window of every global key this node holds
+   * own counts of, with demand 0, and no repair requests, so a peer that merges it holds every
+   * count this node admitted that is still in a window, whatever messages it missed.
+   * Undefined when those do not fit one message (`maxKeysPerMessage`, `maxGossipBytes`): a part
+   * would leave a peer without the rest, so the node then leaves as before (its peers see it
+   * stale and keep a share for it until it departs).
+   */
+  farewell(now: number, reach: number | undefined): Uint8Array | undefined {
+    const core = this.core;
+    const { maxKeysPerMessage: max, maxGossipBytes } = core.cfg;
+    const entries: WireEntry[] = [];
+    let size = gossipHeaderBytes(core.wireTable, []);
+    for (const rt of core.rts) {
+      if (rt.local) continue;
+      const c = Math.floor(now / rt.bw);
+      for (const ks of rt.windows.map.values()) {
+        const kw = ks.window;
+        if (c > kw.cur) kw.roll(c);
+        if (!(kw.ownEstimate(1) > 0)) continue;
+        const e = ownEntry(ks, rt, now, Number.NEGATIVE_INFINITY, 0);
+        size += entryBytes(e);
+        if (entries.length >= max || size > maxGossipBytes) return undefined;
+        entries.push(e);
+      }
+    }
+    core.tick++;
+    core.stamp++;
+    const seq = ++core.seq;
+    core.builtAt = now;
+    const live = core.peers.live.length;
+    const bytes = encodeGossip({
+      policies: core.wireTable,
+      seq,
+      sentAt: now,
+      members: 0,
+      reach: reach === undefined ? live + 1 : Math.max(1, Math.min(LIMITS.origins, Math.floor(reach) || 1)),
+      repair: 0,
+      nacks: [],
+      entries,
+    });
+    core.counters.gossipOut++;
+    core.counters.gossipBytesOut += bytes.length;
+    return bytes;
+  }
+
   /** The repair requests of our next message: every member (not ignored, not skewed) we missed messages of. */
   private nacks(): WireNack[] {
     const out: WireNack[] = [];
@@ -264,7 +311,9 @@ export class Gossip {
     }
     peer.ourSeqHeard = core.seq;
     const wasMember = peer.member;
-    peer.member = true;
+    // a farewell merged: see below (a repeated one leaves it no member)
+    const farewell = m.members === 0 && merged;
+    peer.member = !farewell;
     peer.messages++;
     peer.seq = m.seq;
     peer.lastSentAt = m.sentAt;
@@ -273,6 +322,14 @@ export class Gossip {
     const delay = now - (m.sentAt - peer.clockOffsetMs);
     peer.delayMs = delay < 0 ? 0 : Math.min(delay, 60_000);
     core.stamp++;
+    // A farewell merged: its sender has stopped deciding and every count of it still in a window
+    // is here now, so it leaves the mesh at once (no share of L kept for it while it would turn
+    // stale and depart). Not one whose counts were not merged (a skewed clock): that peer turns
+    // stale and departs as before, its reserve kept meanwhile.
+    if (farewell) {
+      core.peerLeft(peer, now, wasMember);
+      return { ok: true };
+    }
     if (!wasMember || peer.stale) core.refresh(now);
     else core.heardLive(peer);
     return { ok: true };

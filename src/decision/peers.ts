@@ -299,6 +299,9 @@ export class PeerTable {
     if (heard > 0) {
       this.knownN = live.length + stale.length + 1;
       if (this.awaiting && this.knownN < this.expected) this.knownN = this.expected;
+    } else if (!this.awaiting && stale.length === 0) {
+      // every member departed or left (a farewell): alone
+      this.knownN = 1;
     }
     this.live = live;
     this.stale = stale;
@@ -306,9 +309,11 @@ export class PeerTable {
     if (!this.awaiting && live.length === 0) {
       // Static units: no peer live after some were (cut off): the node does not know what its
       // peers admitted meanwhile, so when its view forms again it holds none for a while (rank
-      // -2). A node that never had one (alone from the start) missed nothing.
+      // -2). A node that never had one (alone from the start) missed nothing, nor one whose
+      // last peers left by a farewell (their whole windows merged here): no member stale.
       const last = this.unitRank.length - 1;
-      if (this.unitRank[last]! >= 0 && this.unitN[last]! > 1) this.noteMembers(-2, this.knownN, now);
+      if (stale.length > 0 && this.unitRank[last]! >= 0 && this.unitN[last]! > 1)
+        this.noteMembers(-2, this.knownN, now);
     } else if (!this.awaiting) {
       // Static units: the live members and this node, and the stale ones for a staleness period
       // more (a peer whose message was lost, or a pause, moves no units; a replaced one does).

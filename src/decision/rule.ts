@@ -109,6 +109,11 @@ export class Rule {
       deny(out, 'cost-exceeds-limit', 'global', Math.max(0, Math.floor(L - kw.estimate(w))), -1);
       return;
     }
+    // Said its farewell (Engine.farewell): its peers keep no share of L for it, so it holds none.
+    if (core.left) {
+      deny(out, 'fallback-share', 'fallback', 0, -1);
+      return;
+    }
     const peers = core.peers;
     if (peers.allStale && p.fallback) {
       const share = Math.floor(L / peers.knownN);

@@ -28,8 +28,10 @@ export interface EngineStats {
   skewedPeers: number;
   /** Peers in the table (members and departed peers whose counts are still in a window). */
   peerTable: number;
-  /** Members that departed (silent past departAfterMs, see peers.ts), since start. */
+  /** Members that departed (silent past departAfterMs, see peers.ts, or by a farewell), since start. */
   peersDeparted: number;
+  /** Of those, members that left by a farewell merged here (Engine.farewell), since start. */
+  peersLeft: number;
   /** Departed peers forgotten (their slot reused), since start. */
   peersForgotten: number;
   /** Entries of members gone (a replaced pod's counts) merged from sync answers, since start. */
@@ -106,6 +108,7 @@ export function emptyEngineStats(): EngineStats {
     skewedPeers: 0,
     peerTable: 0,
     peersDeparted: 0,
+    peersLeft: 0,
     peersForgotten: 0,
     goneSynced: 0,
     keys: 0,

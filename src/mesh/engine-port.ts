@@ -33,6 +33,12 @@ export interface MeshEngine extends RateLimiter {
    * `reach`: members the message goes to directly, this node included.
    */
   buildGossip(now?: number, reach?: number): Uint8Array;
+  /**
+   * A graceful stop: the engine stops deciding global policies and returns its farewell, the
+   * last message to gossip (undefined when its keys do not fit one message). Optional: an
+   * engine without it stops as if killed (its peers see it stale, then departed).
+   */
+  farewell?(now?: number, reach?: number): Uint8Array | undefined;
   /** A gossip message's `reach` from its header (0: not a gossip message of this format). */
   gossipReach(bytes: Uint8Array): number;
   /** Members this node counts, itself included (the N of L/N). */

@@ -19,6 +19,9 @@ import { warmUp } from './warm.js';
 
 type State = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
 
+/** How long a graceful stop waits for its farewell to be handed to the links. */
+const FAREWELL_WAIT_MS = 1_000;
+
 class MeshLimiterImpl implements MeshLimiter {
   readonly peerId: string;
   readonly topic: string;
@@ -241,6 +244,7 @@ class MeshLimiterImpl implements MeshLimiter {
       .catch(() => undefined)
       .then(async () => {
         this.state = 'stopping';
+        await this.sayFarewell();
         await this.teardown();
         saveSnapshot(this.engine, this.cfg.snapshotFile, this.cfg.logger, this.cfg.clock.now());
         this.state = 'stopped';
@@ -250,6 +254,47 @@ class MeshLimiterImpl implements MeshLimiter {
         this.stopping = undefined;
       });
     return this.stopping;
+  }
+
+  /**
+   * A graceful stop's last message: the engine's farewell (Engine.farewell: it decides no global
+   * policy from now on, and the message carries the whole window of every key with own counts),
+   * published before the links close, so the peers count this node as departed at once and
+   * keep no share of L for it. Bounded: at most FAREWELL_WAIT_MS; a farewell lost leaves the
+   * peers to see this node stale, then departed, as after a kill.
+   */
+  private async sayFarewell(): Promise<void> {
+    const node = this.node;
+    const farewell = this.engine.farewell;
+    if (node === undefined || farewell === undefined || this.isolated) return;
+    const pubsub = node.services.pubsub;
+    let data: Uint8Array | undefined;
+    try {
+      data = farewell.call(this.engine, this.cfg.clock.now(), pubsub.getSubscribers(this.topic).length + 1);
+    } catch (err) {
+      this.cfg.logger.warn({ err: String(err) }, 'ratemesh farewell not built');
+      return;
+    }
+    if (data === undefined) {
+      bump(this.counters.dropped, 'farewell-too-large');
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((res) => {
+      timer = setTimeout(res, FAREWELL_WAIT_MS);
+    });
+    const sent = pubsub.publish(this.topic, data).then(
+      () => {
+        this.counters.gossip.msgsOut++;
+        this.counters.gossip.bytesOut += data.byteLength;
+      },
+      (err: unknown) => {
+        this.counters.gossip.publishErrors++;
+        this.cfg.logger.debug({ err: String(err) }, 'ratemesh farewell not published');
+      },
+    );
+    await Promise.race([sent, timeout]);
+    clearTimeout(timer);
   }
 
   /** Releases everything start() took: timers, discovery, sync streams, libp2p. */

@@ -147,15 +147,27 @@ export class Simulator {
    * deploy): the old one stops at once (its messages in flight still arrive),
    * the new one expects every member (so it starts on L/N) and, by default,
    * pulls every other node's state by sync as the live mesh does on join.
-   * Returns the new id.
+   * `graceful`: the old one stops as a mesh node's `stop()` does, its farewell its last
+   * message ({@link leave}); else it vanishes (kill -9). Returns the new id.
    */
-  replace(node: number, opts: { sync?: boolean } = {}): string {
+  replace(node: number, opts: { sync?: boolean; graceful?: boolean } = {}): string {
+    if (opts.graceful === true) this.leave(node);
     this.replaced++;
     const id = `node-${node}.${this.replaced}`;
     this.ids[node] = id;
     this.engines[node] = this.newEngine(id, node, { expectedMembers: this.engines.length });
     if (opts.sync !== false) this.syncFrom(node);
     return id;
+  }
+
+  /**
+   * Node `node` stops gracefully: its engine's farewell (Engine.farewell) goes out now as its
+   * last message, and it decides no global policy after; its ticks, until it is replaced, send
+   * the farewell again.
+   */
+  leave(node: number): void {
+    const bytes = this.engines[node]!.farewell();
+    if (bytes !== undefined) this.publishBytes(node, bytes);
   }
 
   /** Current virtual time, ms since the start. */
@@ -222,6 +234,11 @@ export class Simulator {
     const t0 = this.opts.timeEngine ? performance.now() : 0;
     const bytes = this.engines[node]!.buildGossip();
     if (this.opts.timeEngine) this.engineMs += performance.now() - t0;
+    this.publishBytes(node, bytes);
+  }
+
+  /** Node `node`'s message `bytes` to every other node (or, relay, to its fanout). */
+  private publishBytes(node: number, bytes: Uint8Array): void {
     this.messages++;
     this.bytes += bytes.length;
     if (this.opts.relay !== undefined) {

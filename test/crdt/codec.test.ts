@@ -435,10 +435,11 @@ describe('codec rejects malformed input whole, never throwing', () => {
 
   it('declared entries missing', () => expectReason(rawGossip({ n: 3 }), 'truncated'));
 
-  it('members 0 or above the cap', () => {
-    expectReason(rawGossip({ members: 0 }), 'bad-field');
+  it('members above the cap; 0 is a farewell', () => {
     expectReason(rawGossip({ members: LIMITS.origins + 1 }), 'bad-field');
     expect(decodeMessage(rawGossip({ members: LIMITS.origins })).ok).toBe(true);
+    const bye = decodeMessage(rawGossip({ members: 0 }));
+    expect(bye.ok && bye.message.type === TYPE_GOSSIP && bye.message.members).toBe(0);
   });
 
   it('reach 0 or above the cap', () => {
@@ -452,7 +453,8 @@ describe('codec rejects malformed input whole, never throwing', () => {
     expect(peekGossipReach(rawGossip({ reach: 5, n: 3 }))).toBe(5); // entries are not read
     expect(peekGossipReach(rawGossip({ reach: 5, table: [{ name: 'api' }, { name: 'api' }] }))).toBe(0);
     expect(peekGossipReach(rawGossip({ reach: 0 }))).toBe(0);
-    expect(peekGossipReach(rawGossip({ members: 0 }))).toBe(0);
+    expect(peekGossipReach(rawGossip({ members: LIMITS.origins + 1 }))).toBe(0);
+    expect(peekGossipReach(rawGossip({ members: 0, reach: 3 }))).toBe(3); // a farewell
     expect(peekGossipReach(rawGossip({ format: 1 }))).toBe(0);
     expect(peekGossipReach(encodeSyncRequest({ t0: 1 }))).toBe(0);
     expect(peekGossipReach(encodeGossip(gossip).subarray(0, 20))).toBe(0);

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { isolateForTests } from '../../src/mesh/mesh-limiter.js';
 import type { MeshLimiter } from '../../src/mesh/types.js';
 import type { PolicySpec } from '../../src/types.js';
 import { Cluster, dialable, waitFor } from './helpers.js';
@@ -21,26 +22,56 @@ describe('live mesh: a pod replaced with a fresh id', () => {
   const cluster = new Cluster();
   afterEach(() => cluster.stopAll());
 
-  it('its successor counts what the pod admitted, passed on by the peers that heard it', async () => {
+  /** Three nodes; c spends 70 of the key and a and b hold it. */
+  async function threeWithSpent(): Promise<[MeshLimiter, MeshLimiter, MeshLimiter]> {
     const a = await cluster.add({ policies: NAIVE });
     const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
     const c = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
     const live = (n: MeshLimiter) => n.peers().filter((p) => !p.stale).length;
     await waitFor('every node sees two live peers', () => [a, b, c].every((n) => live(n) === 2));
-    // the pod spends 70 of the key, and a and b hold it
     expect(spend(c, 70)).toBe(70);
     await waitFor('a and b hold the 70', () => left(a) === 30 && left(b) === 30);
+    return [a, b, c];
+  }
+
+  /** Its successor, a fresh id: it must see the 70 and be allowed the 30 left. */
+  async function successorGets30(a: MeshLimiter, b: MeshLimiter, gone: string): Promise<void> {
+    const d = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
+    await waitFor('the successor synced the pod gone', () => d.stats().engine.goneSynced > 0);
+    // before sync answers carried members gone: 100 left here, and 100 more admitted (170 in the window)
+    expect(left(d)).toBe(30);
+    expect(d.peers().map((p) => p.id)).not.toContain(gone);
+    await waitFor('the successor sees two live peers', () => d.peers().filter((p) => !p.stale).length === 2);
+    expect(spend(d, 100)).toBe(30);
+  }
+
+  it('a graceful stop: the peers count the pod departed at once by its farewell, and its successor counts what it admitted', async () => {
+    const [a, b, c] = await threeWithSpent();
+    await c.stop();
+    // no stale period (a share of L kept for it): its farewell is merged and it is no member
+    await waitFor('a and b merged the farewell', () =>
+      [a, b].every((n) => n.stats().engine.peersLeft === 1 && !n.peers().some((p) => p.id === c.peerId)),
+    );
+    for (const n of [a, b]) {
+      expect(n.stats().engine.members).toBe(2);
+      expect(left(n)).toBe(30);
+    }
+    // a stopped limiter decides no global policy: its peers keep no share for it
+    const after = c.check('api', 'k');
+    expect(after.allowed).toBe(false);
+    expect(after.retryAfterMs).toBe(-1);
+    await successorGets30(a, b, c.peerId);
+  });
+
+  it('killed (no farewell): the peers see the pod stale, and its successor counts what it admitted', async () => {
+    const [a, b, c] = await threeWithSpent();
+    // silent from now on, as a process killed: its stop sends nothing
+    isolateForTests(c, true);
     await c.stop();
     await waitFor('a and b see the pod stale', () =>
       [a, b].every((n) => n.peers().some((p) => p.id === c.peerId && p.stale)),
     );
-    // its successor: a fresh id, the same key's traffic
-    const d = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
-    await waitFor('the successor synced the pod gone', () => d.stats().engine.goneSynced > 0);
-    // before: 100 left here, and the successor admitted 100 more (170 in the window)
-    expect(left(d)).toBe(30);
-    expect(d.peers().map((p) => p.id)).not.toContain(c.peerId);
-    await waitFor('the successor sees two live peers', () => live(d) === 2);
-    expect(spend(d, 100)).toBe(30);
+    for (const n of [a, b]) expect(n.stats().engine.peersLeft).toBe(0);
+    await successorGets30(a, b, c.peerId);
   });
 });
