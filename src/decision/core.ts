@@ -341,10 +341,13 @@ export class EngineCore {
    * A peer's farewell is merged (Gossip.receive): it has stopped deciding and its whole window
    * is here, so it is no member from now on, as one departed (no share of L is kept for it, no
    * stale reserve, N shrinks); its counts stay in the windows until they age out, and sync
-   * answers pass them on as a member gone's. Heard again (a restart), it is a member again.
+   * answers pass them on as a member gone's. A policy it runs at another version keeps it
+   * marked for a window (its counts of that version are in none of ours). Heard again (a
+   * restart), it is a member again.
    */
   peerLeft(p: PeerState, now: number, wasMember: boolean): void {
     p.member = false;
+    p.left = true;
     if (wasMember) {
       this.counters.peersLeft++;
       this.counters.peersDeparted++;
@@ -538,19 +541,26 @@ export class EngineCore {
           // its counts of that policy were not merged while versions differed, and only changes
           // travel: ask for its whole window
           p.nack = 0;
+          // what it admitted of the other version stays in the windows of nobody on ours for W
+          p.switchedUntil = at + this.maxWindowMs;
         }
       }
     }
     return map;
   }
 
-  /** Forget foreign-version marks that expired (not repeated within staleAfterMs) or whose peer left. */
+  /**
+   * Forget foreign-version marks that expired (not repeated within staleAfterMs) or whose peer
+   * departed. One that left by a farewell keeps its marks for the longest window after the last:
+   * what it admitted of its version is in no window of ours (see Rule.foreignReserve).
+   */
   private expireForeign(now: number): void {
     for (const rt of this.rtByWire) {
       for (let i = rt.foreign.length - 1; i >= 0; i--) {
         const p = rt.foreign[i]!;
-        if (!p.member || now - rt.foreignAt[i]! > this.cfg.staleAfterMs || this.peers.get(p.id) !== p)
-          this.unmarkForeign(rt, i);
+        const age = now - rt.foreignAt[i]!;
+        const keep = p.left ? age <= this.maxWindowMs : p.member && age <= this.cfg.staleAfterMs;
+        if (!keep || this.peers.get(p.id) !== p) this.unmarkForeign(rt, i);
       }
     }
   }

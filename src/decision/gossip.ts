@@ -312,8 +312,9 @@ export class Gossip {
     peer.ourSeqHeard = core.seq;
     const wasMember = peer.member;
     // a farewell merged: see below (a repeated one leaves it no member)
-    const farewell = m.members === 0 && merged;
+    const farewell = m.members === 0 && merged && !(now < peer.switchedUntil);
     peer.member = !farewell;
+    if (!farewell) peer.left = false;
     peer.messages++;
     peer.seq = m.seq;
     peer.lastSentAt = m.sentAt;
@@ -325,7 +326,11 @@ export class Gossip {
     // A farewell merged: its sender has stopped deciding and every count of it still in a window
     // is here now, so it leaves the mesh at once (no share of L kept for it while it would turn
     // stale and depart). Not one whose counts were not merged (a skewed clock): that peer turns
-    // stale and departs as before, its reserve kept meanwhile.
+    // stale and departs as before, its reserve kept meanwhile; nor one that moved from another
+    // version of one of our policies to ours within the longest window: what it admitted of the
+    // other one is in no window here, and its reserve as a member on another version, which
+    // covered it, ended with the move, so it too turns stale and departs as before. One on
+    // another version now keeps that reserve for a window (EngineCore.expireForeign).
     if (farewell) {
       core.peerLeft(peer, now, wasMember);
       return { ok: true };

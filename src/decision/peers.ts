@@ -66,6 +66,14 @@ export interface PeerState {
   strikeSince: number;
   /** Its gossip and sync are ignored until this time (ours); -Infinity when not. */
   ignoredUntil: number;
+  /** It left by a farewell (Gossip.receive) and has not been heard since: no member. */
+  left: boolean;
+  /**
+   * Until when (ours) it may hold counts of ours we did not merge: when it moved from another
+   * version of one of our policies to ours, plus the longest window. Its farewell departs it at
+   * once only after.
+   */
+  switchedUntil: number;
   /** The policy table (name, version) of its newest message: which version of each policy it runs. */
   policies: readonly { name: string; version: string }[];
   /** Since when (ours) the transport has reported no connection to it; +Infinity while connected or never reported. */
@@ -210,6 +218,8 @@ export class PeerTable {
       strikes: 0,
       strikeSince: Number.NEGATIVE_INFINITY,
       ignoredUntil: Number.NEGATIVE_INFINITY,
+      left: false,
+      switchedUntil: Number.NEGATIVE_INFINITY,
       policies: [],
       linkLostAt: Number.POSITIVE_INFINITY,
       older: undefined,

@@ -473,7 +473,8 @@ export class Rule {
     let extra = 0;
     for (let i = 0; i < rt.foreign.length; i++) {
       const p = rt.foreign[i]!;
-      if (!p.member || (p.stale && skipStale)) continue;
+      // one that left by a farewell: what it admitted of its version is in none of our windows
+      if (!p.left && (!p.member || (p.stale && skipStale))) continue;
       const seen = kw.peerEstimate(p.idx, w);
       if (perPeer > seen) extra += perPeer - seen;
     }

@@ -249,6 +249,7 @@ export class Sync {
     // window is as of its answer (half the round trip ago).
     if (peer.lastHeard < now) {
       peer.member = true;
+      peer.left = false;
       peer.lastHeard = now;
       peer.delayMs = Math.max(0, (now - m.t0) / 2);
     }

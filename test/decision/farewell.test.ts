@@ -195,6 +195,55 @@ describe('a graceful stop: the farewell', () => {
     expect(a.stats().skewedPeers).toBe(1);
   });
 
+  it('from a peer on another version of a policy: it departs, and is still counted as spending L/N of that policy for a window', () => {
+    const clock = new ManualClock(T0);
+    const two = (limit: number): PolicySpec[] => [
+      { name: 'p', limit, windowMs: W, buckets: 10, overAdmission: 'naive' },
+      { name: 'q', limit: 100, windowMs: W, buckets: 10, overAdmission: 'naive' },
+    ];
+    const a = new Engine({ gossipIntervalMs: 10, policies: two(90), clock, nodeId: 'a' });
+    const c = new Engine({ gossipIntervalMs: 10, policies: two(90), clock, nodeId: 'c' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: two(100), clock, nodeId: 'b' });
+    round([a, b, c], [a, b, c]);
+    // b admits 30 of p at its version (a and c on theirs count as spending L/N each): they never merge them
+    expect(spend(b, 'p', 'k', 30)).toBe(30);
+    const bye = b.farewell()!;
+    expect(a.receiveGossip('b', bye)).toEqual({ ok: true });
+    expect(a.stats().peersLeft).toBe(1);
+    expect(a.stats().members).toBe(2);
+    // q (same version): no share kept for b; p: b still counts as spending L/N = 45 of it
+    expect(a.stats().foreignVersion).toEqual({ p: 1 });
+    expect(spend(a, 'q', 'k', 100)).toBe(100);
+    expect(spend(a, 'p', 'k', 90)).toBe(45);
+    // for the longest window after b's last message, then no more
+    clock.advance(W + 100);
+    round([a, c], [a, c]);
+    expect(a.stats().foreignVersion).toEqual({});
+  });
+
+  it('from a peer that moved to our version of a policy within the window departs nothing: what it admitted of the old one is in no window here', () => {
+    const clock = new ManualClock(T0);
+    const v2: PolicySpec[] = [{ ...NAIVE[0]!, limit: 90 }];
+    const a = new Engine({ gossipIntervalMs: 10, policies: v2, clock, nodeId: 'a' });
+    const b = new Engine({ gossipIntervalMs: 10, policies: NAIVE, clock, nodeId: 'b' });
+    a.receiveGossip('b', b.buildGossip());
+    expect(spend(b, 'p', 'k', 20)).toBe(20);
+    a.receiveGossip('b', b.buildGossip());
+    // b reloads to our version, then stops at once: the 20 it admitted of the old one are in no window of a's
+    b.replacePolicies(v2);
+    clock.advance(10);
+    expect(a.receiveGossip('b', b.buildGossip())).toEqual({ ok: true });
+    expect(a.receiveGossip('b', b.farewell()!)).toEqual({ ok: true });
+    expect(a.stats().peersLeft).toBe(0);
+    expect(a.stats().members).toBe(2);
+    // a window later its farewell (a restart, same id) departs it
+    clock.advance(W + 100);
+    const b2 = new Engine({ gossipIntervalMs: 10, policies: v2, clock, nodeId: 'b' });
+    expect(a.receiveGossip('b', b2.buildGossip())).toEqual({ ok: true });
+    expect(a.receiveGossip('b', b2.farewell()!)).toEqual({ ok: true });
+    expect(a.stats().peersLeft).toBe(1);
+  });
+
   it('an older copy arriving after it (a relay) does not bring the node back; a restart does', () => {
     const { nodes, clock } = mesh(['a', 'b']);
     const [a, b] = nodes as [Engine, Engine];
