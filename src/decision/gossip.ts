@@ -134,6 +134,20 @@ export class Gossip {
         }
       }
     }
+    return this.encode(now, seq, core.peers.live.length + 1, reach, repair, nacks, entries);
+  }
+
+  /** Our message numbered `seq`, sent at `now`, saying `members` (0: a farewell); counted. */
+  private encode(
+    now: number,
+    seq: number,
+    members: number,
+    reach: number | undefined,
+    repair: number,
+    nacks: WireNack[],
+    entries: WireEntry[],
+  ): Uint8Array {
+    const core = this.core;
     core.seq = seq;
     core.builtAt = now;
     const live = core.peers.live.length;
@@ -141,7 +155,7 @@ export class Gossip {
       policies: core.wireTable,
       seq,
       sentAt: now,
-      members: live + 1,
+      members,
       reach: reach === undefined ? live + 1 : Math.max(1, Math.min(LIMITS.origins, Math.floor(reach) || 1)),
       repair,
       nacks,
@@ -181,22 +195,7 @@ export class Gossip {
     }
     core.tick++;
     core.stamp++;
-    const seq = ++core.seq;
-    core.builtAt = now;
-    const live = core.peers.live.length;
-    const bytes = encodeGossip({
-      policies: core.wireTable,
-      seq,
-      sentAt: now,
-      members: 0,
-      reach: reach === undefined ? live + 1 : Math.max(1, Math.min(LIMITS.origins, Math.floor(reach) || 1)),
-      repair: 0,
-      nacks: [],
-      entries,
-    });
-    core.counters.gossipOut++;
-    core.counters.gossipBytesOut += bytes.length;
-    return bytes;
+    return this.encode(now, core.seq + 1, 0, reach, 0, [], entries);
   }
 
   /** The repair requests of our next message: every member (not ignored, not skewed) we missed messages of. */
