@@ -136,6 +136,8 @@ export class EngineCore {
    * (its peers count it as departed and keep no share of L for it).
    */
   left = false;
+  /** When (ours) a key with own counts still in its window was last evicted (-Infinity: never). */
+  ownEvictedAt = Number.NEGATIVE_INFINITY;
   /** The live peer whose newest data is {@link oldestSent} (undefined when none). */
   private oldestPeer: PeerState | undefined;
   /**
@@ -163,6 +165,7 @@ export class EngineCore {
       cfg.expectedMembers,
       cfg.dataDelayMs,
     );
+    this.peers.leftKeepMs = this.retainMs;
     this.budget = new KeyBudget(cfg.maxKeys);
     this.installRts(this.policySet.policies.map((policy, idx) => this.makeRt(policy, idx)));
   }
@@ -275,6 +278,8 @@ export class EngineCore {
     // unattributed floor (they stay counted until they leave the window) and its slot is free, so
     // the table stays bounded by live members under churn however long the windows (a year).
     this.retainMs = Math.min(maxW + 2 * maxBw + 1, RETAIN_MAX_MS);
+    // a peer that left counts in the split of L as long as it is kept (its counts may be in a window)
+    if (this.peers !== undefined) this.peers.leftKeepMs = this.retainMs;
     this.ignoreMs = this.cfg.ignoreMs ?? defaultIgnoreMs(maxW);
   }
 
@@ -623,6 +628,8 @@ export class EngineCore {
     const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
     // the floor came from the sketch, which still holds it for as long as its counts can be in a window
     const counts = kw.estimate(w) - kw.floorEstimate(w);
+    // a farewell can no longer carry every count of ours still in a window (Gossip.farewell)
+    if (kw.ownEstimate(1) > 0) this.ownEvictedAt = now;
     if (counts > 1e-9) {
       this.sketch(rt).add(key, counts, now);
       this.counters.evictedLive++;

@@ -372,9 +372,17 @@ export class Engine implements RateLimiter {
     return this.gossip.farewell(t, reach);
   }
 
-  /** Whether {@link farewell} was called: the engine decides no global policy. */
+  /** Whether {@link farewell} was called (and no {@link rejoin} since): the engine decides no global policy. */
   get left(): boolean {
     return this.core.left;
+  }
+
+  /**
+   * Back in the mesh after a farewell (a mesh node started again): global policies are decided
+   * again, and the next message is an ordinary one (its peers count this node a member again).
+   */
+  rejoin(): void {
+    this.core.left = false;
   }
 
   /**

@@ -169,15 +169,19 @@ export class Gossip {
   /**
    * The farewell (Engine.farewell): the last message of a node that has stopped deciding. Its
    * header says 0 members, and it carries the whole window of every global key this node holds
-   * own counts of, with demand 0, and no repair requests, so a peer that merges it holds every
+   * own counts of, with its demand, and no repair requests, so a peer that merges it holds every
    * count this node admitted that is still in a window, whatever messages it missed.
-   * Undefined when those do not fit one message (`maxKeysPerMessage`, `maxGossipBytes`): a part
-   * would leave a peer without the rest, so the node then leaves as before (its peers see it
-   * stale and keep a share for it until it departs).
+   * Undefined where it could not carry all that: when those do not fit one message
+   * (`maxKeysPerMessage`, `maxGossipBytes`; a part would leave a peer without the rest), when a
+   * key with own counts still in a window was evicted (its counts are in no message), and when
+   * this node holds counts on its unattributed floor (a restart's earlier admissions, a
+   * snapshot's: never gossiped as its own, and a peer that joined since may not hold them). The
+   * node then leaves as before: its peers see it stale and keep a share for it until it departs.
    */
   farewell(now: number, reach: number | undefined): Uint8Array | undefined {
     const core = this.core;
     const { maxKeysPerMessage: max, maxGossipBytes } = core.cfg;
+    if (now - core.ownEvictedAt < 2 * core.maxWindowMs) return undefined;
     const entries: WireEntry[] = [];
     let size = gossipHeaderBytes(core.wireTable, []);
     for (const rt of core.rts) {
@@ -186,8 +190,10 @@ export class Gossip {
       for (const ks of rt.windows.map.values()) {
         const kw = ks.window;
         if (c > kw.cur) kw.roll(c);
+        if (kw.floorEstimate(1) > 0) return undefined;
         if (!(kw.ownEstimate(1) > 0)) continue;
-        const e = ownEntry(ks, rt, now, Number.NEGATIVE_INFINITY, 0);
+        // its demand as it was: the peers fade it over a window (Rule.computeShare)
+        const e = ownEntry(ks, rt, now);
         size += entryBytes(e);
         if (entries.length >= max || size > maxGossipBytes) return undefined;
         entries.push(e);
@@ -271,8 +277,11 @@ export class Gossip {
     if (bad !== undefined) return core.drop(bad);
     const peer = known ?? core.peers.ensure(from);
     if (peer === undefined) return core.drop('too-many-peers');
-    // A restarted peer starts its sequence again: accept when its clock moved on.
+    // A restarted peer starts its sequence again: accept when its clock moved on. A farewell only
+    // when it is newer than all we heard (an old life's, replayed by a relay after a restart,
+    // would depart a live member).
     if (m.seq <= peer.seq && m.sentAt <= peer.lastSentAt) return core.drop('duplicate');
+    if (m.members === 0 && m.sentAt < peer.lastSentAt) return core.drop('duplicate');
     if (core.awaitNames.size > 0) core.awaitNames.delete(peer.id);
     // a member a sync answer said was gone speaks for itself: its own counts replace that word
     // (a new peer's first messages ask for its whole window)

@@ -120,6 +120,15 @@ export class PeerTable {
   stale: PeerState[] = [];
   /** Members (live + stale) plus this node, as last known while any peer was live. */
   knownN = 1;
+  /**
+   * Peers that left by a farewell and were heard within {@link leftKeepMs}: no members, but their
+   * counts are still in the windows, so they stay in the N that L is split by ({@link splitN}),
+   * as they would have as stale members, and in the static units' assignment for as long as a
+   * peer that missed the farewell keeps them there.
+   */
+  left: PeerState[] = [];
+  /** How long a peer that left stays in {@link left}: while its counts may be in a window (set by the engine, as it keeps a departed peer). */
+  leftKeepMs = 0;
   /** There are members and none is live, or peers are expected and none has been heard yet: the view is stale. */
   allStale = false;
   /** Still starting: peers are expected (a mesh node with bootstrap peers) and not all have been heard. */
@@ -148,6 +157,15 @@ export class PeerTable {
   unitLostNoneUntil = Number.NEGATIVE_INFINITY;
   /** How long a replaced assignment is kept: the longest window of the policies plus a margin (set by the engine). */
   unitKeepMs = 0;
+
+  /**
+   * The N of an L/N split (the fallback share, the start-up hold, the reserves of stale members
+   * and members on another version): {@link knownN} and the peers that left within a window,
+   * whose counts the split of L still has to make room for.
+   */
+  get splitN(): number {
+    return this.knownN + this.left.length;
+  }
 
   constructor(
     readonly selfId: string,
@@ -281,10 +299,14 @@ export class PeerTable {
   refresh(now: number): string[] {
     const live: PeerState[] = [];
     const stale: PeerState[] = [];
+    const left: PeerState[] = [];
     // heard on time, skewed clocks included: they are there, only their counts are not trusted
     let heard = 0;
     for (const p of this.byId.values()) {
-      if (!p.member) continue;
+      if (!p.member) {
+        if (p.left && now - p.lastHeard <= this.leftKeepMs) left.push(p);
+        continue;
+      }
       const late = now > this.staleAt(p);
       if (!late) heard++;
       p.stale = p.skewed || late;
@@ -315,6 +337,7 @@ export class PeerTable {
     }
     this.live = live;
     this.stale = stale;
+    this.left = left;
     this.allStale = (live.length === 0 && stale.length > 0) || this.awaiting;
     if (!this.awaiting && live.length === 0) {
       // Static units: no peer live after some were (cut off): the node does not know what its
@@ -332,6 +355,14 @@ export class PeerTable {
       for (let i = 0; i < live.length; i++) if (live[i]!.before) before++;
       for (let i = 0; i < stale.length; i++) {
         const p = stale[i]!;
+        if (now - this.staleAt(p) >= this.staleAfterMs) continue;
+        n++;
+        if (p.before) before++;
+      }
+      // one that left, for as long as a peer that missed its farewell counts it (stale, then a
+      // staleness period more): the assignments of the two stay the same
+      for (let i = 0; i < left.length; i++) {
+        const p = left[i]!;
         if (now - this.staleAt(p) >= this.staleAfterMs) continue;
         n++;
         if (p.before) before++;

@@ -28,13 +28,13 @@ export function replacePolicies(core: EngineCore, next: PolicySet, now: number):
     const rt = core.makeRt(policy, idx);
     // how spread the load balancer routes the keys does not change with the policy
     if (was !== undefined && !was.local && !rt.local) rt.spread = was.spread;
-    if (
+    const carried =
       was !== undefined &&
       !was.local &&
       !rt.local &&
       was.policy.windowMs === policy.windowMs &&
-      was.policy.buckets === policy.buckets
-    ) {
+      was.policy.buckets === policy.buckets;
+    if (carried) {
       // Same window and buckets (say, only the limit changed): the counts in
       // the window are requests already admitted, under either definition.
       // They carry over (own counts are gossiped again under the new
@@ -53,6 +53,15 @@ export function replacePolicies(core: EngineCore, next: PolicySet, now: number):
       for (const p of core.peers.live.concat(core.peers.stale)) {
         const row = p.policies.find((r) => r.name === policy.name);
         if (row !== undefined && row.version !== version) core.markForeign(rt, p, row.version, p.lastHeard);
+      }
+      // Peers that left by a farewell: what they admitted of the policy is in our windows only if
+      // we merged it (they ran the version we ran) and the windows carried over; else it is in
+      // none, so each counts as spending L/N of it until its last message is a window old.
+      for (const p of core.peers.left) {
+        const row = p.policies.find((r) => r.name === policy.name);
+        if (row === undefined) continue;
+        const merged = carried && row.version === was!.version;
+        if (!merged) core.markForeign(rt, p, row.version, p.lastHeard);
       }
     }
     return rt;

@@ -116,7 +116,7 @@ export class Rule {
     }
     const peers = core.peers;
     if (peers.allStale && p.fallback) {
-      const share = Math.floor(L / peers.knownN);
+      const share = Math.floor(L / peers.splitN);
       const own = kw.ownEstimate(w);
       if (own + cost > share + 1e-9) {
         const retry = cost > share ? -1 : kw.timeToDrain(own + cost - share, true, now, rt.bw);
@@ -218,7 +218,7 @@ export class Rule {
     // may have admitted the key unseen; see EngineCore.awaitNames).
     if (core.awaitNames.size > 0 && now < core.holdUntil && p.fallback) {
       // the members named and not heard count in N
-      const share = Math.floor(L / (peers.knownN + core.awaitNames.size));
+      const share = Math.floor(L / (peers.splitN + core.awaitNames.size));
       const own = kw.ownEstimate(w);
       if (own + cost > share + 1e-9) {
         deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), core.holdUntil - now);
@@ -400,6 +400,15 @@ export class Rule {
         }
       }
     }
+    // Peers that left by a farewell: their last demand, fading over a window by our time (it is not
+    // renewed), still weighs in the total, though they admit nothing more. Nodes whose own reports
+    // have not reached each other yet each count theirs (see above): the departed peer's demand
+    // keeps the shares they take while their views settle as they were, not up to the whole headroom.
+    const left = core.peers.left;
+    for (let i = 0; i < left.length; i++) {
+      const o = left[i]!.idx;
+      if (kw.hasOrigin(o)) total += reportedDemand(kw.demandOf(o), kw.demandAt(o), core.lastNow, W, L);
+    }
     const share = total > 0 ? own / total : 1 / sharers;
     ks.peerReporters = reporters;
     ks.ownCold = !(ks.sentDemand > 0 && core.builtAt - ks.sentDemandAt < W);
@@ -438,7 +447,7 @@ export class Rule {
    */
   private staleReserve(ks: KeyState, w: number, L: number, now: number, W: number): number {
     const { peers, cfg } = this.core;
-    const perPeer = L / peers.knownN;
+    const perPeer = L / peers.splitN;
     const kw = ks.window;
     let extra = 0;
     for (const p of peers.stale) {
@@ -467,7 +476,7 @@ export class Rule {
    * the total stays within max(L_old, L_new) while the rollout runs.
    */
   private foreignReserve(rt: PolicyRuntime, ks: KeyState, w: number, L: number): number {
-    const perPeer = L / this.core.peers.knownN;
+    const perPeer = L / this.core.peers.splitN;
     const skipStale = rt.policy.fallback;
     const kw = ks.window;
     let extra = 0;

@@ -39,6 +39,8 @@ export interface MeshEngine extends RateLimiter {
    * engine without it stops as if killed (its peers see it stale, then departed).
    */
   farewell?(now?: number, reach?: number): Uint8Array | undefined;
+  /** Back after a farewell (a start after a stop): decide and gossip as a member again. */
+  rejoin?(): void;
   /** A gossip message's `reach` from its header (0: not a gossip message of this format). */
   gossipReach(bytes: Uint8Array): number;
   /** Members this node counts, itself included (the N of L/N). */

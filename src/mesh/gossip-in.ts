@@ -83,10 +83,13 @@ export class GossipIn {
       bump(this.host.counters.dropped, 'oversize');
       return TopicValidatorResult.Reject;
     }
+    // the members known as it came: a farewell merged takes its origin out of the count, and the
+    // one member that origin does not reach must still hear it
+    const members = this.host.engine.memberCount();
     // relay mode relays what we merged, never what the engine refused (an ignored peer's, a
     // duplicate, a message that does not decode)
     if (!this.receive(msg, peer) && this.host.cfg.relayFanout > 0) return TopicValidatorResult.Ignore;
-    return this.relayDecision(msg.data);
+    return this.relayDecision(msg.data, members);
   };
 
   /**
@@ -98,7 +101,7 @@ export class GossipIn {
    * each node receives by up to D + 1). When the origin reaches fewer, some
    * member is not connected to it and the message is relayed through the mesh.
    */
-  private relayDecision(data: Uint8Array): TopicValidatorResult {
+  private relayDecision(data: Uint8Array, members: number): TopicValidatorResult {
     const g = this.host.counters.gossip;
     if (this.host.isolated()) return TopicValidatorResult.Ignore;
     const mode = this.host.cfg.relay;
@@ -108,7 +111,7 @@ export class GossipIn {
     } else if (mode !== 'always') {
       const reach = this.host.engine.gossipReach(data);
       if (reach === 0) return TopicValidatorResult.Reject; // the engine counted why
-      if (mode === 'never' || reach >= this.host.engine.memberCount()) {
+      if (mode === 'never' || reach >= members) {
         g.notRelayed++;
         return TopicValidatorResult.Ignore;
       }

@@ -172,6 +172,8 @@ class MeshLimiterImpl implements MeshLimiter {
   private async doStart(): Promise<void> {
     const cfg = this.cfg;
     this.state = 'starting';
+    // a start after a stop: the farewell said then is taken back
+    this.engine.rejoin?.();
     try {
       // compile the decision path before the first request (throwaway engines; no state shared)
       const warm = warmUp(this.factory, cfg.policies);

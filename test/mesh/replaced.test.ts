@@ -63,6 +63,23 @@ describe('live mesh: a pod replaced with a fresh id', () => {
     await successorGets30(a, b, c.peerId);
   });
 
+  it('a farewell reaches a member the pod had no link to: it is relayed (a partial mesh)', async () => {
+    // s, a, x linked to each other; r to s only: r hears x through s
+    const s = await cluster.add({ policies: NAIVE });
+    const a = await cluster.add({ policies: NAIVE, bootstrap: [dialable(s)] });
+    const x = await cluster.add({ policies: NAIVE, bootstrap: [dialable(s), dialable(a)] });
+    const r = await cluster.add({ policies: NAIVE, bootstrap: [dialable(s)] });
+    await waitFor('every node sees three live peers', () =>
+      [s, a, x, r].every((n) => n.peers().filter((p) => !p.stale).length === 3),
+    );
+    expect(r.peers().find((p) => p.id === x.peerId)?.addrs ?? []).toEqual([]);
+    await x.stop();
+    // the first version: s and a departed x, r kept it (stale, then departed): relayed by nobody
+    await waitFor('every node merged the farewell', () =>
+      [s, a, r].every((n) => n.stats().engine.peersLeft === 1 && n.stats().engine.members === 3),
+    );
+  });
+
   it('killed (no farewell): the peers see the pod stale, and its successor counts what it admitted', async () => {
     const [a, b, c] = await threeWithSpent();
     // silent from now on, as a process killed: its stop sends nothing

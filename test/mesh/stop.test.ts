@@ -67,6 +67,9 @@ describe('stop()', () => {
     const before = a.stats().sync.served;
     await waitFor('b resyncs after restart', () => a.stats().sync.served > before && b.stats().running);
     expect(b.peerId).toBe(id);
+    // its farewell taken back: b decides again, and a counts it a member again
+    expect(b.check('api', 'k').allowed).toBe(true);
+    await waitFor('a counts b a member again', () => a.stats().engine.members === 2);
     await Promise.all([a.stop(), b.stop()]);
   });
 });
