@@ -156,7 +156,6 @@ export class EngineCore {
     this.cfg = cfg;
     this.nodeId = cfg.nodeId;
     this.policySet = cfg.policySet;
-    this.windowBounds();
     this.peers = new PeerTable(
       cfg.nodeId,
       cfg.staleAfterMs,
@@ -165,7 +164,7 @@ export class EngineCore {
       cfg.expectedMembers,
       cfg.dataDelayMs,
     );
-    this.peers.leftKeepMs = this.retainMs;
+    this.windowBounds();
     this.budget = new KeyBudget(cfg.maxKeys);
     this.installRts(this.policySet.policies.map((policy, idx) => this.makeRt(policy, idx)));
   }
@@ -279,7 +278,7 @@ export class EngineCore {
     // the table stays bounded by live members under churn however long the windows (a year).
     this.retainMs = Math.min(maxW + 2 * maxBw + 1, RETAIN_MAX_MS);
     // a peer that left counts in the split of L as long as it is kept (its counts may be in a window)
-    if (this.peers !== undefined) this.peers.leftKeepMs = this.retainMs;
+    this.peers.leftKeepMs = this.retainMs;
     this.ignoreMs = this.cfg.ignoreMs ?? defaultIgnoreMs(maxW);
   }
 

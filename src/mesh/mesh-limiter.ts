@@ -285,17 +285,7 @@ class MeshLimiterImpl implements MeshLimiter {
     const timeout = new Promise<void>((res) => {
       timer = setTimeout(res, FAREWELL_WAIT_MS);
     });
-    const sent = pubsub.publish(this.topic, data).then(
-      () => {
-        this.counters.gossip.msgsOut++;
-        this.counters.gossip.bytesOut += data.byteLength;
-      },
-      (err: unknown) => {
-        this.counters.gossip.publishErrors++;
-        this.cfg.logger.debug({ err: String(err) }, 'ratemesh farewell not published');
-      },
-    );
-    await Promise.race([sent, timeout]);
+    await Promise.race([this.send(node, data), timeout]);
     clearTimeout(timer);
   }
 
@@ -375,8 +365,13 @@ class MeshLimiterImpl implements MeshLimiter {
     const pubsub = node.services.pubsub;
     // floodPublish hands the message to every connected subscriber: that, plus us, is its reach
     const data = this.engine.buildGossip(this.cfg.clock.now(), pubsub.getSubscribers(this.topic).length + 1);
+    void this.send(node, data);
+  }
+
+  /** Publishes `data` on our topic, counted (messages in flight, sent, errors); never rejects. */
+  private send(node: MeshNode, data: Uint8Array): Promise<void> {
     this.publishesInFlight++;
-    pubsub.publish(this.topic, data).then(
+    return node.services.pubsub.publish(this.topic, data).then(
       () => {
         this.publishesInFlight--;
         this.counters.gossip.msgsOut++;
@@ -385,7 +380,7 @@ class MeshLimiterImpl implements MeshLimiter {
       (err: unknown) => {
         this.publishesInFlight--;
         this.counters.gossip.publishErrors++;
-        if (this.state === 'running') this.cfg.logger.debug({ err: String(err) }, 'ratemesh publish failed');
+        this.cfg.logger.debug({ err: String(err), state: this.state }, 'ratemesh publish failed');
       },
     );
   }
