@@ -21,13 +21,6 @@ export type FailureMode = 'open' | 'closed';
 
 /** `controlled` shares the headroom between nodes (default); `naive` spends whenever estimate + cost <= limit. */
 export type OverAdmission = 'controlled' | 'naive';
-/**
- * How the load balancer routes a global policy's keys to the nodes (controlled mode): `spread`
- * (any node may see any key: round robin, least connections, random) or `mixed`, the default
- * (no assumption: some or all keys may be pinned to one node, by sticky sessions or consistent
- * hashing).
- */
-export type Routing = 'mixed' | 'spread';
 
 /**
  * A local algorithm: `limit` cells per `windowMs` (the rate), with algorithm
@@ -80,13 +73,6 @@ export interface PolicySpec {
   overAdmission?: OverAdmission;
   /** global scope only: fall back to L/N when the view of peers is stale. Default true. */
   fallback?: boolean;
-  /**
-   * global scope only: how the load balancer routes the keys ({@link Routing}). Default `mixed`.
-   * With `spread`, where L is under 4 units per member, the window's L is dealt in whole
-   * units equally over the members (static units); with `mixed` a node alone on a key takes
-   * all of the headroom at once.
-   */
-  routing?: Routing;
 }
 
 /** A validated policy with every default filled in. Produced only by the policy compiler. */
@@ -103,8 +89,6 @@ export interface Policy {
   readonly maxCost: number;
   readonly overAdmission: OverAdmission;
   readonly fallback: boolean;
-  /** Absent for `mixed` (the default), so policies that do not set it keep their version. */
-  readonly routing?: Exclude<Routing, 'mixed'>;
 }
 
 /** How a decision was reached. */

@@ -231,19 +231,6 @@ export class DaemonMetrics {
       },
     });
     new Gauge({
-      name: 'ratemesh_policy_spread',
-      help:
-        'Per global controlled policy: the part of its requests, for keys whose demand was heard, that found ' +
-        "a peer's demand heard (near 1: the load balancer spreads its keys; near 0: each key is pinned to one node).",
-      labelNames: ['policy'],
-      registers,
-      collect() {
-        this.reset();
-        const spread = stats()?.engine.spread ?? {};
-        for (const [policy, value] of Object.entries(spread)) this.set({ policy }, num(value));
-      },
-    });
-    new Gauge({
       name: 'ratemesh_policy_slow_gossip',
       help:
         'Per global policy whose window is under twice the gossip horizon (gossip interval plus the data age on ' +

@@ -512,10 +512,6 @@ export class Engine implements RateLimiter {
     c.fallback = peers.allStale;
     const fv: Record<string, number> = {};
     for (const rt of core.rtByWire) if (rt.foreign.length > 0) fv[rt.policy.name] = rt.foreign.length;
-    const spread: Record<string, number> = {};
-    for (const rt of core.rtByWire)
-      if (rt.policy.overAdmission === 'controlled')
-        spread[rt.policy.name] = Math.round(rt.spread * 1000) / 1000;
     const slowGossip: string[] = [];
     for (const rt of core.rtByWire) if (core.slowGossip(rt.policy)) slowGossip.push(rt.policy.name);
     return {
@@ -523,7 +519,6 @@ export class Engine implements RateLimiter {
       byMode: { ...c.byMode },
       dropped: { ...c.dropped },
       foreignVersion: fv,
-      spread,
       slowGossip,
     };
   }
