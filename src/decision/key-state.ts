@@ -105,8 +105,9 @@ export function reportDemand(ks: KeyState, v: number, t: number): void {
 /**
  * The weight peers give our demand for the key, at the least: reports sent before `reached`
  * (every live peer has sent since it could hold them) are held by all of them, so the newest of
- * those replaces `held`; the later ones may not have arrived. Each is faded by its age at our
- * newest message (`builtAt`) over a window, as the peers fade it, and counts up to `cap`.
+ * those replaces `held`; the later ones may not have arrived. A peer fades a report by its age at
+ * our newest message it holds: one a later report replaced does not fade (the message after it
+ * carried the next), the newest fades by its age at `builtAt`, over a window. Each counts up to `cap`.
  */
 export function selfDemand(ks: KeyState, reached: number, builtAt: number, W: number, cap: number): number {
   while (!Number.isNaN(ks.fly1At) && ks.fly1At <= reached) {
@@ -116,10 +117,10 @@ export function selfDemand(ks: KeyState, reached: number, builtAt: number, W: nu
     ks.fly1At = ks.fly2At;
     ks.fly2At = Number.NaN;
   }
-  let d = faded(ks.held, ks.heldAt, builtAt, W, cap);
-  if (!Number.isNaN(ks.fly1At)) d = Math.min(d, faded(ks.fly1, ks.fly1At, builtAt, W, cap));
-  if (!Number.isNaN(ks.fly2At)) d = Math.min(d, faded(ks.fly2, ks.fly2At, builtAt, W, cap));
-  return d;
+  if (Number.isNaN(ks.fly1At)) return faded(ks.held, ks.heldAt, builtAt, W, cap);
+  const d = Math.min(ks.held, cap);
+  if (Number.isNaN(ks.fly2At)) return Math.min(d, faded(ks.fly1, ks.fly1At, builtAt, W, cap));
+  return Math.min(d, ks.fly1, faded(ks.fly2, ks.fly2At, builtAt, W, cap));
 }
 
 /**

@@ -55,6 +55,8 @@ export function newEval(): Eval {
 export class Rule {
   /** Scratch of KeyWindow.countsSince: all, own. */
   private readonly since = new Float64Array(2);
+  /** Scratch of computeShare: the live sharers' demands as this node holds them. */
+  private readonly demands: number[] = [];
   constructor(private readonly core: EngineCore) {}
 
   /** Evaluate `cost` on (`rt`, `key`) at `now` into `out`; nothing is spent (see {@link commit}). */
@@ -277,12 +279,14 @@ export class Rule {
 
   /**
    * Controlled mode: this node's share of a key's headroom, until the view changes. Every sharer
-   * (this node and each live peer on our version of the policy) weighs its demand for the key,
-   * and at least its fair part of L, L / sharers: a peer not heard on the key may be spending
-   * that much, and a node whose demand its peers have not heard yet still holds that part. This
-   * node weighs each peer by the report it holds of it, and itself by the least of its own
-   * reports any peer may hold (selfDemand): every node's weight for itself is then at most what
-   * each other node counts for it, so the shares the nodes take sum to at most one.
+   * (this node and each live peer on our version of the policy) weighs its demand for the key
+   * (cost offered over a window, up to L) plus an equal part of what L has room for beyond all
+   * the demands: where the demands leave room, a node whose demand its peers have not heard yet
+   * still holds its part; where they fill L, the headroom goes by demand. This node weighs each
+   * peer by the report it holds of it, and itself by the least of its own reports any peer may
+   * hold (selfDemand). A node's share falls as any other's demand rises and rises only with its
+   * own, so every node's share is at most the one it would have on the view of the demands each
+   * node holds for itself, and those shares sum to one: the shares the nodes take sum to at most one.
    */
   private computeShare(ks: KeyState, rt: PolicyRuntime): void {
     const W = rt.policy.windowMs;
@@ -291,29 +295,36 @@ export class Rule {
     const core = this.core;
     const live = core.peers.live;
     const foreign = rt.foreign;
+    const ds = this.demands;
     // members on another version of the policy are not sharers: foreignReserve counts them
-    let sharers = live.length + 1;
-    if (foreign.length > 0)
-      for (let i = 0; i < live.length; i++) if (foreign.indexOf(live[i]!) >= 0) sharers--;
-    const fair = L / sharers;
-    const own = Math.max(selfDemand(ks, core.oldestSent - core.cfg.dataDelayMs, core.builtAt, W, L), fair);
-    let total = own;
+    let sharers = 1;
+    const own = selfDemand(ks, core.oldestSent - core.cfg.dataDelayMs, core.builtAt, W, L);
+    let demands = own;
     for (let i = 0; i < live.length; i++) {
       const peer = live[i]!;
       if (foreign.length > 0 && foreign.indexOf(peer) >= 0) continue;
       const o = peer.idx;
       const d = kw.hasOrigin(o) ? faded(kw.demandOf(o), kw.demandAt(o), peer.lastHeard, W, L) : 0;
-      total += d > fair ? d : fair;
+      if (sharers > ds.length) ds.push(d);
+      else ds[sharers - 1] = d;
+      sharers++;
+      demands += d;
     }
     // Peers that left by a farewell: their last demand, fading over a window by our time (it is not
-    // renewed), still weighs in the total, though they admit nothing more: the shares the live
-    // nodes take while their views settle stay as they were.
+    // renewed), still weighs, though they admit nothing more: the shares the live nodes take while
+    // their views settle stay as they were.
+    let gone = 0;
     const left = core.peers.left;
     for (let i = 0; i < left.length; i++) {
       const o = left[i]!.idx;
-      if (kw.hasOrigin(o)) total += faded(kw.demandOf(o), kw.demandAt(o), core.lastNow, W, L);
+      if (kw.hasOrigin(o)) gone += faded(kw.demandOf(o), kw.demandAt(o), core.lastNow, W, L);
     }
-    ks.share = own / total;
+    demands += gone;
+    const room = demands < L ? (L - demands) / sharers : 0;
+    const mine = own > room ? own : room;
+    let total = mine + gone;
+    for (let i = 0; i < sharers - 1; i++) total += ds[i]! > room ? ds[i]! : room;
+    ks.share = mine / total;
     ks.sharers = sharers;
     ks.shareStamp = core.stamp;
   }
