@@ -15,6 +15,7 @@ export type RouteLabel =
   | '/healthz'
   | '/metrics'
   | '/v1/limits'
+  | '/v1/explain'
   | 'other';
 
 /** Bounds of the decision latency histogram, seconds: 1 µs to 10 ms. */

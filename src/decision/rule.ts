@@ -1,7 +1,7 @@
 import { validateKey } from '../keys/key.js';
-import type { DecisionMode, DecisionRule } from '../types.js';
+import type { DecisionMode, DecisionRule, Explanation } from '../types.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
-import { faded, type KeyState, type LocalKeyState, selfDemand } from './key-state.js';
+import { faded, KeyState, type LocalKeyState, selfDemand } from './key-state.js';
 
 /** Scratch result of evaluating one (policy, key). */
 export interface Eval {
@@ -55,9 +55,34 @@ export function newEval(): Eval {
 export class Rule {
   /** Scratch of KeyWindow.countsSince: all, own. */
   private readonly since = new Float64Array(2);
+  /** The last computeShare's own weight and the sum of every sharer's (explain). */
+  private weight = 0;
+  private weights = 0;
   /** Scratch of computeShare: the live sharers' demands as this node holds them. */
   private readonly demands: number[] = [];
+  /**
+   * Set by {@link explainInto} for one evaluation: the terms of the decision are written there, and
+   * nothing changes (no key created, no demand counted).
+   */
+  private x: Explanation | undefined = undefined;
+
   constructor(private readonly core: EngineCore) {}
+
+  /** Evaluates `cost` on (`rt`, `key`) at `now` as {@link evaluate} does, changing nothing, with every term written to `x`. */
+  explainInto(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval, x: Explanation): void {
+    this.x = x;
+    try {
+      this.evaluate(rt, key, cost, now, out);
+    } finally {
+      this.x = undefined;
+    }
+    x.allowed = out.allowed;
+    x.rule = out.rule;
+    x.mode = out.mode;
+    x.remaining = out.remaining;
+    x.retryAfterMs = out.allowed ? 0 : out.retryAfterMs;
+    x.resetMs = out.resetMs;
+  }
 
   /** Evaluate `cost` on (`rt`, `key`) at `now` into `out`; nothing is spent (see {@link commit}). */
   evaluate(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval): void {
@@ -74,7 +99,11 @@ export class Rule {
     const p = rt.policy;
     const L = p.limit;
     let ks: KeyState | undefined;
-    if (key === rt.hotKey && rt.hotKs !== undefined) {
+    const x = this.x;
+    if (x !== undefined) {
+      // a key not tracked here is decided as a new one would be, without creating it
+      ks = rt.windows.get(key) ?? new KeyState(p.buckets, rt.idx, validateKey(key));
+    } else if (key === rt.hotKey && rt.hotKs !== undefined) {
       ks = rt.hotKs;
       ks.ref = true;
     } else {
@@ -92,8 +121,23 @@ export class Rule {
     // weight of the oldest bucket still inside the window
     // the fraction from the bucket start, not from now / bw: exact at epoch-sized times
     const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
-    kw.addOffered(cost);
-    core.touch(ks);
+    if (x === undefined) {
+      kw.addOffered(cost);
+      core.touch(ks);
+    } else {
+      const all = kw.estimate(w);
+      const own = kw.ownEstimate(w);
+      const floor = kw.floorEstimate(w);
+      x.seen = { total: all, own, peers: all - own - floor, unattributed: floor };
+      const pt = core.peers;
+      x.members = {
+        live: pt.live.length,
+        stale: pt.stale.length,
+        left: pt.left.length,
+        otherVersion: rt.foreign.length,
+        n: pt.splitN,
+      };
+    }
     out.resetMs = kw.hasCounts() ? Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now) : 0;
 
     if (cost > L) {
@@ -102,13 +146,14 @@ export class Rule {
     }
     // Said its farewell (Engine.farewell): its peers keep no share of L for it, so it holds none.
     if (core.left) {
-      deny(out, 'fallback-share', 'fallback', 0, -1);
+      deny(out, 'left-mesh', 'fallback', 0, -1);
       return;
     }
     const peers = core.peers;
     if (peers.allStale && p.fallback) {
       const share = Math.floor(L / peers.splitN);
       const own = kw.ownEstimate(w);
+      if (x !== undefined) x.fallback = { share, own };
       if (own + cost > share + 1e-9) {
         const retry = cost > share ? -1 : kw.timeToDrain(own + cost - share, true, now, rt.bw);
         deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), retry);
@@ -125,8 +170,10 @@ export class Rule {
       return;
     }
     let est = kw.estimate(w);
-    if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(ks, w, L, now, p.windowMs);
-    if (rt.foreign.length > 0) est += this.foreignReserve(rt, ks, w, L);
+    const staleR = peers.stale.length > 0 && p.fallback ? this.staleReserve(ks, w, L, now, p.windowMs) : 0;
+    const foreignR = rt.foreign.length > 0 ? this.foreignReserve(rt, ks, w, L) : 0;
+    est += staleR + foreignR;
+    if (x !== undefined) x.reserves = { stale: staleR, otherVersion: foreignR };
     if (this.overLimit(out, ks, est, cost, now, rt, 'global')) return;
     if (p.overAdmission === 'controlled' && peers.live.length > 0) {
       // Everything peers admitted more than U ago has reached us (U = the
@@ -138,7 +185,7 @@ export class Rule {
       // admitted inside the window is then known to have reached us, so the whole of L is shared
       // and each node's admissions over the window stay within its share of it.
       const U = now - core.oldestSent;
-      if (ks.shareStamp !== core.stamp) this.computeShare(ks, rt);
+      if (ks.shareStamp !== core.stamp || x !== undefined) this.computeShare(ks, rt);
       const tU = now - Math.max(U, 0);
       const cU = Math.floor(tU / rt.bw);
       // In the bucket that straddles the horizon, peers' counts count wholly
@@ -153,10 +200,26 @@ export class Rule {
       // that bucket whole where `est` weighs it by the part still inside
       const H = Math.min(L, L - est + recentAll);
       const allowance = ks.share * H;
+      if (x !== undefined)
+        x.share = {
+          horizonMs: U,
+          recentCounts: recentAll,
+          headroom: H,
+          weight: this.weight,
+          weights: this.weights,
+          sharers: ks.sharers,
+          share: ks.share,
+          allowance,
+          ownRecent,
+        };
       if (ownRecent + cost > allowance + 1e-9) {
-        // the share comes back as the horizon passes our own recent admissions, or as peers'
-        // reports reach us: the next gossip interval, when nothing else changes
-        deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), core.cfg.gossipIntervalMs);
+        deny(
+          out,
+          'headroom-share',
+          'global',
+          Math.floor(allowance - ownRecent),
+          this.shareRetry(ks, rt, cU, U, ownRecent, cost, H, est, now),
+        );
         return;
       }
     }
@@ -167,14 +230,51 @@ export class Rule {
       // the members named and not heard count in N
       const share = Math.floor(L / (peers.splitN + core.awaitNames.size));
       const own = kw.ownEstimate(w);
+      if (x !== undefined) x.startupHold = { share, own, untilMs: core.holdUntil - now };
       if (own + cost > share + 1e-9) {
-        deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), core.holdUntil - now);
+        deny(out, 'startup-hold', 'fallback', Math.max(0, Math.floor(share - own)), core.holdUntil - now);
         return;
       }
     }
     if (!this.frontAllows(rt, ks, cost, now, out, 'global')) return;
     allow(out, 'global', Math.floor(L - est - cost + 1e-9));
     out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
+  }
+
+  /**
+   * When a request denied by its share would pass if nothing else arrived (the horizon staying U,
+   * the share as it is): as the horizon passes each recent bucket's end, our own counts there
+   * leave the recent ones and every count there joins the older ones the headroom is left by; once
+   * all are older, as the window sheds enough counts for the share of the headroom to hold the
+   * cost. Never (-1) when the share of the whole of L cannot.
+   */
+  private shareRetry(
+    ks: KeyState,
+    rt: PolicyRuntime,
+    cU: number,
+    U: number,
+    ownRecent: number,
+    cost: number,
+    H: number,
+    est: number,
+    now: number,
+  ): number {
+    const kw = ks.window;
+    const share = ks.share;
+    const L = rt.policy.limit;
+    if (!(share > 0) || cost > L * share + 1e-9) return -1;
+    const u = Math.max(U, 0);
+    let own = ownRecent;
+    let h = H;
+    for (let b = Math.max(cU, kw.cur - kw.k); b <= kw.cur; b++) {
+      const s = kw.slotOf(b);
+      own -= kw.own[s]!;
+      // peers' counts in the horizon's bucket already count as older
+      h -= b === cU ? kw.own[s]! : kw.sum[s]!;
+      if (own + cost <= share * h + 1e-9) return (b + 1) * rt.bw + u - now;
+    }
+    const after = (kw.cur + 1) * rt.bw + u - now;
+    return Math.max(after, kw.timeToDrain(est - L + cost / share, false, now, rt.bw));
   }
 
   /** Spend `cost` on an evaluation that allowed. */
@@ -240,7 +340,11 @@ export class Rule {
     const algo = rt.algo!;
     const store = rt.locals;
     let entry = store.get(key);
-    if (entry === undefined) {
+    if (entry === undefined && this.x !== undefined) {
+      // explain: a key not tracked here is decided as a new one would be, without creating it
+      entry = { state: algo.init(now), last: now, ref: false };
+      validateKey(key);
+    } else if (entry === undefined) {
       entry = { state: algo.init(now), last: now, ref: false };
       store.insert(validateKey(key), entry);
       // a key evicted with state left starts from at least what it had used
@@ -325,6 +429,8 @@ export class Rule {
     let total = mine + gone;
     for (let i = 0; i < sharers - 1; i++) total += ds[i]! > room ? ds[i]! : room;
     ks.share = mine / total;
+    this.weight = mine;
+    this.weights = total;
     ks.sharers = sharers;
     ks.shareStamp = core.stamp;
   }
