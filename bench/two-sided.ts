@@ -29,12 +29,14 @@ import {
   type Arrivals,
   addKey,
   burstsKey,
+  type CostProbe,
   defaultMesh,
   emptyArrivals,
   exactFlags,
   figuresOf,
   firstWindowFlags,
   type LimiterRun,
+  LOCAL_DECISIONS,
   localCeiling,
   push,
   ruleHistogram,
@@ -53,6 +55,8 @@ interface RunDef {
   rows: string[];
   limit: number;
   windowMs: number;
+  /** Runs at LARGE nodes and up without `--all`. */
+  large?: boolean;
   /** Node counts it runs at, if not every one asked for. */
   only?: (n: number) => boolean;
   /** Simulated seconds at `n` nodes (the cost estimate). */
@@ -68,10 +72,16 @@ interface RunDef {
 }
 
 const NODE_COUNTS = [2, 3, 8, 32, 64, 256];
-/** Per limiter run, s: a run estimated past it is skipped unless `--all`. */
-const RUN_BUDGET_S = 60;
-/** Wall seconds per simulated second per N², measured (256 nodes idle: about 7 s per simulated second). */
-const COST_PER_N2 = 1.1e-4;
+/** What a request costs beyond a local decision (calls/req, +ms): nothing while every decision is local. */
+const PROBE: CostProbe = LOCAL_DECISIONS;
+/** Node counts from which only the runs marked `large` run, unless `--all`. */
+const LARGE = 256;
+/**
+ * CPU seconds per simulated second per N^2.5, about (gossip to every member: N² deliveries a
+ * tick, each dearer with more members): measured 42 s a simulated second at 256 nodes with a
+ * key at 500/s, 1.3 s at 64. Only the skipped list's estimates and the order of the jobs use it.
+ */
+const COST_PER_N25 = 4e-5;
 
 /**
  * Accounts per class (steady, bursty) at `n` nodes: the engine's per-key gossip work grows with
@@ -100,10 +110,12 @@ const ACCOUNT_SECONDS = 100;
 function globalRun(
   name: string,
   segments: (n: number) => [rate: number, fromMs: number, toMs: number][],
+  large = false,
 ): RunDef {
-  const seconds = (n: number) => (n >= 256 ? 5 : 10);
+  const seconds = (n: number) => (n >= LARGE ? 2 : 10);
   return {
     family: 'global',
+    large,
     rows: [name],
     limit: 1000,
     windowMs: S,
@@ -154,14 +166,15 @@ const accountsRun: RunDef = {
 };
 
 /** Keys per class of the burst rows at `n` nodes. */
-const burstKeys = (n: number) => (n >= 256 ? 5 : 20);
+const burstKeys = (n: number) => (n >= LARGE ? 2 : 20);
 
 const burstsRun: RunDef = {
   family: 'bursts',
   rows: ['fresh keys', 'warm keys (5 earlier)'],
   limit: 50,
   windowMs: 10 * S,
-  seconds: (n) => 3.5 + burstKeys(n) * 0.4,
+  large: true,
+  seconds: (n) => 2.2 + burstKeys(n) * 0.4,
   build(n) {
     const a = emptyArrivals();
     const keyClass: number[] = [];
@@ -170,21 +183,21 @@ const burstsRun: RunDef = {
     for (let j = 0; j < K; j++) {
       keyClass.push(0);
       const k = addKey(a, `fresh-${j}`);
-      const at = 1000 + 400 * j;
+      const at = 500 + 400 * j;
       burstsKey(a, k, 300, S, at, at + 1, n, prng, 15, j % n);
     }
     for (let j = 0; j < K; j++) {
       keyClass.push(1);
       const k = addKey(a, `warm-${j}`);
-      const at = 3000 + 400 * j + 200;
-      for (let m = 0; m < 5; m++) push(a, at - 2000 + 100 * m, Math.floor(prng.next() * n), k);
+      const at = 2000 + 400 * j + 200;
+      for (let m = 0; m < 5; m++) push(a, at - 1000 + 100 * m, Math.floor(prng.next() * n), k);
       burstsKey(a, k, 300, S, at, at + 1, n, prng, 15, j % n);
     }
     return { arrivals: sortArrivals(a), keyClass };
   },
   describe: (n) =>
     `L = 50 per 10 s, ${burstKeys(n)} keys per class, each 300 requests within 15 ms round-robin over the nodes; ` +
-    'warm keys had 5 requests (nodes drawn uniformly) 2 s before',
+    'warm keys had 5 requests (nodes drawn uniformly, 100 ms apart) from 1 s before',
 };
 
 /** Users making attempts at uniform nodes, and attackers spraying every node at once. */
@@ -194,9 +207,9 @@ function usersAndAttackers(
   windowMs: number,
   attempts: { count: number; apartMs: number; startWithinMs: number },
   attack: { everyMs: number; forMs: number },
+  end: number,
 ): RunDef {
   const ATTACKERS = 5;
-  const end = 90 * S;
   return {
     family,
     rows: [
@@ -220,7 +233,7 @@ function usersAndAttackers(
       for (let v = 0; v < ATTACKERS; v++) {
         keyClass.push(1);
         const k = addKey(a, `target-${v}`);
-        const t0 = 5 * S + 3 * S * v;
+        const t0 = 2 * S + 3 * S * v;
         burstsKey(a, k, n, attack.everyMs, t0, t0 + attack.forMs, n, prng, 0, 0);
       }
       return { arrivals: sortArrivals(a), keyClass };
@@ -233,7 +246,7 @@ function usersAndAttackers(
 }
 
 function ownRun(lo: number, hi: number): RunDef {
-  const seconds = (n: number) => (n >= 256 ? 5 : 20);
+  const seconds = (n: number) => (n >= LARGE ? 5 : 20);
   return {
     family: 'own batches',
     rows: [`k = 10, gaps ${lo}-${hi} ms`],
@@ -284,7 +297,7 @@ const seedRun: RunDef = {
 
 const RUNS: RunDef[] = [
   globalRun('0.5L', (e) => [[500, 0, e]]),
-  globalRun('0.9L', (e) => [[900, 0, e]]),
+  globalRun('0.9L', (e) => [[900, 0, e]], true),
   globalRun('2L', (e) => [[2000, 0, e]]),
   globalRun('step 0.5L to 2L', (e) => [
     [500, 0, e / 2],
@@ -296,8 +309,9 @@ const RUNS: RunDef[] = [
     'login',
     5,
     MIN,
-    { count: 3, apartMs: 10 * S, startWithinMs: 60 * S },
+    { count: 3, apartMs: 10 * S, startWithinMs: 30 * S },
     { everyMs: S, forMs: 60 * S },
+    75 * S,
   ),
   ownRun(2, 30),
   ownRun(10, 120),
@@ -305,8 +319,9 @@ const RUNS: RunDef[] = [
     'sms',
     3,
     3_600_000,
-    { count: 3, apartMs: 30 * S, startWithinMs: 30 * S },
-    { everyMs: 2 * S, forMs: 60 * S },
+    { count: 3, apartMs: 30 * S, startWithinMs: 15 * S },
+    { everyMs: 2 * S, forMs: 40 * S },
+    75 * S,
   ),
   seedRun,
 ];
@@ -340,6 +355,12 @@ function rulesText(h: Record<string, number>): string {
   return e.length === 0 ? '-' : e.map(([k, v]) => `${k} ${v}`).join(', ');
 }
 
+/** CPU s of one limiter's run, estimated: the gossip of its nodes, and the accounts' keys (about 7.5 ms per node and account). */
+function estimate(run: RunDef, n: number): number {
+  const keys = run.family === 'accounts' ? 0.0075 * n * (2 * population(n) + heavyAccounts(n)) : 0;
+  return COST_PER_N25 * n ** 2.5 * run.seconds(n) + keys;
+}
+
 /** One simulator run of a limiter: a run definition at a node count. */
 interface Job {
   run: number;
@@ -358,7 +379,7 @@ function runJob(job: Job): JobResult {
   const t0 = performance.now();
   const run = RUNS[job.run]!;
   const { arrivals } = run.build(job.nodes);
-  const result = runSim(defaultMesh(job.nodes), policyOf(job.limiter, run), arrivals);
+  const result = runSim(defaultMesh(job.nodes), policyOf(job.limiter, run), arrivals, PROBE);
   return { job, result, wall_s: (performance.now() - t0) / 1000 };
 }
 
@@ -412,14 +433,16 @@ async function main(): Promise<void> {
     if (!run.rows.some((x) => selected(run.family, x))) return;
     for (const n of [...(nodesArg === undefined ? (run.extraNodes ?? []) : []), ...nodeCounts]) {
       if (run.only !== undefined && !run.only(n)) continue;
-      const est = COST_PER_N2 * n * n * run.seconds(n);
-      if (est > RUN_BUDGET_S && !all) {
+      const est = estimate(run, n);
+      if (n >= LARGE && run.large !== true && !all) {
         skipped.push({ family: run.family, rows: run.rows, nodes: n, estimated_s: Math.round(est) });
         continue;
       }
       for (const limiter of ['default', 'naive'] as const) jobs.push({ run: r, nodes: n, limiter });
     }
   });
+  // the longest first (a pool of processes finishes sooner); the output does not depend on the order
+  jobs.sort((a, b) => estimate(RUNS[b.run]!, b.nodes) - estimate(RUNS[a.run]!, a.nodes));
   let commit = 'unknown';
   try {
     commit = execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
@@ -546,7 +569,7 @@ async function main(): Promise<void> {
   }
   if (skipped.length > 0) {
     console.log(
-      `\nskipped (estimated over ${RUN_BUDGET_S} s of CPU per limiter; --all runs them):\n` +
+      `\nnot run at ${LARGE} nodes and up (CPU per limiter estimated; --all runs them):\n` +
         skipped
           .map((s) => `  ${s.family} (${s.rows.join(', ')}) N = ${s.nodes}: about ${s.estimated_s} s`)
           .join('\n'),
