@@ -373,14 +373,18 @@ interface JobResult {
   job: Job;
   result: LimiterRun;
   wall_s: number;
+  /** CPU time of the job (user + system), s: on a busy machine less than its wall time. */
+  cpu_s: number;
 }
 
 function runJob(job: Job): JobResult {
   const t0 = performance.now();
+  const c0 = process.cpuUsage();
   const run = RUNS[job.run]!;
   const { arrivals } = run.build(job.nodes);
   const result = runSim(defaultMesh(job.nodes), policyOf(job.limiter, run), arrivals, PROBE);
-  return { job, result, wall_s: (performance.now() - t0) / 1000 };
+  const c = process.cpuUsage(c0);
+  return { job, result, wall_s: (performance.now() - t0) / 1000, cpu_s: (c.user + c.system) / 1e6 };
 }
 
 /** Run `jobs` on `parallel` child processes (this file with --worker), calling `done` as each ends. */
@@ -459,7 +463,7 @@ async function main(): Promise<void> {
     const run = RUNS[r.job.run]!;
     process.stderr.write(
       `[${finished}/${jobs.length}] ${run.family} ${run.rows.join(' + ')} N = ${r.job.nodes} ${r.job.limiter}: ` +
-        `${r.wall_s.toFixed(1)} s (${((performance.now() - t0) / 1000).toFixed(0)} s in)\n`,
+        `${r.cpu_s.toFixed(1)} s CPU, ${r.wall_s.toFixed(1)} s wall (${((performance.now() - t0) / 1000).toFixed(0)} s in)\n`,
     );
   });
   const elapsed = (performance.now() - t0) / 1000;
@@ -474,6 +478,7 @@ async function main(): Promise<void> {
   );
   const rows: ResultRow[] = [];
   const cpuByFamily: Record<string, number> = {};
+  const wallByFamily: Record<string, number> = {};
   const families = [...new Set(RUNS.map((r) => r.family))];
   for (const family of families) {
     const cells: (string | number)[][] = [];
@@ -484,7 +489,8 @@ async function main(): Promise<void> {
         const def = results.get(id({ run: r, nodes: n }, 'default'));
         const nai = results.get(id({ run: r, nodes: n }, 'naive'));
         if (def === undefined || nai === undefined) continue;
-        cpuByFamily[family] = (cpuByFamily[family] ?? 0) + def.wall_s + nai.wall_s;
+        cpuByFamily[family] = (cpuByFamily[family] ?? 0) + def.cpu_s + nai.cpu_s;
+        wallByFamily[family] = (wallByFamily[family] ?? 0) + def.wall_s + nai.wall_s;
         notes.add(`N = ${n}: ${run.describe(n)}`);
         const { arrivals, keyClass } = run.build(n);
         const exact = exactByKey(arrivals, run.limit, run.windowMs);
@@ -545,7 +551,9 @@ async function main(): Promise<void> {
       }
     });
     if (cells.length === 0) continue;
-    console.log(`\n== ${family} (simulation ${(cpuByFamily[family] ?? 0).toFixed(1)} s of CPU)`);
+    console.log(
+      `\n== ${family} (simulations: ${(cpuByFamily[family] ?? 0).toFixed(1)} s of CPU, ${(wallByFamily[family] ?? 0).toFixed(1)} s wall)`,
+    );
     for (const note of notes) console.log(`  ${note}`);
     printTable(
       [
@@ -576,8 +584,10 @@ async function main(): Promise<void> {
     );
   }
   const cpu = Object.entries(cpuByFamily).map(([k, v]) => [k, Math.round(v * 10) / 10] as const);
+  const wall = Object.entries(wallByFamily).map(([k, v]) => [k, Math.round(v * 10) / 10] as const);
   console.log(
-    `\nsimulation CPU s by family: ${cpu.map(([k, v]) => `${k} ${v}`).join(', ')}; ` +
+    `\nsimulations by family, CPU s: ${cpu.map(([k, v]) => `${k} ${v}`).join(', ')}; wall s (summed over processes): ` +
+      `${wall.map(([k, v]) => `${k} ${v}`).join(', ')}; ` +
       `${elapsed.toFixed(0)} s elapsed on ${Math.min(parallel, jobs.length)} processes`,
   );
   mkdirSync(dirname(out), { recursive: true });
@@ -588,6 +598,7 @@ async function main(): Promise<void> {
         commit,
         node: process.version,
         cpu_s_by_family: Object.fromEntries(cpu),
+        wall_s_by_family: Object.fromEntries(wall),
         elapsed_s: Math.round(elapsed),
         skipped,
         rows,
