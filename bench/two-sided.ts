@@ -19,7 +19,7 @@
  * `--all`. Writes bench/results/two-sided.json (or `--out`).
  */
 import { execSync, fork } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -336,6 +336,8 @@ interface ResultRow extends TwoSidedFigures {
   limit: number;
   window_ms: number;
   seconds: number;
+  /** The run's traffic at this node count, in words. */
+  traffic: string;
   /** Denials by rule (default and naive). */
   denials_by_rule: Record<string, number>;
 }
@@ -423,6 +425,12 @@ function worker(): void {
 }
 
 async function main(): Promise<void> {
+  const print = arg('print');
+  if (print !== undefined) {
+    // saved reports, as a run prints them
+    printReport(mergeReports(print.split(',').map((f) => JSON.parse(readFileSync(f, 'utf8')) as Report)));
+    return;
+  }
   const here = dirname(fileURLToPath(import.meta.url));
   const out = resolve(arg('out') ?? join(here, 'results', 'two-sided.json'));
   const match = arg('rows');
@@ -468,93 +476,162 @@ async function main(): Promise<void> {
   });
   const elapsed = (performance.now() - t0) / 1000;
 
+  const rows: ResultRow[] = [];
+  const cpuByFamily: Record<string, number> = {};
+  const wallByFamily: Record<string, number> = {};
+  RUNS.forEach((run, r) => {
+    const family = run.family;
+    for (const n of [...(nodesArg === undefined ? (run.extraNodes ?? []) : []), ...nodeCounts]) {
+      const def = results.get(id({ run: r, nodes: n }, 'default'));
+      const nai = results.get(id({ run: r, nodes: n }, 'naive'));
+      if (def === undefined || nai === undefined) continue;
+      cpuByFamily[family] = round1((cpuByFamily[family] ?? 0) + def.cpu_s + nai.cpu_s);
+      wallByFamily[family] = round1((wallByFamily[family] ?? 0) + def.wall_s + nai.wall_s);
+      const { arrivals, keyClass } = run.build(n);
+      const exact = exactByKey(arrivals, run.limit, run.windowMs);
+      const firstW = firstWindowFlags(arrivals, run.windowMs);
+      const sims = { default: def.result, naive: nai.result };
+      for (let c = 0; c < run.rows.length; c++) {
+        if (!selected(family, run.rows[c]!)) continue;
+        const only = new Uint8Array(arrivals.t.length);
+        for (let i = 0; i < only.length; i++) if (keyClass[arrivals.key[i]!] === c) only[i] = 1;
+        const byKey: number[][] = arrivals.keys.map(() => []);
+        for (let i = 0; i < only.length; i++) if (only[i]) byKey[arrivals.key[i]!]!.push(arrivals.t[i]!);
+        const ceiling = localCeiling(byKey, run.limit, run.windowMs, run.ceilingNodes?.(n) ?? n);
+        for (const limiter of ['default', 'naive', 'exact'] as const) {
+          const sim = limiter === 'exact' ? undefined : sims[limiter];
+          const f = figuresOf(
+            arrivals,
+            sim?.admitted ?? exact,
+            only,
+            exact,
+            firstW,
+            ceiling,
+            run.limit,
+            run.windowMs,
+            sim?.calls,
+            sim?.latencyMs,
+          );
+          rows.push({
+            family,
+            row: run.rows[c]!,
+            nodes: n,
+            limiter,
+            limit: run.limit,
+            window_ms: run.windowMs,
+            seconds: run.seconds(n),
+            traffic: run.describe(n),
+            ...f,
+            denials_by_rule: sim === undefined ? {} : ruleHistogram(sim, only),
+          });
+        }
+      }
+    }
+  });
+  const report: Report = {
+    commit,
+    node: process.version,
+    cpu_s_by_family: cpuByFamily,
+    wall_s_by_family: wallByFamily,
+    elapsed_s: Math.round(elapsed),
+    processes: Math.min(parallel, jobs.length),
+    skipped,
+    rows,
+  };
+  printReport(report);
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
+  console.log(`wrote ${out}`);
+}
+
+function round1(x: number): number {
+  return Math.round(x * 10) / 10;
+}
+
+/** What a run writes (and `--print` reads back). */
+interface Report {
+  commit: string;
+  node: string;
+  cpu_s_by_family: Record<string, number>;
+  wall_s_by_family: Record<string, number>;
+  elapsed_s: number;
+  processes: number;
+  skipped: { family: string; rows: string[]; nodes: number; estimated_s: number }[];
+  rows: ResultRow[];
+}
+
+/**
+ * Reports of several runs as one (`--print a.json,b.json`: runs split over node counts, say):
+ * a later report's rows replace an earlier one's for the same row, nodes and limiter; times add up.
+ */
+function mergeReports(reports: Report[]): Report {
+  const byId = new Map<string, ResultRow>();
+  const key = (r: ResultRow) => `${r.family}/${r.row}/${r.nodes}/${r.limiter}`;
+  for (const rep of reports)
+    for (const r of rep.rows) {
+      // reports written before rows carried their traffic: the run's words for it
+      r.traffic ??=
+        RUNS.find((x) => x.family === r.family && x.rows.includes(r.row))?.describe(r.nodes) ?? '';
+      byId.set(key(r), r);
+    }
+  const order = (r: ResultRow) => {
+    const run = RUNS.findIndex((x) => x.family === r.family && x.rows.includes(r.row));
+    return [
+      families().indexOf(r.family),
+      run,
+      r.nodes,
+      RUNS[run]?.rows.indexOf(r.row) ?? 0,
+      ['default', 'naive', 'exact'].indexOf(r.limiter),
+    ];
+  };
+  const rows = [...byId.values()].sort((a, b) => {
+    const x = order(a);
+    const y = order(b);
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return x[i]! - y[i]!;
+    return 0;
+  });
+  const add = (pick: (r: Report) => Record<string, number>) => {
+    const out: Record<string, number> = {};
+    for (const rep of reports)
+      for (const [k, v] of Object.entries(pick(rep))) out[k] = round1((out[k] ?? 0) + v);
+    return out;
+  };
+  const ran = new Set(rows.map((r) => `${r.family}/${r.nodes}`));
+  return {
+    commit: [...new Set(reports.map((r) => r.commit))].join(', '),
+    node: [...new Set(reports.map((r) => r.node))].join(', '),
+    cpu_s_by_family: add((r) => r.cpu_s_by_family),
+    wall_s_by_family: add((r) => r.wall_s_by_family),
+    elapsed_s: reports.reduce((s, r) => s + r.elapsed_s, 0),
+    processes: Math.max(...reports.map((r) => r.processes ?? 2)),
+    skipped: reports.flatMap((r) => r.skipped).filter((s) => !ran.has(`${s.family}/${s.nodes}`)),
+    rows,
+  };
+}
+
+/** The families, in the order they print. */
+function families(): string[] {
+  return [...new Set(RUNS.map((r) => r.family))];
+}
+
+/** Print a report: a header, one table per family (a line per row, node count and limiter), the runs left out, the times. */
+function printReport(rep: Report): void {
   console.log(
-    `bench:two-sided at ${commit}: default (the policy as written: name, limit, window), naive (overAdmission 'naive'), ` +
+    `bench:two-sided at ${rep.commit}: default (the policy as written: name, limit, window), naive (overAdmission 'naive'), ` +
       'exact (a sliding-window log over the same arrivals); simulator g = 100 ms, d = 10 ms, every member expected, ' +
       'gossip to every member.\nfalse den %: of the requests the exact limiter admits on the same arrivals, the % this limiter denied ' +
       `(1st W: arrivals in their key's first window; after: the rest); on an over row (the exact limiter denies some) it also ` +
       'counts admitting other arrivals than the exact one. worst - L: the worst rolling window over keys, minus L. ' +
       'adm/ceiling: admitted against localCeilingAdmits (mean of 5 draws). calls/req, +ms: calls to other nodes and added latency.',
   );
-  const rows: ResultRow[] = [];
-  const cpuByFamily: Record<string, number> = {};
-  const wallByFamily: Record<string, number> = {};
-  const families = [...new Set(RUNS.map((r) => r.family))];
-  for (const family of families) {
-    const cells: (string | number)[][] = [];
-    const notes = new Set<string>();
-    RUNS.forEach((run, r) => {
-      if (run.family !== family) return;
-      for (const n of [...(nodesArg === undefined ? (run.extraNodes ?? []) : []), ...nodeCounts]) {
-        const def = results.get(id({ run: r, nodes: n }, 'default'));
-        const nai = results.get(id({ run: r, nodes: n }, 'naive'));
-        if (def === undefined || nai === undefined) continue;
-        cpuByFamily[family] = (cpuByFamily[family] ?? 0) + def.cpu_s + nai.cpu_s;
-        wallByFamily[family] = (wallByFamily[family] ?? 0) + def.wall_s + nai.wall_s;
-        notes.add(`N = ${n}: ${run.describe(n)}`);
-        const { arrivals, keyClass } = run.build(n);
-        const exact = exactByKey(arrivals, run.limit, run.windowMs);
-        const firstW = firstWindowFlags(arrivals, run.windowMs);
-        const sims = { default: def.result, naive: nai.result };
-        for (let c = 0; c < run.rows.length; c++) {
-          if (!selected(family, run.rows[c]!)) continue;
-          const only = new Uint8Array(arrivals.t.length);
-          for (let i = 0; i < only.length; i++) if (keyClass[arrivals.key[i]!] === c) only[i] = 1;
-          const byKey: number[][] = arrivals.keys.map(() => []);
-          for (let i = 0; i < only.length; i++) if (only[i]) byKey[arrivals.key[i]!]!.push(arrivals.t[i]!);
-          const ceiling = localCeiling(byKey, run.limit, run.windowMs, run.ceilingNodes?.(n) ?? n);
-          for (const limiter of ['default', 'naive', 'exact'] as const) {
-            const sim = limiter === 'exact' ? undefined : sims[limiter];
-            const f = figuresOf(
-              arrivals,
-              sim?.admitted ?? exact,
-              only,
-              exact,
-              firstW,
-              ceiling,
-              run.limit,
-              run.windowMs,
-              sim?.calls,
-              sim?.latencyMs,
-            );
-            const row: ResultRow = {
-              family,
-              row: run.rows[c]!,
-              nodes: n,
-              limiter,
-              limit: run.limit,
-              window_ms: run.windowMs,
-              seconds: run.seconds(n),
-              ...f,
-              denials_by_rule: sim === undefined ? {} : ruleHistogram(sim, only),
-            };
-            rows.push(row);
-            const first = limiter === 'default';
-            cells.push([
-              first ? row.row : '',
-              first ? n : '',
-              first ? (row.exact < row.requests ? 'over' : 'under') : '',
-              limiter,
-              row.requests,
-              row.false_denials_pct.toFixed(2),
-              row.false_denials_first_w_pct.toFixed(2),
-              row.false_denials_after_pct.toFixed(2),
-              row.worst_window_minus_l,
-              row.admitted_vs_exact.toFixed(4),
-              row.admitted_vs_ceiling.toFixed(4),
-              row.calls_per_request,
-              row.added_latency_ms,
-              limiter === 'exact' ? '' : rulesText(row.denials_by_rule),
-            ]);
-          }
-        }
-      }
-    });
-    if (cells.length === 0) continue;
+  for (const family of families()) {
+    const rows = rep.rows.filter((r) => r.family === family);
+    if (rows.length === 0) continue;
     console.log(
-      `\n== ${family} (simulations: ${(cpuByFamily[family] ?? 0).toFixed(1)} s of CPU, ${(wallByFamily[family] ?? 0).toFixed(1)} s wall)`,
+      `\n== ${family} (simulations: ${(rep.cpu_s_by_family[family] ?? 0).toFixed(1)} s of CPU, ` +
+        `${(rep.wall_s_by_family[family] ?? 0).toFixed(1)} s wall)`,
     );
-    for (const note of notes) console.log(`  ${note}`);
+    for (const note of new Set(rows.map((r) => `N = ${r.nodes}: ${r.traffic}`))) console.log(`  ${note}`);
     printTable(
       [
         'row',
@@ -572,42 +649,43 @@ async function main(): Promise<void> {
         '+ms',
         'denials by rule',
       ],
-      cells,
+      rows.map((row) => {
+        const first = row.limiter === 'default';
+        return [
+          first ? row.row : '',
+          first ? row.nodes : '',
+          first ? (row.exact < row.requests ? 'over' : 'under') : '',
+          row.limiter,
+          row.requests,
+          row.false_denials_pct.toFixed(2),
+          row.false_denials_first_w_pct.toFixed(2),
+          row.false_denials_after_pct.toFixed(2),
+          row.worst_window_minus_l,
+          row.admitted_vs_exact.toFixed(4),
+          row.admitted_vs_ceiling.toFixed(4),
+          row.calls_per_request,
+          row.added_latency_ms,
+          row.limiter === 'exact' ? '' : rulesText(row.denials_by_rule),
+        ];
+      }),
     );
   }
-  if (skipped.length > 0) {
+  if (rep.skipped.length > 0) {
     console.log(
       `\nnot run at ${LARGE} nodes and up (CPU per limiter estimated; --all runs them):\n` +
-        skipped
+        rep.skipped
           .map((s) => `  ${s.family} (${s.rows.join(', ')}) N = ${s.nodes}: about ${s.estimated_s} s`)
           .join('\n'),
     );
   }
-  const cpu = Object.entries(cpuByFamily).map(([k, v]) => [k, Math.round(v * 10) / 10] as const);
-  const wall = Object.entries(wallByFamily).map(([k, v]) => [k, Math.round(v * 10) / 10] as const);
+  const list = (o: Record<string, number>) =>
+    Object.entries(o)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ');
   console.log(
-    `\nsimulations by family, CPU s: ${cpu.map(([k, v]) => `${k} ${v}`).join(', ')}; wall s (summed over processes): ` +
-      `${wall.map(([k, v]) => `${k} ${v}`).join(', ')}; ` +
-      `${elapsed.toFixed(0)} s elapsed on ${Math.min(parallel, jobs.length)} processes`,
+    `\nsimulations by family, CPU s: ${list(rep.cpu_s_by_family)}; wall s (summed over processes): ` +
+      `${list(rep.wall_s_by_family)}; ${rep.elapsed_s} s elapsed on ${rep.processes} processes`,
   );
-  mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(
-    out,
-    `${JSON.stringify(
-      {
-        commit,
-        node: process.version,
-        cpu_s_by_family: Object.fromEntries(cpu),
-        wall_s_by_family: Object.fromEntries(wall),
-        elapsed_s: Math.round(elapsed),
-        skipped,
-        rows,
-      },
-      null,
-      2,
-    )}\n`,
-  );
-  console.log(`wrote ${out}`);
 }
 
 /** The exact limiter's flags over `a`, key by key. */
