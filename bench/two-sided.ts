@@ -10,13 +10,22 @@
  * nodes per request and the latency they add (0 while every decision is local: fed by a
  * CostProbe), and the denials by `rule`.
  *
- *   npm run bench:two-sided [-- --rows <substring>] [--nodes 2,3,8] [--out FILE] [--all]
+ *   npm run bench:two-sided [-- --rows <substring>] [--nodes 2,3,8] [--out FILE] [--all] [--jobs P]
+ *   npm run bench:two-sided -- --print a.json[,b.json]   (saved reports as printed, merged)
  *
- * Families run whole (the rows of a family that share a run are key classes of one policy in
- * one simulated mesh: one service's accounts, say), so a row's figures never depend on which
- * other rows were asked for. A run whose estimated wall time at a node count passes the budget
- * (the gossip of N nodes costs about N² per simulated second) is skipped and listed unless
- * `--all`. Writes bench/results/two-sided.json (or `--out`).
+ * A run is one policy in one simulated mesh; the rows that share a run are classes of its keys
+ * (one service's accounts: steady, bursty, heavy), so a row's figures never depend on which
+ * other rows were asked for (`--rows` picks the runs that hold a matching row). Every run goes
+ * at every node count of `--nodes` (default 2, 3, 8, 32, 64, 256; own batches also at 1, the
+ * seed trace at 8 only), as two jobs (default, naive) on P child processes (default 2); the
+ * exact limiter and the ceiling are computed from the arrivals. Keys per class fall with N
+ * (population(): the engine's gossip work grows with nodes × keys). At 256 nodes, where the
+ * gossip to every member costs about 42 s of CPU a simulated second, only the runs marked
+ * `large` go (the global key at 0.9 L for 2 s, the bursts on 2 keys per class); the others are
+ * listed with their estimated cost and run with `--all`. Each job's CPU and wall time are
+ * printed (on a shared machine the wall time overstates the cost). Deterministic: seeded
+ * arrivals, seeded simulator; a run's output depends on nothing but its arguments.
+ * Writes bench/results/two-sided.json (or `--out`).
  */
 import { execSync, fork } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
