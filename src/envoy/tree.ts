@@ -25,6 +25,11 @@ export interface EnvoyRateLimit {
   readonly replaces: readonly string[];
   /** `shadow_mode`: counted, never over the limit. */
   readonly shadow: boolean;
+  /**
+   * `quota_mode`: over the limit in its status, but the request is over only
+   * when every quota descriptor of it is (and no other is).
+   */
+  readonly quota: boolean;
   /** `detailed_metric`: metrics carry the request's values. */
   readonly detailedMetric: boolean;
   /** envoyproxy/ratelimit's name for it: `domain.key_value.key...` (their stats key). */
