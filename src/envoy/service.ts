@@ -107,9 +107,6 @@ const ZERO = 2;
 const COUNTED = 3;
 type Kind = typeof NONE | typeof UNLIMITED | typeof ZERO | typeof COUNTED;
 
-/** Most keys remembered as counted past their limit ({@link RlsService}'s `over` marks). */
-const MAX_OVER_MARKS = 10_000;
-
 /** A request's `limit` override, as the rate limit it stands for. */
 interface OverrideLimit {
   readonly policy: string | undefined;
@@ -150,14 +147,6 @@ export class RlsService {
   private readonly overrides: LimitOverrides | undefined;
   private readonly clock: Clock;
   private readonly onDecision: RlsServiceOptions['onDecision'];
-  /**
-   * Keys this node counted past their limit (their hits beyond L were not
-   * kept: a node's own count stops at L), until their window ends: a look
-   * with `hits_addend: 0` at such a key is over, as theirs, where the count
-   * alone (at L) would say OK with 0 left. Bounded; forgetting one only
-   * answers such a look as OK with 0 left.
-   */
-  private readonly over = new Map<string, number>();
   /** Reused by the matcher for share_threshold values (one call at a time: JavaScript is single-threaded). */
   private readonly shared: (string | undefined)[] = new Array(MAX_ENTRIES).fill(undefined);
   /** Per-descriptor scratch of one call, reused (decide is synchronous and never re-entered). */
@@ -382,10 +371,10 @@ export class RlsService {
           // what was left before this request: an allowed outcome reports what is left after its cost
           const before = Math.max(0, Math.floor(o.limited ? o.remaining : o.remaining + total));
           const c = cumulative[i]!;
-          const mark = `${o.policy}\n${o.key}`;
-          if (c > 0) overLimit = c > before;
-          else overLimit = (total === 0 && o.limited) || (before === 0 && this.marked(mark, now));
-          if (total > before && counted(j)) this.markOver(mark, now + rl!.windowMs);
+          // A look (no hits of its own) is over once nothing is left. Theirs stays OK at exactly
+          // the limit and is over past it; a node here never counts past L (its peers would not
+          // credit it), so "past the limit" cannot be told from "at it" on every node alike.
+          overLimit = c > 0 ? c > before : before === 0 || (total === 0 && o.limited);
           const left = counted(j) ? before - c : before;
           s = {
             code: overLimit ? 'OVER_LIMIT' : 'OK',
@@ -475,24 +464,6 @@ export class RlsService {
       replaces: NO_REPLACES,
     };
     return { limit, key: counterKey(parts, NO_SHARED) };
-  }
-
-  private marked(mark: string, now: number): boolean {
-    const until = this.over.get(mark);
-    if (until === undefined) return false;
-    if (until > now) return true;
-    this.over.delete(mark);
-    return false;
-  }
-
-  private markOver(mark: string, until: number): void {
-    this.over.delete(mark);
-    if (this.over.size >= MAX_OVER_MARKS) {
-      // the oldest mark goes first (a Map iterates in insertion order)
-      const first = this.over.keys().next();
-      if (first.done !== true) this.over.delete(first.value);
-    }
-    this.over.set(mark, until);
   }
 }
 

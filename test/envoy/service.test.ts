@@ -116,9 +116,9 @@ describe('ShouldRateLimit decisions', () => {
     expect(cfg.policies[0]).toMatchObject({ scope: 'local', algorithm: 'fixed-window' });
     expect(call('web', [{ entries: ['user=alice'], hits: 0 }]).statuses[0]!.limit_remaining).toBe(3);
     for (let i = 0; i < 3; i++) expect(call('web', [['user=alice']]).overall_code).toBe('OK');
-    // hits_addend 0 is never over, and spends nothing
+    // hits_addend 0 spends nothing, and is over once nothing is left
     expect(call('web', [{ entries: ['user=alice'], hits: 0 }]).statuses[0]).toMatchObject({
-      code: 'OK',
+      code: 'OVER_LIMIT',
       limit_remaining: 0,
     });
     expect(call('web', [['user=alice']]).overall_code).toBe('OVER_LIMIT');
