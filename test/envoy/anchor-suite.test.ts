@@ -42,8 +42,9 @@ function expectStatus(
   want: { code: 'OK' | 'OVER_LIMIT'; rpu: number; unit: string; remaining: number },
   before: number,
   after: number,
+  label = '',
 ): void {
-  expect(got.code === 'OVER_LIMIT' ? 'OVER_LIMIT' : 'OK').toBe(
+  expect(got.code === 'OVER_LIMIT' ? 'OVER_LIMIT' : 'OK', label).toBe(
     // the mesh may refuse what the anchor admits (under-admission, see the header), never admit what it refuses
     !t.mesh || EXACT_MESH || want.code === 'OVER_LIMIT' ? want.code : got.code,
   );
@@ -62,7 +63,7 @@ function expectStatus(
 async function expectCodes(t: Target, calls: (() => Promise<Answer>)[], want: ('OK' | 'OVER_LIMIT')[]) {
   const got: string[] = [];
   for (const c of calls) got.push((await c()).overall_code);
-  if (!t.mesh || EXACT_MESH) expect(got).toEqual(want);
+  if (!t.mesh || EXACT_MESH) expect(got, `codes: ${got.join(' ')}`).toEqual(want);
   else
     for (let i = 0; i < want.length; i++)
       if (want[i] === 'OVER_LIMIT') expect(got[i], `call ${i}`).toBe(want[i]);
@@ -111,6 +112,7 @@ describe.each(KINDS)('envoyproxy/ratelimit expectations on a %s', (kind) => {
           { code: over ? 'OVER_LIMIT' : 'OK', rpu: 20, unit: 'MINUTE', remaining: 20 - (i + 1) },
           before,
           Date.now(),
+          `call ${i + 1}`,
         );
         if (r.overall_code === 'OK') admitted++;
       }
@@ -131,6 +133,7 @@ describe.each(KINDS)('envoyproxy/ratelimit expectations on a %s', (kind) => {
           { code: 'OK', rpu: 20, unit: 'MINUTE', remaining: 20 - (i + 1) },
           before,
           after,
+          `call ${i + 1}`,
         );
         expectStatus(
           t,
@@ -138,6 +141,7 @@ describe.each(KINDS)('envoyproxy/ratelimit expectations on a %s', (kind) => {
           { code: over ? 'OVER_LIMIT' : 'OK', rpu: 10, unit: 'HOUR', remaining: 10 - (i + 1) },
           before,
           after,
+          `call ${i + 1}`,
         );
       }
     });
@@ -240,6 +244,7 @@ describe.each(KINDS)('envoyproxy/ratelimit expectations on a %s', (kind) => {
           { code: 'OK', rpu: 20, unit: 'MINUTE', remaining: over ? 10 : 20 - (i + 1) },
           before,
           after,
+          `call ${i + 1}`,
         );
         expectStatus(
           t,
@@ -247,6 +252,7 @@ describe.each(KINDS)('envoyproxy/ratelimit expectations on a %s', (kind) => {
           { code: over ? 'OVER_LIMIT' : 'OK', rpu: 10, unit: 'HOUR', remaining: 10 - (i + 1) },
           before,
           after,
+          `call ${i + 1}`,
         );
       }
     });
