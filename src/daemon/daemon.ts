@@ -225,6 +225,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     },
     'ratemesh node started',
   );
+  for (const w of config.envoy?.config.warnings ?? []) logger.warn({ envoy: w }, 'envoy config: ignored');
 
   let stopping: Promise<void> | undefined;
 
@@ -306,6 +307,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       },
       'config reloaded',
     );
+    for (const w of next.envoy?.config.warnings ?? []) logger.warn({ envoy: w }, 'envoy config: ignored');
     watcher?.set(configFiles(next));
     lastReload = { ok: true, trigger, at, version: change.version, policies };
     return lastReload;

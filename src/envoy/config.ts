@@ -56,7 +56,15 @@ export interface EnvoyConfig {
   readonly policies: readonly PolicySpec[];
   readonly files: readonly string[];
   readonly algorithm: EnvoyAlgorithm;
+  /**
+   * What the files ask for that is accepted but not acted on (`metadata`: there is no
+   * `response_dynamic_metadata`), one line each, at most {@link MAX_WARNINGS}: for the log.
+   */
+  readonly warnings: readonly string[];
 }
+
+/** Most {@link EnvoyConfig.warnings} kept (the last says how many more there were). */
+export const MAX_WARNINGS = 20;
 
 /** Deepest descriptor nesting accepted. */
 export const MAX_DEPTH = 32;
@@ -133,6 +141,8 @@ class Loader {
   readonly rateLimits: EnvoyRateLimit[] = [];
   readonly policies: PolicySpec[] = [];
   readonly policyNames = new Map<string, string>();
+  readonly warnings: string[] = [];
+  private moreWarnings = 0;
   /** The file being read. */
   private y: YamlReader = new YamlReader('', '');
 
@@ -169,7 +179,13 @@ class Loader {
     if (list !== null) this.descriptors(list, 'descriptors', level, domain, [domain], 1);
   }
 
+  private warn(line: string): void {
+    if (this.warnings.length < MAX_WARNINGS) this.warnings.push(line);
+    else this.moreWarnings++;
+  }
+
   finish(files: string[]): EnvoyConfig {
+    if (this.moreWarnings > 0) this.warnings.push(`and ${this.moreWarnings} more of the same kind`);
     const domains = new Map<string, DescriptorLevel>();
     for (const [name, level] of this.domains) domains.set(name, freezeLevel(level));
     return Object.freeze({
@@ -178,6 +194,7 @@ class Loader {
       policies: Object.freeze(this.policies),
       files: Object.freeze(files),
       algorithm: this.algorithm,
+      warnings: Object.freeze(this.warnings),
     });
   }
 
@@ -227,7 +244,12 @@ class Loader {
         );
       }
       const metadata = f.get('metadata') ?? null;
-      if (metadata !== null) this.y.mapping(metadata, `${p}.metadata`, undefined);
+      if (metadata !== null) {
+        this.y.mapping(metadata, `${p}.metadata`, undefined);
+        this.warn(
+          `${this.y.file}: ${p}.metadata: accepted but not sent (ratemesh answers without response_dynamic_metadata)`,
+        );
+      }
 
       const rl = f.get('rate_limit') ?? null;
       const rateLimit =
