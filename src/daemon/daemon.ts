@@ -177,6 +177,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       responseHeaders: config.grpc.responseHeaders,
       unknownDomain: config.grpc.unknownDomain,
       countHits: config.grpc.countHits,
+      dynamicMetadata: config.grpc.dynamicMetadata,
       overrides,
       clock,
       onDecision: (d, seconds, pairs, costs) => {
@@ -225,7 +226,6 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     },
     'ratemesh node started',
   );
-  for (const w of config.envoy?.config.warnings ?? []) logger.warn({ envoy: w }, 'envoy config: ignored');
 
   let stopping: Promise<void> | undefined;
 
@@ -283,6 +283,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         responseHeaders: next.grpc.responseHeaders,
         unknownDomain: next.grpc.unknownDomain,
         countHits: next.grpc.countHits,
+        dynamicMetadata: next.grpc.dynamicMetadata,
       });
     }
     if (next.log.level !== current.log.level && 'level' in logger) {
@@ -307,7 +308,6 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       },
       'config reloaded',
     );
-    for (const w of next.envoy?.config.warnings ?? []) logger.warn({ envoy: w }, 'envoy config: ignored');
     watcher?.set(configFiles(next));
     lastReload = { ok: true, trigger, at, version: change.version, policies };
     return lastReload;

@@ -5,7 +5,7 @@ import type { AlgorithmName, PolicySpec } from '../types.js';
 import { EnvoyConfigError } from './errors.js';
 import type { DescriptorLevel, DescriptorNode, EnvoyRateLimit, WildcardEntry } from './tree.js';
 import { type EnvoyUnit, parseUnit, UNIT_SECONDS } from './units.js';
-import { type YamlNode, YamlReader } from './yaml-reader.js';
+import { type JsonValue, type YamlNode, YamlReader } from './yaml-reader.js';
 
 export { EnvoyConfigError };
 
@@ -56,15 +56,7 @@ export interface EnvoyConfig {
   readonly policies: readonly PolicySpec[];
   readonly files: readonly string[];
   readonly algorithm: EnvoyAlgorithm;
-  /**
-   * What the files ask for that is accepted but not acted on (`metadata`: there is no
-   * `response_dynamic_metadata`), one line each, at most {@link MAX_WARNINGS}: for the log.
-   */
-  readonly warnings: readonly string[];
 }
-
-/** Most {@link EnvoyConfig.warnings} kept (the last says how many more there were). */
-export const MAX_WARNINGS = 20;
 
 /** Deepest descriptor nesting accepted. */
 export const MAX_DEPTH = 32;
@@ -141,8 +133,6 @@ class Loader {
   readonly rateLimits: EnvoyRateLimit[] = [];
   readonly policies: PolicySpec[] = [];
   readonly policyNames = new Map<string, string>();
-  readonly warnings: string[] = [];
-  private moreWarnings = 0;
   /** The file being read. */
   private y: YamlReader = new YamlReader('', '');
 
@@ -179,13 +169,7 @@ class Loader {
     if (list !== null) this.descriptors(list, 'descriptors', level, domain, [domain], 1);
   }
 
-  private warn(line: string): void {
-    if (this.warnings.length < MAX_WARNINGS) this.warnings.push(line);
-    else this.moreWarnings++;
-  }
-
   finish(files: string[]): EnvoyConfig {
-    if (this.moreWarnings > 0) this.warnings.push(`and ${this.moreWarnings} more of the same kind`);
     const domains = new Map<string, DescriptorLevel>();
     for (const [name, level] of this.domains) domains.set(name, freezeLevel(level));
     return Object.freeze({
@@ -194,7 +178,6 @@ class Loader {
       policies: Object.freeze(this.policies),
       files: Object.freeze(files),
       algorithm: this.algorithm,
-      warnings: Object.freeze(this.warnings),
     });
   }
 
@@ -243,19 +226,23 @@ class Loader {
           this.y.lineOf(f.get('share_threshold') ?? null),
         );
       }
-      const metadata = f.get('metadata') ?? null;
-      if (metadata !== null) {
-        this.y.mapping(metadata, `${p}.metadata`, undefined);
-        this.warn(
-          `${this.y.file}: ${p}.metadata: accepted but not sent (ratemesh answers without response_dynamic_metadata)`,
-        );
+      const metaNode = f.get('metadata') ?? null;
+      const metadata =
+        metaNode === null
+          ? undefined
+          : (this.y.json(metaNode, `${p}.metadata`) as { [key: string]: JsonValue } | null);
+      if (
+        metadata !== undefined &&
+        (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata))
+      ) {
+        this.y.fail(`${p}.metadata`, 'must be a mapping', this.y.lineOf(metaNode));
       }
 
       const rl = f.get('rate_limit') ?? null;
       const rateLimit =
         rl === null
           ? undefined
-          : this.rateLimit(rl, `${p}.rate_limit`, domain, fullName, shadow, quota, detailedMetric);
+          : this.rateLimit(rl, `${p}.rate_limit`, domain, fullName, shadow, quota, detailedMetric, metadata);
 
       const node: NodeBuild = { rateLimit, children: newLevel(), sharedValue: share ? value : undefined };
       const nested = f.get('descriptors') ?? null;
@@ -291,6 +278,7 @@ class Loader {
     shadow: boolean,
     quota: boolean,
     detailedMetric: boolean,
+    metadata: { [key: string]: JsonValue } | undefined,
   ): EnvoyRateLimit {
     const f = this.y.mapping(rl, path, RATE_LIMIT_FIELDS);
     const unlimited = this.y.optBool(f.get('unlimited') ?? null, `${path}.unlimited`) ?? false;
@@ -300,7 +288,17 @@ class Loader {
     const unit = parseUnit(unitText);
     const rpuNode = f.get('requests_per_unit') ?? null;
     const multNode = f.get('unit_multiplier') ?? null;
-    const base = { name, replaces, shadow, quota, detailedMetric, fullKey, file: this.y.file, path };
+    const base = {
+      name,
+      replaces,
+      shadow,
+      quota,
+      metadata: metadata === undefined ? undefined : Object.freeze(metadata),
+      detailedMetric,
+      fullKey,
+      file: this.y.file,
+      path,
+    };
 
     if (unlimited) {
       if (unitText !== '') {

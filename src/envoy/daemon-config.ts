@@ -41,6 +41,8 @@ export interface GrpcDaemonConfig {
   unknownDomain: 'error' | 'ok';
   /** Which hits count ({@link CountHits}); default `every`, as envoyproxy/ratelimit. */
   countHits: CountHits;
+  /** Answer with `dynamic_metadata` (their `RESPONSE_DYNAMIC_METADATA`); default false. */
+  dynamicMetadata: boolean;
   /** Apply `limit` overrides sent in requests, as envoyproxy/ratelimit does (default true); false: INVALID_ARGUMENT. */
   limitOverrides: boolean;
 }
@@ -57,6 +59,7 @@ const GRPC_FIELDS = [
   'unknownDomain',
   'countHits',
   'limitOverrides',
+  'dynamicMetadata',
 ] as const;
 
 /** Lists a folder's entries, or returns undefined when `path` is not a folder. Injectable for tests. */
@@ -172,5 +175,16 @@ export function parseGrpcSection(raw: unknown): GrpcDaemonConfig {
     s.countHits === undefined ? 'every' : oneOf(s.countHits, 'config.grpc.countHits', COUNT_HITS);
   const limitOverrides =
     s.limitOverrides === undefined ? true : boolean(s.limitOverrides, 'config.grpc.limitOverrides');
-  return { host, port, maxMessageBytes, responseHeaders, unknownDomain, countHits, limitOverrides };
+  const dynamicMetadata =
+    s.dynamicMetadata === undefined ? false : boolean(s.dynamicMetadata, 'config.grpc.dynamicMetadata');
+  return {
+    host,
+    port,
+    maxMessageBytes,
+    responseHeaders,
+    unknownDomain,
+    countHits,
+    limitOverrides,
+    dynamicMetadata,
+  };
 }

@@ -9,6 +9,7 @@ import { type DescriptorEntry, matchDescriptor } from './matcher.js';
 import type { LimitOverrides } from './overrides.js';
 import type { DescriptorLevel, EnvoyRateLimit } from './tree.js';
 import { type EnvoyUnit, parseUnit, UNIT_ENUM, UNIT_SECONDS } from './units.js';
+import type { JsonValue } from './yaml-reader.js';
 
 /** Most descriptors one ShouldRateLimit request may carry. */
 export const MAX_DESCRIPTORS = 64;
@@ -63,6 +64,12 @@ export interface RlsServiceOptions {
    * absent an override is INVALID_ARGUMENT.
    */
   overrides?: LimitOverrides | undefined;
+  /**
+   * Answer with `dynamic_metadata` (their `RESPONSE_DYNAMIC_METADATA`): the
+   * domain, the descriptors, the hits, and the `metadata` of the descriptors
+   * that passed (the first value of a field wins). Default false.
+   */
+  dynamicMetadata?: boolean;
   /** The time `duration_until_reset` is taken from; the limiter's clock. Default: the system clock. */
   clock?: Clock;
   /** Told of every decision that reached the limiter (for metrics); `seconds` is the limiter's time. */
@@ -85,11 +92,13 @@ export interface RlsDescriptorStatus {
   duration_until_reset?: { seconds: number; nanos: number };
 }
 
-/** `RateLimitResponse`, in @grpc/proto-loader's shape. */
+/** `RateLimitResponse`, in @grpc/proto-loader's shape (but `dynamic_metadata`: plain JSON). */
 export interface RlsResponse {
   overall_code: 'OK' | 'OVER_LIMIT';
   statuses: RlsDescriptorStatus[];
   response_headers_to_add: { key: string; value: string }[];
+  /** With {@link RlsServiceOptions.dynamicMetadata}: encoded as a google.protobuf.Struct. */
+  dynamic_metadata?: { [key: string]: JsonValue };
 }
 
 /** The outcome of one call: a response, or a gRPC error status with a message naming the field. */
@@ -144,6 +153,7 @@ export class RlsService {
   private headers: RlsServiceOptions['responseHeaders'];
   private unknownDomain: 'error' | 'ok';
   private countHits: CountHits;
+  private dynamicMetadata: boolean;
   private readonly overrides: LimitOverrides | undefined;
   private readonly clock: Clock;
   private readonly onDecision: RlsServiceOptions['onDecision'];
@@ -164,6 +174,7 @@ export class RlsService {
     this.headers = opts.responseHeaders;
     this.unknownDomain = opts.unknownDomain ?? 'ok';
     this.countHits = opts.countHits ?? 'every';
+    this.dynamicMetadata = opts.dynamicMetadata ?? false;
     this.overrides = opts.overrides;
     this.clock = opts.clock ?? systemClock;
     this.onDecision = opts.onDecision;
@@ -174,8 +185,12 @@ export class RlsService {
    * The limiter must already hold the policies it names.
    */
   reconfigure(
-    opts: Pick<RlsServiceOptions, 'config' | 'responseHeaders' | 'unknownDomain' | 'countHits'>,
+    opts: Pick<
+      RlsServiceOptions,
+      'config' | 'responseHeaders' | 'unknownDomain' | 'countHits' | 'dynamicMetadata'
+    >,
   ): void {
+    this.dynamicMetadata = opts.dynamicMetadata ?? false;
     this.domains = opts.config.domains;
     this.headers = opts.responseHeaders;
     this.unknownDomain = opts.unknownDomain ?? 'ok';
@@ -419,7 +434,43 @@ export class RlsService {
         { key: names.reset, value: String(reset === undefined ? 0 : reset.seconds) },
       );
     }
+    if (this.dynamicMetadata) response.dynamic_metadata = this.metadataOf(req, descriptors, statuses);
     return { ok: true, response };
+  }
+
+  /**
+   * Their `ratelimitToMetadata`: the domain, each descriptor's entries (`key=value`) and its own
+   * hits_addend, the request's hits_addend when set, and the `metadata` of every descriptor
+   * that passed (not over, not unlimited, with a limit), merged: the first value of a field
+   * wins, mappings merge field by field.
+   */
+  private metadataOf(
+    req: Record<string, unknown>,
+    descriptors: unknown[],
+    statuses: readonly RlsDescriptorStatus[],
+  ): { [key: string]: JsonValue } {
+    const out: { [key: string]: JsonValue } = { domain: req.domain as string };
+    const list: JsonValue[] = [];
+    let merged: { [key: string]: JsonValue } | undefined;
+    for (let i = 0; i < descriptors.length; i++) {
+      const d = descriptors[i] as { entries: DescriptorEntry[]; hits_addend?: { value?: number } | null };
+      const one: { [key: string]: JsonValue } = { entries: d.entries.map((e) => `${e.key}=${e.value}`) };
+      if (d.hits_addend !== undefined && d.hits_addend !== null) one.hitsAddend = d.hits_addend.value ?? 0;
+      list.push(one);
+      const rl = this.limits[i];
+      const kind = this.kinds[i];
+      if (rl === undefined || kind === NONE || kind === UNLIMITED || statuses[i]!.code === 'OVER_LIMIT')
+        continue;
+      const meta = (rl as EnvoyRateLimit).metadata;
+      if (meta === undefined) continue;
+      merged ??= {};
+      mergeInto(merged, meta);
+    }
+    out.descriptors = list;
+    const hits = req.hits_addend;
+    if (typeof hits === 'number' && hits !== 0) out.hitsAddend = hits;
+    if (merged !== undefined && Object.keys(merged).length > 0) out.metadata = merged;
+    return out;
   }
 
   /** A request's `limit` override as a rate limit and its counter key, or the INVALID_ARGUMENT message. */
@@ -468,6 +519,19 @@ export class RlsService {
 }
 
 const NO_REPLACES: readonly string[] = Object.freeze([]);
+
+function isStruct(v: JsonValue | undefined): v is { [key: string]: JsonValue } {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Their `mergeMetadata`: fields `dest` lacks are copied; two mappings merge; otherwise `dest` keeps its value. */
+function mergeInto(dest: { [key: string]: JsonValue }, src: { readonly [key: string]: JsonValue }): void {
+  for (const [k, v] of Object.entries(src)) {
+    const have = dest[k];
+    if (have === undefined) dest[k] = structuredClone(v);
+    else if (isStruct(have) && isStruct(v)) mergeInto(have, v);
+  }
+}
 const NO_SHARED: readonly (string | undefined)[] = Object.freeze([]);
 
 function currentLimit(rl: Limit): { name: string; requests_per_unit: number; unit: string } {

@@ -29,6 +29,39 @@ export interface Answer {
     duration_until_reset: { seconds: number; nanos: number } | null;
   }[];
   response_headers_to_add: { key: string; value: string }[];
+  /** A google.protobuf.Struct as @grpc/proto-loader decodes it (see {@link fromStruct}). */
+  dynamic_metadata: unknown;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a decoded google.protobuf.Value
+type Decoded = any;
+
+/** A google.protobuf.Struct as @grpc/proto-loader decodes it (oneofs named by `kind`), as JSON; null when unset. */
+export function fromStruct(s: Decoded): unknown {
+  if (s === null || s === undefined) return null;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(s.fields ?? {})) out[k] = fromValue(v);
+  return out;
+}
+
+function fromValue(v: Decoded): unknown {
+  // the well-known types come camelCased from proto-loader whatever keepCase says
+  switch (v.kind) {
+    case 'nullValue':
+      return null;
+    case 'numberValue':
+      return v.numberValue;
+    case 'stringValue':
+      return v.stringValue;
+    case 'boolValue':
+      return v.boolValue;
+    case 'structValue':
+      return fromStruct(v.structValue);
+    case 'listValue':
+      return (v.listValue.values ?? []).map(fromValue);
+    default:
+      throw new Error(`not a google.protobuf.Value: ${JSON.stringify(v)}`);
+  }
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the generated clients are untyped

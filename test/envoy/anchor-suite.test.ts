@@ -23,7 +23,15 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseEnvoyConfig } from '../../src/envoy/config.js';
 import { RlsService } from '../../src/envoy/service.js';
-import { ANCHOR_DIR, type Answer, anchorReset, type Desc, fresh, Target } from './anchor-harness.js';
+import {
+  ANCHOR_DIR,
+  type Answer,
+  anchorReset,
+  type Desc,
+  fresh,
+  fromStruct,
+  Target,
+} from './anchor-harness.js';
 import { EngineLimiter } from './helpers.js';
 
 const KINDS = ['single node', '2-node mesh'] as const;
@@ -380,6 +388,64 @@ describe.each(KINDS)('envoyproxy/ratelimit expectations on a %s', (kind) => {
       // theirs admits a look at exactly the limit (2 of 2 counted) and refuses past it: OK, OK, OK, OVER;
       // here a look with nothing left is over (a node never counts past L: docs/envoy.md)
       expect(codes).toEqual(['OK', 'OK', 'OVER_LIMIT', 'OVER_LIMIT']);
+    });
+  });
+
+  describe('RESPONSE_DYNAMIC_METADATA (grpc.dynamicMetadata) on example.yaml', () => {
+    let t: Target;
+    beforeAll(async () => {
+      t = await Target.start(kind, ['example.yaml'], '  dynamicMetadata: true\n');
+    });
+    afterAll(() => t.stop());
+
+    it("TestMetadataReturnedForPassedDescriptors: the domain, the descriptors, the hits and the passed descriptors' metadata (the first wins)", async () => {
+      const r = await t.call(
+        'rl',
+        [
+          { ...d(['service', 'service_1']), hits: 0 },
+          { ...d(['service', 'service_2']), hits: 0 },
+        ],
+        0,
+        0,
+      );
+      expect(fromStruct(r.dynamic_metadata)).toEqual({
+        domain: 'rl',
+        descriptors: [
+          { entries: ['service=service_1'], hitsAddend: 0 },
+          { entries: ['service=service_2'], hitsAddend: 0 },
+        ],
+        metadata: { service_with_quota: { name: 'service_1' } },
+      });
+      const plain = await t.call('rl', [d(['qux', 'x'])], 3, 0);
+      expect(fromStruct(plain.dynamic_metadata)).toEqual({
+        domain: 'rl',
+        descriptors: [{ entries: ['qux=x'] }],
+        hitsAddend: 3,
+      });
+    });
+
+    it('multiservice-tokenquota.sh: the service with quota left is named until both are spent; deliberate difference, the 4th request is refused (theirs: the 6th)', async () => {
+      const served: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        const r = await t.call('rl', [
+          { ...d(['service', 'service_1']), hits: 0 },
+          { ...d(['service', 'service_2']), hits: 0 },
+        ]);
+        if (r.overall_code === 'OVER_LIMIT') {
+          served.push('refused');
+          continue;
+        }
+        const meta = fromStruct(r.dynamic_metadata) as {
+          metadata?: { service_with_quota: { name: string } };
+        };
+        const name = meta.metadata!.service_with_quota.name;
+        served.push(name);
+        // Envoy routes by that name and debits the service that served the request once it is done
+        await t.call('rl', [{ ...d(['service', name]), hits: 1 }]);
+        if (t.mesh) await settle(t, 'rl', d(['service', name]));
+      }
+      // theirs (a look at exactly the limit passes): service_1, service_1, service_2 x 3, refused
+      expect(served).toEqual(['service_1', 'service_2', 'service_2', 'refused']);
     });
   });
 

@@ -204,10 +204,7 @@ descriptors:
     rate_limit: { unit: second, requests_per_unit: 1, name: n }
 `);
     expect(cfg.rateLimits[0]).toMatchObject({ detailedMetric: true, quota: true, name: 'n' });
-    // metadata is accepted, and named as not acted on
-    expect(cfg.warnings).toEqual([
-      'a.yaml: descriptors[0].metadata: accepted but not sent (ratemesh answers without response_dynamic_metadata)',
-    ]);
+    expect(cfg.rateLimits[0]!.metadata).toEqual({ team: { name: 'x' }, tags: ['a', 'b'] });
   });
 
   it('refuses an unknown algorithm or bucket count', () => {

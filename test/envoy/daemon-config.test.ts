@@ -60,6 +60,7 @@ describe('daemon config: envoy and grpc', () => {
       unknownDomain: 'ok',
       countHits: 'every',
       limitOverrides: true,
+      dynamicMetadata: false,
     });
     // envoy-only: no policies of its own, the limiter gets the descriptors' policies
     expect(cfg.policies).toEqual([]);
