@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import { type Clock, systemClock } from '../clock.js';
 import { type RlsServer, startRlsServer } from '../envoy/grpc-server.js';
 import { rlsCallCounter } from '../envoy/metrics.js';
+import { LimitOverrides } from '../envoy/overrides.js';
 import { RlsService } from '../envoy/service.js';
 import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
 import type { Logger, MeshLimiter, MeshLimiterOptions } from '../mesh/types.js';
@@ -161,12 +162,24 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
 
   let rls: RlsServer | undefined;
   let service: RlsService | undefined;
+  let overrides: LimitOverrides | undefined;
   if (config.grpc !== undefined && config.envoy !== undefined) {
+    const envoy = config.envoy;
+    overrides = config.grpc.limitOverrides
+      ? new LimitOverrides(
+          (added) => limiter.replacePolicies([...limiterPolicies(current), ...added]),
+          envoy.buckets,
+        )
+      : undefined;
     service = new RlsService({
-      config: config.envoy.config,
+      config: envoy.config,
       limiter,
       responseHeaders: config.grpc.responseHeaders,
       unknownDomain: config.grpc.unknownDomain,
+      countHits: config.grpc.countHits,
+      dynamicMetadata: config.grpc.dynamicMetadata,
+      overrides,
+      clock,
       onDecision: (d, seconds, pairs, costs) => {
         const result = !d.limited ? 'allowed' : d.allowed ? 'shadow' : 'limited';
         metrics.decision(d.policy, result, d.mode, seconds);
@@ -258,7 +271,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     }
     let change: ReturnType<MeshLimiter['replacePolicies']>;
     try {
-      change = limiter.replacePolicies(limiterPolicies(next));
+      // the limit overrides requests brought stay: Envoy keeps sending them
+      change = limiter.replacePolicies([...limiterPolicies(next), ...(overrides?.policies() ?? [])]);
     } catch (err) {
       return refuse(err);
     }
@@ -268,6 +282,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         config: next.envoy.config,
         responseHeaders: next.grpc.responseHeaders,
         unknownDomain: next.grpc.unknownDomain,
+        countHits: next.grpc.countHits,
+        dynamicMetadata: next.grpc.dynamicMetadata,
       });
     }
     if (next.log.level !== current.log.level && 'level' in logger) {

@@ -1,5 +1,6 @@
-import { statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
+import { configNames } from '../envoy/daemon-config.js';
 import { isRateMeshError } from '../errors.js';
 import type { PolicySpec } from '../types.js';
 import type { DaemonConfig } from './config.js';
@@ -51,6 +52,7 @@ const RESTART_ONLY: readonly [string, (c: DaemonConfig) => unknown][] = [
   ['config.grpc.host', (c) => c.grpc?.host],
   ['config.grpc.port', (c) => c.grpc?.port],
   ['config.grpc.maxMessageBytes', (c) => c.grpc?.maxMessageBytes],
+  ['config.grpc.limitOverrides', (c) => c.grpc?.limitOverrides],
 ];
 
 /** The first restart-only setting that differs between two configs, or undefined. */
@@ -66,12 +68,16 @@ export function limiterPolicies(config: DaemonConfig): PolicySpec[] {
   return config.envoy === undefined ? config.policies : [...config.policies, ...config.envoy.config.policies];
 }
 
-/** The files a config was read from, to watch: the config file, the policy file, the Envoy files. */
+/**
+ * The files a config was read from, to watch: the config file, the policy file, the Envoy
+ * files, and the Envoy folders (a file added to one is a change).
+ */
 export function configFiles(config: DaemonConfig): string[] {
   const out: string[] = [];
   if (config.configFile !== undefined) out.push(config.configFile);
   if (config.policyFile !== undefined) out.push(config.policyFile);
   for (const f of config.envoy?.files ?? []) out.push(f);
+  for (const d of config.envoy?.dirs ?? []) out.push(d);
   return [...new Set(out)];
 }
 
@@ -99,10 +105,15 @@ export const WATCH_INTERVAL_MS = 250;
 /** Changes closer than this are one reload (an editor writes a file in several steps). */
 export const WATCH_DEBOUNCE_MS = 100;
 
-/** What identifies a version of a file: its mtime, size and inode ('' when it cannot be read). */
+/**
+ * What identifies a version of a file: its mtime, size and inode ('' when it cannot be read);
+ * of a folder, the config files it holds (a file added, removed or renamed there is a change;
+ * the files' contents are watched as files).
+ */
 function stamp(file: string): string {
   try {
     const st = statSync(file);
+    if (st.isDirectory()) return `dir:${st.ino}:${configNames(readdirSync(file)).join('/')}`;
     return `${st.mtimeMs}:${st.size}:${st.ino}`;
   } catch {
     return '';

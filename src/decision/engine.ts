@@ -582,6 +582,107 @@ export class Engine implements RateLimiter {
     if (c > kw.cur) kw.roll(c);
     return kw.estimate(1 - (now - kw.cur * rt.bw) / rt.bw);
   }
+
+  // ---- counting as envoyproxy/ratelimit (src/envoy/counting.ts, used by src/envoy/service.ts)
+
+  /**
+   * {@link checkAll} with one cost per pair, then the costs spent whatever the decision, as
+   * envoyproxy/ratelimit counts (see CountingLimiter in src/envoy/counting.ts): `every` spends
+   * on every pair; `refused`, when any pair refused or `over` (the caller's own refusal), on
+   * the refused pairs only, else on every pair. The rule decides as in checkAll; only what is
+   * spent differs. A global pair's forced spend is cut where this node's own count over the
+   * window's full buckets reaches L: peers cap an origin at what it could have admitted
+   * (gossip.ts merge), so an honest node never sends more.
+   */
+  checkAllCounted(
+    pairs: readonly PolicyKey[],
+    costs: readonly number[],
+    mode: 'every' | 'refused',
+    over = false,
+  ): Decision & { outcomes: KeyOutcome[] } {
+    if (!Array.isArray(pairs) || pairs.length === 0) {
+      throw new RateMeshError(
+        ErrorCodes.KEY_INVALID,
+        'must be a non-empty array of [policy, key] pairs',
+        'pairs',
+      );
+    }
+    if (!Array.isArray(costs) || costs.length !== pairs.length) {
+      throw new RateMeshError(
+        ErrorCodes.COST_INVALID,
+        `a list of costs must hold one cost per pair (${pairs.length})`,
+        'cost',
+      );
+    }
+    const rts: PolicyRuntime[] = [];
+    for (let i = 0; i < pairs.length; i++) {
+      const pair = pairs[i];
+      const rt = Array.isArray(pair) ? this.core.rtByName.get(pair[0]) : undefined;
+      if (rt === undefined) {
+        throw new RateMeshError(
+          ErrorCodes.POLICY_UNKNOWN,
+          `no policy named ${JSON.stringify(String(Array.isArray(pair) ? pair[0] : pair))}`,
+          `pairs[${i}]`,
+        );
+      }
+      if (costs[i] !== 0) checkCost(costs[i], rt.policy);
+      rts.push(rt);
+    }
+    const now = this.core.at(this.clock.now());
+    const evals: Eval[] = [];
+    let worst: Eval | undefined;
+    let best: Eval | undefined;
+    let blocked = over;
+    let refused = over;
+    for (let i = 0; i < pairs.length; i++) {
+      const rt = rts[i]!;
+      const e = newEval();
+      this.rule.evaluate(rt, pairs[i]![1], costs[i]!, now, e);
+      evals.push(e);
+      if (!e.allowed) {
+        refused = true;
+        if (worst === undefined || (!rt.policy.shadow && worst.rt!.policy.shadow)) worst = e;
+        if (!rt.policy.shadow) blocked = true;
+      } else if (
+        best === undefined ||
+        e.remaining / rt.policy.limit < best.remaining / best.rt!.policy.limit
+      ) {
+        best = e;
+      }
+    }
+    const outcomes: KeyOutcome[] = [];
+    let retry = 0;
+    for (let i = 0; i < evals.length; i++) {
+      const ev = evals[i]!;
+      const p = ev.rt!.policy;
+      outcomes.push({
+        policy: p.name,
+        key: ev.key,
+        limit: p.limit,
+        windowMs: p.windowMs,
+        remaining: ev.remaining,
+        resetMs: ev.resetMs,
+        retryAfterMs: ev.allowed ? 0 : ev.retryAfterMs,
+        limited: !ev.allowed,
+        shadow: p.shadow,
+      });
+      if (!ev.allowed && !p.shadow && retry >= 0)
+        retry = ev.retryAfterMs < 0 ? -1 : Math.max(retry, ev.retryAfterMs);
+      let c = costs[i]!;
+      if (c <= 0 || (mode === 'refused' && refused && ev.allowed)) continue;
+      const kw = ev.ks?.window;
+      // a forced spend never takes this node's own count past L (see above)
+      if (!ev.allowed && kw !== undefined) c = Math.min(c, Math.floor(p.limit - kw.ownFull));
+      if (c > 0) this.rule.commit(ev, c, now);
+    }
+    const d = (
+      worst !== undefined
+        ? this.finish(worst, !blocked, blocked ? retry : worst.retryAfterMs)
+        : this.finish(best!, !blocked)
+    ) as Decision & { outcomes: KeyOutcome[] };
+    d.outcomes = outcomes;
+    return d;
+  }
 }
 
 /** The rule of an explained decision in words, with its numbers. */

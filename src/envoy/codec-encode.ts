@@ -5,6 +5,7 @@
  */
 import { ENUMS } from './codec-schema.js';
 import type { RlsResponse } from './service.js';
+import type { JsonValue } from './yaml-reader.js';
 
 const EMPTY = Buffer.alloc(0);
 
@@ -153,6 +154,9 @@ export function encodeRateLimitResponse(res: RlsResponse, prefix = 0): Buffer {
     total += lenField(size);
   }
 
+  const meta = res.dynamic_metadata === undefined ? undefined : encodeStruct(res.dynamic_metadata);
+  if (meta !== undefined) total += lenField(meta.length);
+
   const w = writer;
   const buf = Buffer.allocUnsafe(prefix + total);
   buf.fill(0, 0, prefix);
@@ -227,6 +231,12 @@ export function encodeRateLimitResponse(res: RlsResponse, prefix = 0): Buffer {
       w.string(h.value, sizes[k++]!);
     }
   }
+  if (meta !== undefined) {
+    w.byte(0x32);
+    w.varint(meta.length);
+    meta.copy(w.buf, w.pos);
+    w.pos += meta.length;
+  }
   w.buf = EMPTY;
   if (w.pos !== buf.length)
     throw new Error(`RateLimitResponse encoding: wrote ${w.pos} of ${buf.length} bytes`);
@@ -279,4 +289,45 @@ export function encodeHealthListResponse(statuses: ReadonlyMap<string, ServingSt
   }
   w.buf = EMPTY;
   return buf;
+}
+
+/** Tag and length of a LEN field, then its bytes. */
+function lenBytes(tag: number, body: Buffer): Buffer {
+  const head: number[] = [tag];
+  let n = body.length;
+  while (n > 0x7f) {
+    head.push((n & 0x7f) | 0x80);
+    n >>>= 7;
+  }
+  head.push(n);
+  return Buffer.concat([Buffer.from(head), body]);
+}
+
+/** A google.protobuf.Value. */
+function encodeValue(v: JsonValue): Buffer {
+  if (v === null) return Buffer.from([0x08, 0x00]);
+  if (typeof v === 'number') {
+    const b = Buffer.allocUnsafe(9);
+    b[0] = 0x11;
+    b.writeDoubleLE(v, 1);
+    return b;
+  }
+  if (typeof v === 'string') return lenBytes(0x1a, Buffer.from(v, 'utf8'));
+  if (typeof v === 'boolean') return Buffer.from([0x20, v ? 1 : 0]);
+  if (Array.isArray(v)) return lenBytes(0x32, Buffer.concat(v.map((x) => lenBytes(0x0a, encodeValue(x)))));
+  return lenBytes(0x2a, encodeStruct(v));
+}
+
+/**
+ * A google.protobuf.Struct (RateLimitResponse.dynamic_metadata) from a JSON
+ * object. Not on the hot path: only with `grpc.dynamicMetadata`.
+ */
+export function encodeStruct(obj: { readonly [key: string]: JsonValue }): Buffer {
+  const parts: Buffer[] = [];
+  for (const [k, v] of Object.entries(obj)) {
+    parts.push(
+      lenBytes(0x0a, Buffer.concat([lenBytes(0x0a, Buffer.from(k, 'utf8')), lenBytes(0x12, encodeValue(v))])),
+    );
+  }
+  return Buffer.concat(parts);
 }

@@ -5,7 +5,7 @@ import type { AlgorithmName, PolicySpec } from '../types.js';
 import { EnvoyConfigError } from './errors.js';
 import type { DescriptorLevel, DescriptorNode, EnvoyRateLimit, WildcardEntry } from './tree.js';
 import { type EnvoyUnit, parseUnit, UNIT_SECONDS } from './units.js';
-import { type YamlNode, YamlReader } from './yaml-reader.js';
+import { type JsonValue, type YamlNode, YamlReader } from './yaml-reader.js';
 
 export { EnvoyConfigError };
 
@@ -99,7 +99,7 @@ interface NodeBuild {
  * `unlimited`, `unit_multiplier: 0`, unknown fields, floats, empty or
  * self-naming `replaces`, `share_threshold` without a wildcard, YAML errors,
  * duplicate YAML keys) and, beyond theirs, what ratemesh cannot enforce: a
- * window over 366 days, more than 10^9 requests per unit, `quota_mode: true`,
+ * window over 366 days, more than 10^9 requests per unit,
  * a `rate_limit` without `requests_per_unit` (theirs reads it as 0).
  */
 export function parseEnvoyConfig(
@@ -214,13 +214,6 @@ class Loader {
 
       const shadow = this.y.optBool(f.get('shadow_mode') ?? null, `${p}.shadow_mode`) ?? false;
       const quota = this.y.optBool(f.get('quota_mode') ?? null, `${p}.quota_mode`) ?? false;
-      if (quota) {
-        this.y.fail(
-          `${p}.quota_mode`,
-          'quota_mode is not supported by ratemesh (remove it, or set it to false)',
-          this.y.lineOf(f.get('quota_mode') ?? null),
-        );
-      }
       const detailedMetric =
         this.y.optBool(f.get('detailed_metric') ?? null, `${p}.detailed_metric`) ?? false;
       this.y.optBool(f.get('value_to_metric') ?? null, `${p}.value_to_metric`);
@@ -233,14 +226,23 @@ class Loader {
           this.y.lineOf(f.get('share_threshold') ?? null),
         );
       }
-      const metadata = f.get('metadata') ?? null;
-      if (metadata !== null) this.y.mapping(metadata, `${p}.metadata`, undefined);
+      const metaNode = f.get('metadata') ?? null;
+      const metadata =
+        metaNode === null
+          ? undefined
+          : (this.y.json(metaNode, `${p}.metadata`) as { [key: string]: JsonValue } | null);
+      if (
+        metadata !== undefined &&
+        (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata))
+      ) {
+        this.y.fail(`${p}.metadata`, 'must be a mapping', this.y.lineOf(metaNode));
+      }
 
       const rl = f.get('rate_limit') ?? null;
       const rateLimit =
         rl === null
           ? undefined
-          : this.rateLimit(rl, `${p}.rate_limit`, domain, fullName, shadow, detailedMetric);
+          : this.rateLimit(rl, `${p}.rate_limit`, domain, fullName, shadow, quota, detailedMetric, metadata);
 
       const node: NodeBuild = { rateLimit, children: newLevel(), sharedValue: share ? value : undefined };
       const nested = f.get('descriptors') ?? null;
@@ -274,7 +276,9 @@ class Loader {
     domain: string,
     fullKey: string,
     shadow: boolean,
+    quota: boolean,
     detailedMetric: boolean,
+    metadata: { [key: string]: JsonValue } | undefined,
   ): EnvoyRateLimit {
     const f = this.y.mapping(rl, path, RATE_LIMIT_FIELDS);
     const unlimited = this.y.optBool(f.get('unlimited') ?? null, `${path}.unlimited`) ?? false;
@@ -284,7 +288,17 @@ class Loader {
     const unit = parseUnit(unitText);
     const rpuNode = f.get('requests_per_unit') ?? null;
     const multNode = f.get('unit_multiplier') ?? null;
-    const base = { name, replaces, shadow, detailedMetric, fullKey, file: this.y.file, path };
+    const base = {
+      name,
+      replaces,
+      shadow,
+      quota,
+      metadata: metadata === undefined ? undefined : Object.freeze(metadata),
+      detailedMetric,
+      fullKey,
+      file: this.y.file,
+      path,
+    };
 
     if (unlimited) {
       if (unitText !== '') {

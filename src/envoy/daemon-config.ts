@@ -10,12 +10,19 @@ import {
   parseEnvoyConfig,
 } from './config.js';
 import { GRPC_DEFAULTS } from './grpc-server.js';
-import { DEFAULT_HEADER_NAMES } from './service.js';
+import { type CountHits, DEFAULT_HEADER_NAMES } from './service.js';
+
+const COUNT_HITS: readonly CountHits[] = ['every', 'stop-when-over', 'when-allowed'];
 
 /** The daemon's `envoy` section: envoyproxy/ratelimit config files, loaded and validated. */
 export interface EnvoyDaemonConfig {
   /** The config files read, absolute, in load order (a folder gives its *.yaml / *.yml files, sorted). */
   files: string[];
+  /**
+   * The folders named in `files`, absolute: watched, so a config file added to one is loaded
+   * without a signal (as envoyproxy/ratelimit watches its runtime folder).
+   */
+  dirs: string[];
   algorithm: EnvoyAlgorithm;
   buckets: number;
   mergeDomains: boolean;
@@ -30,15 +37,30 @@ export interface GrpcDaemonConfig {
   maxMessageBytes: number;
   /** The draft RateLimit headers in `response_headers_to_add`, with these names; off when undefined. */
   responseHeaders: { limit: string; remaining: string; reset: string } | undefined;
-  /** `error` (NOT_FOUND, default) or `ok` (no limit, as envoyproxy/ratelimit). */
+  /** `ok` (no limit, as envoyproxy/ratelimit; default) or `error` (NOT_FOUND). */
   unknownDomain: 'error' | 'ok';
+  /** Which hits count ({@link CountHits}); default `every`, as envoyproxy/ratelimit. */
+  countHits: CountHits;
+  /** Answer with `dynamic_metadata` (their `RESPONSE_DYNAMIC_METADATA`); default false. */
+  dynamicMetadata: boolean;
+  /** Apply `limit` overrides sent in requests, as envoyproxy/ratelimit does (default true); false: INVALID_ARGUMENT. */
+  limitOverrides: boolean;
 }
 
 /** Most envoy config files read. */
 const MAX_FILES = 256;
 
 const ENVOY_FIELDS = ['files', 'algorithm', 'buckets', 'mergeDomains'] as const;
-const GRPC_FIELDS = ['host', 'port', 'maxMessageBytes', 'responseHeaders', 'unknownDomain'] as const;
+const GRPC_FIELDS = [
+  'host',
+  'port',
+  'maxMessageBytes',
+  'responseHeaders',
+  'unknownDomain',
+  'countHits',
+  'limitOverrides',
+  'dynamicMetadata',
+] as const;
 
 /** Lists a folder's entries, or returns undefined when `path` is not a folder. Injectable for tests. */
 export type ListDir = (path: string) => string[] | undefined;
@@ -80,12 +102,14 @@ export function parseEnvoySection(
     s.mergeDomains === undefined ? false : boolean(s.mergeDomains, 'config.envoy.mergeDomains');
 
   const files: string[] = [];
+  const dirs: string[] = [];
   s.files.forEach((entry: unknown, i: number) => {
     const path = resolve(baseDir, string(entry, `config.envoy.files[${i}]`));
     const names = list(path);
     if (names === undefined) files.push(path);
     else {
-      const yaml = names.filter((n) => /\.ya?ml$/i.test(n) && !n.startsWith('.')).sort();
+      dirs.push(path);
+      const yaml = configNames(names);
       if (yaml.length === 0)
         fail(`config.envoy.files[${i}]`, `the folder ${path} holds no .yaml or .yml file`);
       for (const n of yaml) files.push(join(path, n));
@@ -106,7 +130,12 @@ export function parseEnvoySection(
     return { file, text: buf.toString('utf8') };
   });
   const config = parseEnvoyConfig(sources, { algorithm, buckets, mergeDomains });
-  return { files, algorithm, buckets, mergeDomains, config };
+  return { files, dirs, algorithm, buckets, mergeDomains, config };
+}
+
+/** The config files among a folder's entries, in load order: `*.yaml` and `*.yml`, not hidden, by name. */
+export function configNames(names: readonly string[]): string[] {
+  return names.filter((n) => /\.ya?ml$/i.test(n) && !n.startsWith('.')).sort();
 }
 
 /** Validates the `grpc` section of the daemon config. */
@@ -140,7 +169,22 @@ export function parseGrpcSection(raw: unknown): GrpcDaemonConfig {
   }
   const unknownDomain =
     s.unknownDomain === undefined
-      ? 'error'
+      ? 'ok'
       : oneOf(s.unknownDomain, 'config.grpc.unknownDomain', ['error', 'ok'] as const);
-  return { host, port, maxMessageBytes, responseHeaders, unknownDomain };
+  const countHits =
+    s.countHits === undefined ? 'every' : oneOf(s.countHits, 'config.grpc.countHits', COUNT_HITS);
+  const limitOverrides =
+    s.limitOverrides === undefined ? true : boolean(s.limitOverrides, 'config.grpc.limitOverrides');
+  const dynamicMetadata =
+    s.dynamicMetadata === undefined ? false : boolean(s.dynamicMetadata, 'config.grpc.dynamicMetadata');
+  return {
+    host,
+    port,
+    maxMessageBytes,
+    responseHeaders,
+    unknownDomain,
+    countHits,
+    limitOverrides,
+    dynamicMetadata,
+  };
 }

@@ -31,6 +31,12 @@ export const PROTO_INCLUDE_DIRS: readonly string[] = ['envoy-api', 'cncf-xds', '
 export const RLS_PROTO = 'envoy/service/ratelimit/v3/rls.proto';
 /** The fully qualified service name (also its name in the health service). */
 export const RLS_SERVICE = 'envoy.service.ratelimit.v3.RateLimitService';
+/**
+ * The name envoyproxy/ratelimit registers in its health service
+ * (`NewHealthChecker(health.NewServer(), "ratelimit", ...)`): an Envoy health
+ * check copied from a deployment of theirs asks for it.
+ */
+export const ANCHOR_HEALTH_NAME = 'ratelimit';
 /** The standard health service. */
 export const HEALTH_SERVICE = 'grpc.health.v1.Health';
 
@@ -104,7 +110,7 @@ export interface RlsServer {
   /** The bound port (the real one when 0 was asked). */
   readonly port: number;
   readonly host: string;
-  /** Sets the health of '' and the RLS service: SERVING or NOT_SERVING. */
+  /** Sets the health of '', the RLS service and `ratelimit`: SERVING or NOT_SERVING. */
   setServing(serving: boolean): void;
   /** Stops taking calls, lets running ones finish for up to `graceMs`, then closes the rest. */
   stop(graceMs: number): Promise<void>;
@@ -154,11 +160,9 @@ export async function startRlsServer(opts: RlsServerOptions): Promise<RlsServer>
     ...(opts.onCall === undefined ? {} : { done: opts.onCall }),
   };
 
-  // grpc.health.v1: the server ('') and the RLS service, as grpc-health-check's HealthImplementation
-  const health = new Map<string, ServingStatus>([
-    ['', 'NOT_SERVING'],
-    [RLS_SERVICE, 'NOT_SERVING'],
-  ]);
+  // grpc.health.v1: the server (''), the RLS service, and envoyproxy/ratelimit's own name for it
+  const names = ['', RLS_SERVICE, ANCHOR_HEALTH_NAME];
+  const health = new Map<string, ServingStatus>(names.map((n) => [n, 'NOT_SERVING']));
   const watchers = new Map<string, Set<ServerStream>>();
   const check: UnaryMethod = {
     kind: 'unary',
@@ -226,8 +230,7 @@ export async function startRlsServer(opts: RlsServerOptions): Promise<RlsServer>
   };
   const setServing = (serving: boolean): void => {
     const s = serving ? 'SERVING' : 'NOT_SERVING';
-    setStatus('', s);
-    setStatus(RLS_SERVICE, s);
+    for (const n of names) setStatus(n, s);
   };
 
   let stopping: Promise<void> | undefined;

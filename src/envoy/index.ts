@@ -13,9 +13,12 @@ export {
   type EnvoyConfigSource,
   parseEnvoyConfig,
 } from './config.js';
+export { type CountingLimiter, type CountMode, canCount } from './counting.js';
 export { counterKey } from './key.js';
 export { type DescriptorEntry, matchDescriptor } from './matcher.js';
+export { type InstallOverrides, LimitOverrides, MAX_OVERRIDES } from './overrides.js';
 export {
+  type CountHits,
   DEFAULT_HEADER_NAMES,
   MAX_DESCRIPTORS,
   MAX_ENTRIES,
@@ -27,6 +30,7 @@ export {
   RlsService,
   type RlsServiceOptions,
   UNLIMITED_REMAINING,
+  untilReset,
 } from './service.js';
 export type { DescriptorLevel, DescriptorNode, EnvoyRateLimit, WildcardEntry } from './tree.js';
 export { wildcardMatch } from './tree.js';

@@ -1,11 +1,15 @@
+import { type Clock, systemClock } from '../clock.js';
 import { ErrorCodes, isRateMeshError } from '../errors.js';
 import { MAX_CELLS } from '../policy/constants.js';
 import type { Decision, KeyOutcome, PolicyKey, RateLimiter } from '../types.js';
 import type { EnvoyConfig } from './config.js';
+import { canCount } from './counting.js';
 import { counterKey } from './key.js';
 import { type DescriptorEntry, matchDescriptor } from './matcher.js';
+import type { LimitOverrides } from './overrides.js';
 import type { DescriptorLevel, EnvoyRateLimit } from './tree.js';
-import { UNIT_ENUM } from './units.js';
+import { type EnvoyUnit, parseUnit, UNIT_ENUM, UNIT_SECONDS } from './units.js';
+import type { JsonValue } from './yaml-reader.js';
 
 /** Most descriptors one ShouldRateLimit request may carry. */
 export const MAX_DESCRIPTORS = 64;
@@ -23,6 +27,12 @@ export const DEFAULT_HEADER_NAMES = {
   reset: 'RateLimit-Reset',
 } as const;
 
+/**
+ * Which hits count (see {@link RlsServiceOptions.countHits}): `every` (default),
+ * `stop-when-over`, or `when-allowed`.
+ */
+export type CountHits = 'every' | 'stop-when-over' | 'when-allowed';
+
 /** Options of {@link RlsService}. */
 export interface RlsServiceOptions {
   config: EnvoyConfig;
@@ -34,11 +44,34 @@ export interface RlsServiceOptions {
    */
   responseHeaders?: { limit: string; remaining: string; reset: string } | undefined;
   /**
-   * A domain no config names: `error` (default) refuses the call with
-   * NOT_FOUND; `ok` answers OK with no limit for every descriptor, as
-   * envoyproxy/ratelimit does.
+   * A domain no config names: `ok` (default) answers OK with no limit for
+   * every descriptor, as envoyproxy/ratelimit does; `error` refuses the call
+   * with NOT_FOUND (a typo in Envoy's `domain` then shows).
    */
   unknownDomain?: 'error' | 'ok';
+  /**
+   * Which hits count. `every` (default, as envoyproxy/ratelimit): every
+   * matched descriptor's hits, whatever the answer, so a client that keeps
+   * calling while limited stays limited. `stop-when-over` (their
+   * `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`): when a descriptor goes over,
+   * only the descriptors over the limit count, the others of that request do
+   * not. `when-allowed` (ratemesh's own check): all or nothing, a refused
+   * request counts on no descriptor.
+   */
+  countHits?: CountHits;
+  /**
+   * Applies `limit` overrides sent in requests (Envoy's `limit` action); when
+   * absent an override is INVALID_ARGUMENT.
+   */
+  overrides?: LimitOverrides | undefined;
+  /**
+   * Answer with `dynamic_metadata` (their `RESPONSE_DYNAMIC_METADATA`): the
+   * domain, the descriptors, the hits, and the `metadata` of the descriptors
+   * that passed (the first value of a field wins). Default false.
+   */
+  dynamicMetadata?: boolean;
+  /** The time `duration_until_reset` is taken from; the limiter's clock. Default: the system clock. */
+  clock?: Clock;
   /** Told of every decision that reached the limiter (for metrics); `seconds` is the limiter's time. */
   onDecision?: (
     decision: Decision,
@@ -59,11 +92,13 @@ export interface RlsDescriptorStatus {
   duration_until_reset?: { seconds: number; nanos: number };
 }
 
-/** `RateLimitResponse`, in @grpc/proto-loader's shape. */
+/** `RateLimitResponse`, in @grpc/proto-loader's shape (but `dynamic_metadata`: plain JSON). */
 export interface RlsResponse {
   overall_code: 'OK' | 'OVER_LIMIT';
   statuses: RlsDescriptorStatus[];
   response_headers_to_add: { key: string; value: string }[];
+  /** With {@link RlsServiceOptions.dynamicMetadata}: encoded as a google.protobuf.Struct. */
+  dynamic_metadata?: { [key: string]: JsonValue };
 }
 
 /** The outcome of one call: a response, or a gRPC error status with a message naming the field. */
@@ -81,6 +116,20 @@ const ZERO = 2;
 const COUNTED = 3;
 type Kind = typeof NONE | typeof UNLIMITED | typeof ZERO | typeof COUNTED;
 
+/** A request's `limit` override, as the rate limit it stands for. */
+interface OverrideLimit {
+  readonly policy: string | undefined;
+  readonly requestsPerUnit: number;
+  readonly unit: EnvoyUnit;
+  readonly windowMs: number;
+  readonly name: '';
+  readonly shadow: false;
+  readonly quota: false;
+  readonly unlimited: false;
+  readonly replaces: readonly string[];
+}
+type Limit = EnvoyRateLimit | OverrideLimit;
+
 /**
  * envoyproxy/ratelimit's `ShouldRateLimit` on a ratemesh limiter. Input is
  * the request as @grpc/proto-loader decodes it (keepCase, longs as numbers)
@@ -88,23 +137,34 @@ type Kind = typeof NONE | typeof UNLIMITED | typeof ZERO | typeof COUNTED;
  * over the limit or not, is a response; a bad request is an error status
  * naming the field; nothing throws.
  *
- * One difference is kept on purpose: the request spends only if every
- * counted descriptor allows (all-or-nothing, like every ratemesh check),
- * where envoyproxy/ratelimit increments every matching descriptor even when
- * another one is over.
+ * The answers are theirs (their `test/redis`, `test/service` and
+ * `test/limiter` expectations, ported in test/envoy/anchor-*.test.ts): every
+ * hit counts by default ({@link CountHits}); a descriptor is over when its
+ * count with this request's hits passes the limit, and then its
+ * `limit_remaining` is 0; a descriptor repeated in one request sees the hits
+ * of the copies before it; `duration_until_reset` is the time to the end of
+ * the current unit (× multiplier) window, in whole seconds; shadow mode and
+ * `quota_mode` change the codes only. Where ratemesh differs on purpose (a
+ * sliding window), docs/envoy.md says so.
  */
 export class RlsService {
   private domains: ReadonlyMap<string, DescriptorLevel>;
   private readonly limiter: RateLimiter;
   private headers: RlsServiceOptions['responseHeaders'];
   private unknownDomain: 'error' | 'ok';
+  private countHits: CountHits;
+  private dynamicMetadata: boolean;
+  private readonly overrides: LimitOverrides | undefined;
+  private readonly clock: Clock;
   private readonly onDecision: RlsServiceOptions['onDecision'];
   /** Reused by the matcher for share_threshold values (one call at a time: JavaScript is single-threaded). */
   private readonly shared: (string | undefined)[] = new Array(MAX_ENTRIES).fill(undefined);
   /** Per-descriptor scratch of one call, reused (decide is synchronous and never re-entered). */
-  private readonly limits: (EnvoyRateLimit | undefined)[] = new Array(MAX_DESCRIPTORS).fill(undefined);
+  private readonly limits: (Limit | undefined)[] = new Array(MAX_DESCRIPTORS).fill(undefined);
   private readonly keys: string[] = new Array(MAX_DESCRIPTORS).fill('');
   private readonly hits: number[] = new Array(MAX_DESCRIPTORS).fill(0);
+  /** The hits of this descriptor and of the copies of its (policy, key) before it in the request. */
+  private readonly cumulative: number[] = new Array(MAX_DESCRIPTORS).fill(0);
   private readonly kinds: Kind[] = new Array(MAX_DESCRIPTORS).fill(NONE);
   private readonly slot: number[] = new Array(MAX_DESCRIPTORS).fill(0);
 
@@ -112,7 +172,11 @@ export class RlsService {
     this.domains = opts.config.domains;
     this.limiter = opts.limiter;
     this.headers = opts.responseHeaders;
-    this.unknownDomain = opts.unknownDomain ?? 'error';
+    this.unknownDomain = opts.unknownDomain ?? 'ok';
+    this.countHits = opts.countHits ?? 'every';
+    this.dynamicMetadata = opts.dynamicMetadata ?? false;
+    this.overrides = opts.overrides;
+    this.clock = opts.clock ?? systemClock;
     this.onDecision = opts.onDecision;
   }
 
@@ -120,10 +184,17 @@ export class RlsService {
    * Serve another descriptor config from the next call on (a config reload).
    * The limiter must already hold the policies it names.
    */
-  reconfigure(opts: Pick<RlsServiceOptions, 'config' | 'responseHeaders' | 'unknownDomain'>): void {
+  reconfigure(
+    opts: Pick<
+      RlsServiceOptions,
+      'config' | 'responseHeaders' | 'unknownDomain' | 'countHits' | 'dynamicMetadata'
+    >,
+  ): void {
+    this.dynamicMetadata = opts.dynamicMetadata ?? false;
     this.domains = opts.config.domains;
     this.headers = opts.responseHeaders;
-    this.unknownDomain = opts.unknownDomain ?? 'error';
+    this.unknownDomain = opts.unknownDomain ?? 'ok';
+    this.countHits = opts.countHits ?? 'every';
   }
 
   /** Decides one `RateLimitRequest`. */
@@ -168,7 +239,7 @@ export class RlsService {
     }
 
     const n = descriptors.length;
-    const { limits, keys, hits, kinds, slot } = this;
+    const { limits, keys, hits, kinds, slot, cumulative } = this;
     let replaced: Set<string> | undefined;
     // a field's path is built only for an error: nothing is allocated for it on the way
     const at = (i: number): string => `descriptors[${i}]`;
@@ -190,12 +261,6 @@ export class RlsService {
           return invalid(`${at(i)}.entries[${j}].value`, 'must be a string');
         }
       }
-      if (d.limit !== undefined && d.limit !== null) {
-        return invalid(
-          `${at(i)}.limit`,
-          'limit overrides in the request are not supported by ratemesh; set the limit in the config',
-        );
-      }
       const h = d.hits_addend as { value?: unknown } | null | undefined;
       if (h !== undefined && h !== null) {
         const v = h.value ?? 0;
@@ -207,6 +272,14 @@ export class RlsService {
       limits[i] = undefined;
       if (root === undefined) continue;
       const list = entries as DescriptorEntry[];
+      if (d.limit !== undefined && d.limit !== null) {
+        // theirs: the override applies whatever the config matches, counted under the descriptor's own key
+        const o = this.override(d.limit, i, domain, list);
+        if ('message' in o) return { ok: false, code: 'INVALID_ARGUMENT', message: o.message };
+        limits[i] = o.limit;
+        keys[i] = o.key;
+        continue;
+      }
       const rl = matchDescriptor(root, list, this.shared);
       limits[i] = rl;
       if (rl !== undefined) {
@@ -221,6 +294,7 @@ export class RlsService {
     // What each descriptor does: replaced limits drop out (unlimited ones stay unlimited, as theirs).
     const pairs: PolicyKey[] = [];
     const costs: number[] = [];
+    let zero = false;
     let zeroBlocks = false;
     for (let i = 0; i < n; i++) {
       const rl = limits[i];
@@ -229,10 +303,12 @@ export class RlsService {
       else if (rl.name !== '' && replaced?.has(rl.name)) kinds[i] = NONE;
       else if (rl.policy === undefined) {
         kinds[i] = ZERO;
-        if (!rl.shadow) zeroBlocks = true;
+        zero = true;
+        if (!rl.shadow && !rl.quota) zeroBlocks = true;
       } else {
         kinds[i] = COUNTED;
-        // The same limit and key twice in one request is one count of the summed hits.
+        // The same limit and key twice in one request: one pair of the summed hits, each copy
+        // seeing the hits of those before it (theirs increments the key once per copy).
         let at = -1;
         for (let j = 0; j < pairs.length; j++) {
           if (pairs[j]![0] === rl.policy && pairs[j]![1] === keys[i]) {
@@ -245,30 +321,48 @@ export class RlsService {
           pairs.push([rl.policy, keys[i]!]);
           costs.push(hits[i]!);
         } else costs[at] = Math.min(MAX_HITS, costs[at]! + hits[i]!);
+        cumulative[i] = costs[at]!;
         slot[i] = at;
       }
     }
 
     let outcomes: KeyOutcome[] | undefined;
-    let spent = false;
+    /** Whether pair j's hits were counted. */
+    let counted: (j: number) => boolean = () => false;
     if (pairs.length > 0) {
-      // A descriptor with requests_per_unit 0 refuses the request: look at the others without spending.
-      if (zeroBlocks) costs.fill(0);
       const started = performance.now();
-      const decision = this.limiter.checkAll(pairs, costs);
+      let decision: Decision & { outcomes: KeyOutcome[] };
+      const mode = this.countHits;
+      if (mode !== 'when-allowed' && canCount(this.limiter)) {
+        decision = this.limiter.checkAllCounted(pairs, costs, mode === 'every' ? 'every' : 'refused', zero);
+        const o = decision.outcomes;
+        if (mode === 'every') counted = (j) => costs[j]! > 0;
+        else {
+          const anyOver = zero || o.some((x) => x.limited);
+          counted = (j) => costs[j]! > 0 && (!anyOver || o[j]!.limited);
+        }
+      } else {
+        // all or nothing: a descriptor with requests_per_unit 0 refuses the request, so look without spending
+        decision = this.limiter.checkAll(pairs, zeroBlocks ? costs.map(() => 0) : costs);
+        const spent = !zeroBlocks && decision.allowed;
+        counted = (j) => spent && costs[j]! > 0;
+      }
       const seconds = (performance.now() - started) / 1000;
       outcomes = decision.outcomes;
-      spent = !zeroBlocks && decision.allowed;
       this.onDecision?.(decision, seconds, pairs, costs);
     }
 
+    const now = this.clock.now();
     const statuses: RlsDescriptorStatus[] = new Array(n);
-    let over = false;
+    let failedRate = 0;
+    let failedQuota = 0;
+    let totalQuota = 0;
     let closest: RlsDescriptorStatus | undefined;
     let closestRemaining = UNLIMITED_REMAINING;
     for (let i = 0; i < n; i++) {
       let s: RlsDescriptorStatus;
       const rl = limits[i];
+      let overLimit = false;
       switch (kinds[i]!) {
         case NONE:
           s = { code: 'OK', limit_remaining: 0 };
@@ -277,39 +371,55 @@ export class RlsService {
           s = { code: 'OK', limit_remaining: UNLIMITED_REMAINING };
           break;
         case ZERO:
+          overLimit = true;
           s = {
-            code: rl!.shadow ? 'OK' : 'OVER_LIMIT',
+            code: 'OVER_LIMIT',
             current_limit: currentLimit(rl!),
             limit_remaining: 0,
-            duration_until_reset: duration(rl!.windowMs),
+            duration_until_reset: untilReset(rl!.windowMs, now),
           };
           break;
         default: {
-          const o = outcomes![slot[i]!]!;
-          const limited = o.limited && !rl!.shadow;
-          let resetMs = o.limited && o.retryAfterMs >= 0 ? o.retryAfterMs : o.resetMs;
-          if (resetMs <= 0 && spent && hits[i]! > 0) resetMs = rl!.windowMs;
+          const j = slot[i]!;
+          const o = outcomes![j]!;
+          const total = costs[j]!;
+          // what was left before this request: an allowed outcome reports what is left after its cost
+          const before = Math.max(0, Math.floor(o.limited ? o.remaining : o.remaining + total));
+          const c = cumulative[i]!;
+          // A look (no hits of its own) is over once nothing is left. Theirs stays OK at exactly
+          // the limit and is over past it; a node here never counts past L (its peers would not
+          // credit it), so "past the limit" cannot be told from "at it" on every node alike.
+          overLimit = c > 0 ? c > before : before === 0 || (total === 0 && o.limited);
+          const left = counted(j) ? before - c : before;
           s = {
-            code: limited ? 'OVER_LIMIT' : 'OK',
+            code: overLimit ? 'OVER_LIMIT' : 'OK',
             current_limit: currentLimit(rl!),
-            limit_remaining: Math.min(UNLIMITED_REMAINING, Math.max(0, Math.floor(o.remaining))),
-            duration_until_reset: duration(resetMs),
+            limit_remaining: overLimit ? 0 : Math.min(UNLIMITED_REMAINING, Math.max(0, left)),
+            duration_until_reset: untilReset(rl!.windowMs, now),
           };
         }
       }
+      if (overLimit && rl!.shadow) s.code = 'OK';
       statuses[i] = s;
-      // The header source, as theirs: the least remaining, and any descriptor over the limit wins.
+      // The header source, as theirs: the least remaining; a descriptor over the limit (not a quota) wins.
       if (s.current_limit !== undefined && s.limit_remaining < closestRemaining) {
         closest = s;
         closestRemaining = s.limit_remaining;
       }
+      const quota = rl !== undefined && kinds[i] !== NONE && kinds[i] !== UNLIMITED && rl.quota;
+      if (quota) totalQuota++;
       if (s.code === 'OVER_LIMIT') {
-        over = true;
-        closest = s;
-        closestRemaining = 0;
+        if (quota) failedQuota++;
+        else {
+          failedRate++;
+          closest = s;
+          closestRemaining = 0;
+        }
       }
     }
 
+    // theirs: over when a rate limit descriptor is over, or every quota descriptor is
+    const over = failedRate > 0 || (totalQuota > 0 && totalQuota === failedQuota);
     const response: RlsResponse = {
       overall_code: over ? 'OVER_LIMIT' : 'OK',
       statuses,
@@ -321,23 +431,122 @@ export class RlsService {
       response.response_headers_to_add.push(
         { key: names.limit, value: String(closest.current_limit.requests_per_unit) },
         { key: names.remaining, value: String(closest.limit_remaining) },
-        {
-          key: names.reset,
-          value: String(reset === undefined ? 0 : reset.seconds + (reset.nanos > 0 ? 1 : 0)),
-        },
+        { key: names.reset, value: String(reset === undefined ? 0 : reset.seconds) },
       );
     }
+    if (this.dynamicMetadata) response.dynamic_metadata = this.metadataOf(req, descriptors, statuses);
     return { ok: true, response };
+  }
+
+  /**
+   * Their `ratelimitToMetadata`: the domain, each descriptor's entries (`key=value`) and its own
+   * hits_addend, the request's hits_addend when set, and the `metadata` of every descriptor
+   * that passed (not over, not unlimited, with a limit), merged: the first value of a field
+   * wins, mappings merge field by field.
+   */
+  private metadataOf(
+    req: Record<string, unknown>,
+    descriptors: unknown[],
+    statuses: readonly RlsDescriptorStatus[],
+  ): { [key: string]: JsonValue } {
+    const out: { [key: string]: JsonValue } = { domain: req.domain as string };
+    const list: JsonValue[] = [];
+    let merged: { [key: string]: JsonValue } | undefined;
+    for (let i = 0; i < descriptors.length; i++) {
+      const d = descriptors[i] as { entries: DescriptorEntry[]; hits_addend?: { value?: number } | null };
+      const one: { [key: string]: JsonValue } = { entries: d.entries.map((e) => `${e.key}=${e.value}`) };
+      if (d.hits_addend !== undefined && d.hits_addend !== null) one.hitsAddend = d.hits_addend.value ?? 0;
+      list.push(one);
+      const rl = this.limits[i];
+      const kind = this.kinds[i];
+      if (rl === undefined || kind === NONE || kind === UNLIMITED || statuses[i]!.code === 'OVER_LIMIT')
+        continue;
+      const meta = (rl as EnvoyRateLimit).metadata;
+      if (meta === undefined) continue;
+      merged ??= {};
+      mergeInto(merged, meta);
+    }
+    out.descriptors = list;
+    const hits = req.hits_addend;
+    if (typeof hits === 'number' && hits !== 0) out.hitsAddend = hits;
+    if (merged !== undefined && Object.keys(merged).length > 0) out.metadata = merged;
+    return out;
+  }
+
+  /** A request's `limit` override as a rate limit and its counter key, or the INVALID_ARGUMENT message. */
+  private override(
+    raw: unknown,
+    i: number,
+    domain: string,
+    entries: readonly DescriptorEntry[],
+  ): { limit: OverrideLimit; key: string } | { message: string } {
+    const field = `descriptors[${i}].limit`;
+    if (this.overrides === undefined) {
+      return {
+        message: `${field}: limit overrides are not enabled on this node (set the limit in the config)`,
+      };
+    }
+    const o = raw as { requests_per_unit?: unknown; unit?: unknown };
+    const requests = o.requests_per_unit ?? 0;
+    if (typeof requests !== 'number' || !Number.isInteger(requests) || requests < 0)
+      return { message: `${field}.requests_per_unit: must be an unsigned integer (got ${shown(requests)})` };
+    const unit = typeof o.unit === 'string' ? parseUnit(o.unit) : undefined;
+    if (unit === undefined)
+      return {
+        message: `${field}.unit: must be SECOND, MINUTE, HOUR, DAY, MONTH or YEAR (got ${shown(o.unit)})`,
+      };
+    let policy: string | undefined;
+    if (requests > 0) {
+      const p = this.overrides.policyFor(requests, unit);
+      if ('error' in p) return { message: `${field}: ${p.error}` };
+      policy = p.name;
+    }
+    const parts: DescriptorEntry[] = [{ key: '', value: domain }];
+    for (const e of entries) parts.push({ key: '', value: e.key }, { key: '', value: e.value });
+    const limit: OverrideLimit = {
+      policy,
+      requestsPerUnit: requests,
+      unit,
+      windowMs: UNIT_SECONDS[unit] * 1000,
+      name: '',
+      shadow: false,
+      quota: false,
+      unlimited: false,
+      replaces: NO_REPLACES,
+    };
+    return { limit, key: counterKey(parts, NO_SHARED) };
   }
 }
 
-function currentLimit(rl: EnvoyRateLimit): { name: string; requests_per_unit: number; unit: string } {
+const NO_REPLACES: readonly string[] = Object.freeze([]);
+
+function isStruct(v: JsonValue | undefined): v is { [key: string]: JsonValue } {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Their `mergeMetadata`: fields `dest` lacks are copied; two mappings merge; otherwise `dest` keeps its value. */
+function mergeInto(dest: { [key: string]: JsonValue }, src: { readonly [key: string]: JsonValue }): void {
+  for (const [k, v] of Object.entries(src)) {
+    const have = dest[k];
+    if (have === undefined) dest[k] = structuredClone(v);
+    else if (isStruct(have) && isStruct(v)) mergeInto(have, v);
+  }
+}
+const NO_SHARED: readonly (string | undefined)[] = Object.freeze([]);
+
+function currentLimit(rl: Limit): { name: string; requests_per_unit: number; unit: string } {
   return { name: rl.name, requests_per_unit: rl.requestsPerUnit, unit: UNIT_ENUM[rl.unit!] };
 }
 
-function duration(ms: number): { seconds: number; nanos: number } {
-  const m = Math.max(0, Math.ceil(ms));
-  return { seconds: Math.floor(m / 1000), nanos: (m % 1000) * 1_000_000 };
+/**
+ * Whole seconds to the end of the clock-aligned window of `windowMs` holding
+ * `now` (envoyproxy/ratelimit's `CalculateReset`: unit − now mod unit), so
+ * never more than the window.
+ */
+export function untilReset(windowMs: number, now: number): { seconds: number; nanos: number } {
+  const w = Math.max(1, Math.round(windowMs / 1000));
+  const t = Math.floor(now / 1000);
+  return { seconds: w - (t % w), nanos: 0 };
 }
 
 function isHits(v: unknown): v is number {

@@ -1,4 +1,5 @@
 import type { EnvoyUnit } from './units.js';
+import type { JsonValue } from './yaml-reader.js';
 
 /**
  * One `rate_limit` block of an envoyproxy/ratelimit config, validated, with
@@ -25,6 +26,13 @@ export interface EnvoyRateLimit {
   readonly replaces: readonly string[];
   /** `shadow_mode`: counted, never over the limit. */
   readonly shadow: boolean;
+  /**
+   * `quota_mode`: over the limit in its status, but the request is over only
+   * when every quota descriptor of it is (and no other is).
+   */
+  readonly quota: boolean;
+  /** The descriptor's `metadata` (a mapping), sent back in `dynamic_metadata` when enabled. */
+  readonly metadata: { readonly [key: string]: JsonValue } | undefined;
   /** `detailed_metric`: metrics carry the request's values. */
   readonly detailedMetric: boolean;
   /** envoyproxy/ratelimit's name for it: `domain.key_value.key...` (their stats key). */

@@ -21,6 +21,12 @@ export const MAX_NODES = 2_000_000;
 /** A node of the parsed document (the `yaml` package's type). */
 export type { YamlNode };
 
+/** A JSON value (what `metadata` holds: a google.protobuf.Struct's values). */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+/** Deepest nesting read in a JSON value (`metadata`). */
+export const MAX_JSON_DEPTH = 32;
+
 /**
  * One envoyproxy/ratelimit config file, parsed as their yaml.v2 reads it
  * (YAML 1.1: yes/no are booleans; duplicate keys refused), with typed access
@@ -153,6 +159,39 @@ export class YamlReader {
       this.fail(path, `must be an integer 0..4294967295 (got ${kind(node)})`, this.lineOf(node));
     }
     return v;
+  }
+
+  /**
+   * A node as a JSON value (`metadata`, which their loader turns into a
+   * google.protobuf.Struct): strings, numbers, booleans, null, lists, and
+   * mappings with string keys, at most {@link MAX_JSON_DEPTH} deep.
+   */
+  json(node: YamlNode | null, path: string, depth = 0): JsonValue {
+    if (depth > MAX_JSON_DEPTH)
+      this.fail(path, `nests deeper than ${MAX_JSON_DEPTH} levels`, this.lineOf(node));
+    if (node === null) return null;
+    if (isMap(node)) {
+      const out: { [key: string]: JsonValue } = {};
+      for (const [k, v] of this.mapping(node, path, undefined)) {
+        out[k] = this.json(v, path === '' ? k : `${path}.${k}`, depth + 1);
+      }
+      return out;
+    }
+    if (isSeq(node)) {
+      return node.items.map((item, i) =>
+        this.json(this.resolve(item, `${path}[${i}]`), `${path}[${i}]`, depth + 1),
+      );
+    }
+    if (isScalar(node)) {
+      const v = node.value;
+      if (typeof v === 'string' || typeof v === 'boolean') return v;
+      if (typeof v === 'number' && Number.isFinite(v)) return v;
+    }
+    this.fail(
+      path,
+      `must be a string, number, boolean, list or mapping (got ${kind(node)})`,
+      this.lineOf(node),
+    );
   }
 
   /** The 1-based line a node starts on, when known. */

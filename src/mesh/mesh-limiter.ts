@@ -1,6 +1,7 @@
 import './polyfill.js';
 import type { PeerView } from '../decision/peers.js';
 import type { PolicyReplacement } from '../decision/types.js';
+import type { CountingLimiter, CountMode } from '../envoy/counting.js';
 import type { PolicySet } from '../policy/index.js';
 import type { Decision, Explanation, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../types.js';
 import { MAX_PUBLISHES_IN_FLIGHT, RPC_FRAME_MESSAGES, SYNC_MAX_INBOUND_STREAMS, TOPIC } from './constants.js';
@@ -122,6 +123,25 @@ class MeshLimiterImpl implements MeshLimiter {
     cost?: number | readonly number[],
   ): Decision & { outcomes: KeyOutcome[] } {
     const d = this.engine.checkAll(pairs, cost);
+    this.pollEarlyPublish();
+    return d;
+  }
+
+  /**
+   * The engine's counted check (src/envoy/counting.ts), for the Envoy RLS service; an engine
+   * without it (a test's) answers as checkAll, spending all or nothing.
+   */
+  checkAllCounted(
+    pairs: readonly PolicyKey[],
+    costs: readonly number[],
+    mode: CountMode,
+    over = false,
+  ): Decision & { outcomes: KeyOutcome[] } {
+    const e = this.engine as MeshEngine & Partial<CountingLimiter>;
+    const d =
+      e.checkAllCounted === undefined
+        ? this.engine.checkAll(pairs, over ? costs.map(() => 0) : costs)
+        : e.checkAllCounted(pairs, costs, mode, over);
     this.pollEarlyPublish();
     return d;
   }

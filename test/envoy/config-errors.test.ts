@@ -142,12 +142,6 @@ describe('config errors name the file, the YAML path and the reason', () => {
       /only be used with wildcard/,
     ],
     [
-      'quota_mode (not supported by ratemesh)',
-      'domain: d\ndescriptors:\n  - { key: k, quota_mode: true }\n',
-      'descriptors[0].quota_mode',
-      /not supported by ratemesh/,
-    ],
-    [
       'two years (longer than ratemesh enforces)',
       ok('{ unit: year, requests_per_unit: 1, unit_multiplier: 2 }'),
       'descriptors[0].rate_limit.unit_multiplier',
@@ -205,11 +199,12 @@ descriptors:
   - key: k
     detailed_metric: true
     value_to_metric: true
-    quota_mode: false
+    quota_mode: true
     metadata: { team: { name: x }, tags: [a, b] }
     rate_limit: { unit: second, requests_per_unit: 1, name: n }
 `);
-    expect(cfg.rateLimits[0]).toMatchObject({ detailedMetric: true, name: 'n' });
+    expect(cfg.rateLimits[0]).toMatchObject({ detailedMetric: true, quota: true, name: 'n' });
+    expect(cfg.rateLimits[0]!.metadata).toEqual({ team: { name: 'x' }, tags: ['a', 'b'] });
   });
 
   it('refuses an unknown algorithm or bucket count', () => {

@@ -57,7 +57,10 @@ describe('daemon config: envoy and grpc', () => {
       port: 8081,
       maxMessageBytes: 65536,
       responseHeaders: undefined,
-      unknownDomain: 'error',
+      unknownDomain: 'ok',
+      countHits: 'every',
+      limitOverrides: true,
+      dynamicMetadata: false,
     });
     // envoy-only: no policies of its own, the limiter gets the descriptors' policies
     expect(cfg.policies).toEqual([]);
@@ -123,6 +126,12 @@ describe('daemon config: envoy and grpc', () => {
       'config.grpc.unknownDomain',
       /error, ok/,
     ],
+    [
+      'a bad countHits',
+      'envoy: { files: [rl.yaml] }\ngrpc: { port: 1, countHits: sometimes }\n',
+      'config.grpc.countHits',
+      /every, stop-when-over, when-allowed/,
+    ],
   ])('refuses %s', (_name, yaml, field, message) => {
     const e = errorOf(() => load({ '/cfg/rl.yaml': RL }, yaml));
     expect(e.field).toBe(field);
@@ -168,6 +177,6 @@ describe('examples/envoy', () => {
       ['edge.tenant', 5000, 3_600_000, true],
     ]);
     expect(cfg.envoy?.config.policies).toHaveLength(3);
-    expect(cfg.grpc).toMatchObject({ port: 8081, unknownDomain: 'error' });
+    expect(cfg.grpc).toMatchObject({ port: 8081, unknownDomain: 'error', countHits: 'every' });
   });
 });

@@ -65,7 +65,7 @@ async function start(
   const limiter = new EngineLimiter(cfg.policies);
   await limiter.start();
   server = await startRlsServer({
-    service: new RlsService({ config: cfg, limiter }),
+    service: new RlsService({ config: cfg, limiter, unknownDomain: 'error' }),
     host: '127.0.0.1',
     port: 0,
     logger: memoryLogger(),
@@ -366,7 +366,11 @@ describe('grpc.health.v1 on the same server', () => {
       health.list!({}, (_e: unknown, res: unknown) => resolve(res)),
     );
     expect(list).toEqual({
-      statuses: { '': { status: 'NOT_SERVING' }, [RLS_SERVICE]: { status: 'NOT_SERVING' } },
+      statuses: {
+        '': { status: 'NOT_SERVING' },
+        [RLS_SERVICE]: { status: 'NOT_SERVING' },
+        ratelimit: { status: 'NOT_SERVING' },
+      },
     });
   });
 

@@ -148,9 +148,12 @@ describe('Envoy RLS v3 over gRPC, a real client against a real daemon', () => {
         /descriptor list must not be empty/,
       ],
       [
-        { domain: 'nope', descriptors: [ip('1.2.3.4')] },
-        grpc.status.NOT_FOUND,
-        /unknown rate limit domain "nope"/,
+        {
+          domain: 'edge',
+          descriptors: [{ ...ip('1.2.3.4'), limit: { requests_per_unit: 1, unit: 'UNKNOWN' } }],
+        },
+        grpc.status.INVALID_ARGUMENT,
+        /descriptors\[0\]\.limit\.unit/,
       ],
       [
         { domain: 'edge', descriptors: [ip('1.2.3.4')], hits_addend: 4294967295 },
@@ -196,9 +199,8 @@ describe('Envoy RLS v3 over gRPC, a real client against a real daemon', () => {
     const metrics = await (await fetch(`${daemon!.http.url}/metrics`)).text();
     expect(metrics).toContain('ratemesh_grpc_requests_total{method="ShouldRateLimit",code="OK"} 1');
     expect(metrics).toContain(
-      'ratemesh_grpc_requests_total{method="ShouldRateLimit",code="INVALID_ARGUMENT"} 6',
+      'ratemesh_grpc_requests_total{method="ShouldRateLimit",code="INVALID_ARGUMENT"} 7',
     );
-    expect(metrics).toContain('ratemesh_grpc_requests_total{method="ShouldRateLimit",code="NOT_FOUND"} 1');
   });
 
   it('serves grpc.health.v1 for the server and the RLS service', async () => {

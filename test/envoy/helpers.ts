@@ -3,6 +3,7 @@ import { Engine } from '../../src/decision/engine.js';
 import type { PeerView } from '../../src/decision/peers.js';
 import type { PolicyReplacement } from '../../src/decision/types.js';
 import { type EnvoyConfig, type EnvoyConfigOptions, parseEnvoyConfig } from '../../src/envoy/config.js';
+import type { CountMode } from '../../src/envoy/counting.js';
 import { counterKey } from '../../src/envoy/key.js';
 import { type DescriptorEntry, matchDescriptor } from '../../src/envoy/matcher.js';
 import type { EnvoyRateLimit } from '../../src/envoy/tree.js';
@@ -103,6 +104,15 @@ export class EngineLimiter implements MeshLimiter {
   }
   explain(policy: string, key: string, cost?: number): Explanation {
     return this.engine.explain(policy, key, cost);
+  }
+  checkAllCounted(
+    pairs: readonly PolicyKey[],
+    costs: readonly number[],
+    mode: CountMode,
+    over?: boolean,
+  ): Decision & { outcomes: KeyOutcome[] } {
+    this.guard();
+    return this.engine.checkAllCounted(pairs, costs, mode, over);
   }
   private guard(): void {
     if (!this.running) {

@@ -64,7 +64,7 @@ function start(opts: Partial<ConstructorParameters<typeof RlsService>[0]> = {}, 
   cfg = config(YAML, algorithm === undefined ? {} : { algorithm });
   limiter = new EngineLimiter(cfg.policies);
   void limiter.start();
-  service = new RlsService({ config: cfg, limiter, ...opts });
+  service = new RlsService({ config: cfg, limiter, clock: limiter.clock, ...opts });
 }
 
 function ok(r: RlsResult): RlsResponse {
@@ -116,9 +116,9 @@ describe('ShouldRateLimit decisions', () => {
     expect(cfg.policies[0]).toMatchObject({ scope: 'local', algorithm: 'fixed-window' });
     expect(call('web', [{ entries: ['user=alice'], hits: 0 }]).statuses[0]!.limit_remaining).toBe(3);
     for (let i = 0; i < 3; i++) expect(call('web', [['user=alice']]).overall_code).toBe('OK');
-    // hits_addend 0 is never over, and spends nothing
+    // hits_addend 0 spends nothing, and is over once nothing is left
     expect(call('web', [{ entries: ['user=alice'], hits: 0 }]).statuses[0]).toMatchObject({
-      code: 'OK',
+      code: 'OVER_LIMIT',
       limit_remaining: 0,
     });
     expect(call('web', [['user=alice']]).overall_code).toBe('OVER_LIMIT');
@@ -141,13 +141,34 @@ describe('ShouldRateLimit decisions', () => {
     expect(admitted()).toBe(3);
   });
 
-  it('spends only when every descriptor allows (all-or-nothing)', () => {
+  it('every hit counts, over the limit too (theirs); countHits when-allowed spends all or nothing', () => {
     // path=/login 5/s and user=alice 3/min in one request
     for (let i = 0; i < 3; i++) call('web', [['path=/login'], ['user=alice']]);
     const r = call('web', [['path=/login'], ['user=alice']]);
     expect(r.overall_code).toBe('OVER_LIMIT');
     expect(r.statuses.map((s) => s.code)).toEqual(['OK', 'OVER_LIMIT']);
+    expect(r.statuses[0]!.limit_remaining).toBe(1);
+    // /login was spent by the refused request too: 5 - 4 = 1 left, 0 after this one
+    expect(call('web', [['path=/login']]).statuses[0]!.limit_remaining).toBe(0);
+
+    start({ countHits: 'when-allowed' });
+    for (let i = 0; i < 3; i++) call('web', [['path=/login'], ['user=alice']]);
+    expect(call('web', [['path=/login'], ['user=alice']]).statuses.map((s) => s.code)).toEqual([
+      'OK',
+      'OVER_LIMIT',
+    ]);
     // /login was not spent by the refused request: 5 - 3 = 2 left, 1 after this one
+    expect(call('web', [['path=/login']]).statuses[0]!.limit_remaining).toBe(1);
+  });
+
+  it('countHits stop-when-over: only the descriptors over the limit count (their STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)', () => {
+    start({ countHits: 'stop-when-over' });
+    for (let i = 0; i < 3; i++) call('web', [['path=/login'], ['user=alice']]);
+    const r = call('web', [['path=/login'], ['user=alice']]);
+    expect(r.statuses.map((s) => [s.code, s.limit_remaining])).toEqual([
+      ['OK', 2],
+      ['OVER_LIMIT', 0],
+    ]);
     expect(call('web', [['path=/login']]).statuses[0]!.limit_remaining).toBe(1);
   });
 
@@ -158,16 +179,25 @@ describe('ShouldRateLimit decisions', () => {
     const peek = call('web', [{ entries: ['path=/login'], hits: 0 }]);
     expect(peek.statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 2 });
     expect(call('web', [{ entries: ['path=/login'], hits: 0 }]).statuses[0]!.limit_remaining).toBe(2);
-    // more hits than the limit is over the limit and spends nothing
-    expect(call('web', [['path=/login']], 6).statuses[0]!.code).toBe('OVER_LIMIT');
-    expect(call('web', [['path=/login']], 2).statuses[0]).toMatchObject({ code: 'OK', limit_remaining: 0 });
+    // more hits than are left: over, with nothing left, and counted
+    expect(call('web', [['path=/login']], 6).statuses[0]).toMatchObject({
+      code: 'OVER_LIMIT',
+      limit_remaining: 0,
+    });
     expect(call('web', [['path=/login']]).overall_code).toBe('OVER_LIMIT');
+    // a look at a key counted past its limit is over, as theirs
+    expect(call('web', [{ entries: ['path=/login'], hits: 0 }]).overall_code).toBe('OVER_LIMIT');
   });
 
-  it('a descriptor twice in one request is one count of the summed hits', () => {
+  it('a descriptor twice in one request: each copy sees the hits of those before it', () => {
     const r = call('web', [['path=/login'], ['path=/login']], 2);
-    expect(r.statuses.map((s) => s.limit_remaining)).toEqual([1, 1]);
-    expect(call('web', [['path=/login'], ['path=/login']]).overall_code).toBe('OVER_LIMIT');
+    expect(r.statuses.map((s) => s.limit_remaining)).toEqual([3, 1]);
+    const again = call('web', [['path=/login'], ['path=/login']]);
+    expect(again.statuses.map((s) => [s.code, s.limit_remaining])).toEqual([
+      ['OK', 0],
+      ['OVER_LIMIT', 0],
+    ]);
+    expect(again.overall_code).toBe('OVER_LIMIT');
   });
 
   it('unlimited: OK with MaxUint32 remaining; no match: OK with no limit', () => {
@@ -180,7 +210,7 @@ describe('ShouldRateLimit decisions', () => {
     ]);
   });
 
-  it('requests_per_unit 0 is always over, and nothing else is spent', () => {
+  it('requests_per_unit 0 is always over; the other descriptors still count (theirs)', () => {
     const r = call('web', [['path=/blocked'], ['path=/login']]);
     expect(r.overall_code).toBe('OVER_LIMIT');
     expect(r.statuses[0]).toMatchObject({
@@ -188,8 +218,8 @@ describe('ShouldRateLimit decisions', () => {
       current_limit: { requests_per_unit: 0, unit: 'SECOND' },
       limit_remaining: 0,
     });
-    expect(r.statuses[1]).toMatchObject({ code: 'OK', limit_remaining: 5 });
-    expect(call('web', [['path=/login']]).statuses[0]!.limit_remaining).toBe(4);
+    expect(r.statuses[1]).toMatchObject({ code: 'OK', limit_remaining: 4 });
+    expect(call('web', [['path=/login']]).statuses[0]!.limit_remaining).toBe(3);
   });
 
   it('shadow_mode: counted, but never over', () => {
@@ -292,13 +322,7 @@ describe('ShouldRateLimit refuses bad requests with a status, never a throw', ()
         descriptors: [{ entries: entries('user=a'), limit: { requests_per_unit: 1, unit: 'SECOND' } }],
       },
       'INVALID_ARGUMENT',
-      /limit overrides .* not supported/,
-    ],
-    [
-      'an unknown domain',
-      req('nope', [['user=a']]),
-      'NOT_FOUND',
-      /unknown rate limit domain "nope"; configured: web/,
+      /limit overrides are not enabled/,
     ],
   ])('%s', (_name, request, code, message) => {
     const r = refused(request);
@@ -312,8 +336,14 @@ describe('ShouldRateLimit refuses bad requests with a status, never a throw', ()
     expect(call('web', [['user=alice']]).statuses[0]!.limit_remaining).toBe(2);
   });
 
-  it('an unknown domain answers OK with no limits when configured as envoyproxy/ratelimit does', () => {
-    start({ unknownDomain: 'ok' });
+  it('unknownDomain error: NOT_FOUND naming the domains configured', () => {
+    start({ unknownDomain: 'error' });
+    const r = refused(req('nope', [['user=a']]));
+    expect(r.code).toBe('NOT_FOUND');
+    expect(r.message).toMatch(/unknown rate limit domain "nope"; configured: web/);
+  });
+
+  it('an unknown domain answers OK with no limits by default, as envoyproxy/ratelimit does', () => {
     expect(call('nope', [['user=a'], ['b=c']])).toEqual({
       overall_code: 'OK',
       statuses: [
