@@ -243,9 +243,9 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
 
   const sweep = setInterval(() => {
     epoch++;
-    const now = performance.now();
-    for (const c of connections) c.tick(now);
+    for (const c of connections) c.tick();
     if (waiting.size === 0) return;
+    const now = performance.now();
     for (const w of waiting) {
       if (w.stream.closed) waiting.delete(w);
       else if (now >= w.deadline)
@@ -446,7 +446,6 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
       maxHeaderListSize: MAX_HEADER_LIST,
       onStream,
       limits,
-      now: performance.now(),
       ...(opts.onSessionError === undefined ? {} : { onError: opts.onSessionError }),
     });
     connections.add(conn);

@@ -28,6 +28,8 @@ export const H2 = {
   NO_ERROR: 0,
   PROTOCOL_ERROR: 1,
   FLOW_CONTROL_ERROR: 3,
+  SETTINGS_TIMEOUT: 4,
+  FRAME_SIZE_ERROR: 6,
   STREAM_CLOSED: 5,
   REFUSED_STREAM: 7,
   CANCEL: 8,
@@ -256,3 +258,10 @@ export async function goodCall(port: number): Promise<string | undefined> {
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Prints a table: a title, then the columns padded to their widest cell. */
+export function printRows(title: string, header: string[], rows: string[][]): void {
+  const table = [header, ...rows];
+  const w = header.map((_, i) => Math.max(...table.map((r) => (r[i] ?? '').length)));
+  console.log(`\n${title}\n${table.map((r) => r.map((c, i) => c.padEnd(w[i]!)).join('  ')).join('\n')}`);
+}

@@ -27,9 +27,17 @@ interface Server {
   close(): Promise<void>;
 }
 
+/** The connections' clock, moved by the test: {@link tick} sets it and runs the connection's tick. */
+let fakeNow = 0;
+function tick(c: H2Connection, t: number): void {
+  fakeNow = t;
+  c.tick();
+}
+
 let servers: Server[] = [];
 let raws: Raw[] = [];
 afterEach(async () => {
+  fakeNow = 0;
   for (const r of raws) r.destroy();
   raws = [];
   for (const s of servers) await s.close();
@@ -47,7 +55,7 @@ async function server(limits: Partial<H2Limits> = {}, answer = true): Promise<Se
         maxConcurrentStreams: 100,
         maxHeaderListSize: 16 * 1024,
         limits: h2Limits(limits),
-        now: 0,
+        clock: () => fakeNow,
         onError: (e) => errors.push(e.message),
         onStream: (s: H2Stream, head) => {
           heads.push(head);
@@ -167,7 +175,7 @@ describe('caps on frames', () => {
       }
       next.send(...batch);
       expect(await next.grpcStatus(1 + 2 * (round * 40 + 39))).toBe('0');
-      for (const c of s.conns) c.tick(1);
+      for (const c of s.conns) tick(c, 1);
     }
     expect(next.closed).toBe(false);
   });
@@ -272,7 +280,8 @@ describe('RFC 9113 errors for frames out of place', () => {
     ];
     let id = 1;
     for (const [head, datas] of cases) {
-      raw.send(frame(T.HEADERS, 4, id, head), ...datas.map((d) => (d.writeUInt32BE(id, 5), d)));
+      for (const d of datas) d.writeUInt32BE(id, 5);
+      raw.send(frame(T.HEADERS, 4, id, head), ...datas);
       expect(await raw.rst(id), head.toString('latin1')).toBe(H2Error.PROTOCOL_ERROR);
       id += 2;
     }
@@ -296,10 +305,10 @@ describe('timeouts, on the injected clock', () => {
     const s = await server(L);
     const silent = await open(s, false);
     const fine = await open(s);
-    for (const c of s.conns) c.tick(999);
+    for (const c of s.conns) tick(c, 999);
     await sync(fine, 'alive');
     expect(silent.closed).toBe(false);
-    for (const c of s.conns) c.tick(1000);
+    for (const c of s.conns) tick(c, 1000);
     await silent.closedNow();
     expect(fine.closed).toBe(false);
   });
@@ -310,12 +319,12 @@ describe('timeouts, on the injected clock', () => {
     const whole = frame(T.HEADERS, 4, 1, REQUEST);
     raw.send(whole.subarray(0, 5));
     await new Promise((r) => setTimeout(r, 50));
-    for (const c of s.conns) c.tick(500);
+    for (const c of s.conns) tick(c, 500);
     raw.send(whole.subarray(5, 7));
     await new Promise((r) => setTimeout(r, 50));
-    for (const c of s.conns) c.tick(999);
+    for (const c of s.conns) tick(c, 999);
     expect(raw.closed).toBe(false);
-    for (const c of s.conns) c.tick(1000);
+    for (const c of s.conns) tick(c, 1000);
     expect((await raw.goaway())?.code).toBe(H2Error.ENHANCE_YOUR_CALM);
     await raw.closedNow();
   });
@@ -326,9 +335,9 @@ describe('timeouts, on the injected clock', () => {
     raw.send(frame(T.HEADERS, 0, 1, REQUEST.subarray(0, 3)));
     // (no PING to sync on: any frame but CONTINUATION inside a header block is its own error)
     await new Promise((r) => setTimeout(r, 50));
-    for (const c of s.conns) c.tick(999);
+    for (const c of s.conns) tick(c, 999);
     expect(raw.closed).toBe(false);
-    for (const c of s.conns) c.tick(1000);
+    for (const c of s.conns) tick(c, 1000);
     expect((await raw.goaway())?.code).toBe(H2Error.ENHANCE_YOUR_CALM);
   });
 
@@ -338,18 +347,18 @@ describe('timeouts, on the injected clock', () => {
     const busy = await open(s);
     busy.send(frame(T.HEADERS, 4, 1, REQUEST));
     await sync(busy, 'busy');
-    for (const c of s.conns) c.tick(4999);
+    for (const c of s.conns) tick(c, 4999);
     expect(idle.closed).toBe(false);
-    for (const c of s.conns) c.tick(5000);
+    for (const c of s.conns) tick(c, 5000);
     expect((await idle.goaway())?.code).toBe(H2Error.NO_ERROR);
     await idle.closedNow();
     expect(busy.closed).toBe(false);
     // once its stream goes, the idle time counts from then
     busy.send(frame(T.RST_STREAM, 0, 1, u32(8)));
     await sync(busy, 'reset');
-    for (const c of s.conns) c.tick(9999);
+    for (const c of s.conns) tick(c, 9999);
     expect(busy.closed).toBe(false);
-    for (const c of s.conns) c.tick(10_000);
+    for (const c of s.conns) tick(c, 10_000);
     expect((await busy.goaway())?.code).toBe(H2Error.NO_ERROR);
   });
 
@@ -360,10 +369,10 @@ describe('timeouts, on the injected clock', () => {
     await raw.until((f) => f.type === T.SETTINGS && f.flags === 1);
     raw.send(frame(T.HEADERS, 4, 1, REQUEST), frame(T.DATA, 1, 1, Buffer.from('x')));
     await raw.until((f) => f.type === T.HEADERS && f.id === 1);
-    for (const c of s.conns) c.tick(1999);
+    for (const c of s.conns) tick(c, 1999);
     await sync(raw, 'stalled');
     expect(raw.frames.some((f) => f.type === T.RST_STREAM)).toBe(false);
-    for (const c of s.conns) c.tick(2000);
+    for (const c of s.conns) tick(c, 2000);
     expect(await raw.rst(1)).toBe(H2Error.CANCEL);
     expect(raw.frames.some((f) => f.type === T.DATA && f.id === 1)).toBe(false);
     expect(raw.closed).toBe(false);

@@ -69,7 +69,7 @@ async function main(): Promise<void> {
     debug(obj: unknown) {
       const m = (obj as { err?: { message?: string } })?.err?.message;
       if (m !== undefined) {
-        const kind = m.replace(/[0-9:].*$/, '').trim();
+        const kind = m.replace(/\d+/g, 'N');
         errors[kind] = (errors[kind] ?? 0) + 1;
       }
     },

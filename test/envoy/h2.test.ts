@@ -75,10 +75,18 @@ interface TestServer {
   close(): Promise<void>;
 }
 
+/** The connections' clock, moved by the test: {@link tick} sets it and runs the connection's tick. */
+let fakeNow = 0;
+function tick(c: H2Connection, t: number): void {
+  fakeNow = t;
+  c.tick();
+}
+
 let servers: TestServer[] = [];
 let sockets: net.Socket[] = [];
 let clients: http2.ClientHttp2Session[] = [];
 afterEach(async () => {
+  fakeNow = 0;
   for (const s of sockets) s.destroy();
   for (const c of clients) c.destroy();
   sockets = [];
@@ -113,7 +121,7 @@ async function server(
         (opts.handler ?? echo)(s, head);
       },
       onError: (e) => errors.push(e.message),
-      now: 0,
+      clock: () => fakeNow,
     });
     conns.add(c);
     socket.on('close', () => conns.delete(c));
@@ -292,7 +300,7 @@ describe('HTTP/2 connection: the handshake and the control frames', () => {
     const fine = await Raw.open(s.port);
     await new Promise((r) => setTimeout(r, 20));
     // the connections' clock starts at 0 (the test server's `now`)
-    for (const c of s.conns) c.tick(H2_LIMITS.prefaceTimeoutMs);
+    for (const c of s.conns) tick(c, H2_LIMITS.prefaceTimeoutMs);
     await silent.closedNow();
     await prefaceOnly.closedNow();
     expect(fine.closed).toBe(false);
