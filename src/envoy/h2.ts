@@ -551,7 +551,10 @@ export class H2Connection {
       case PRIORITY:
         if (id === 0) return this.fail(H2Error.PROTOCOL_ERROR, 'PRIORITY on stream 0');
         this.nuisance++;
-        if (p.length !== 5) this.streamError(id, H2Error.FRAME_SIZE_ERROR);
+        if (p.length !== 5) return this.streamError(id, H2Error.FRAME_SIZE_ERROR);
+        // as nghttp2: a stream depending on itself is the peer's bug, the connection's error
+        if ((p.readUInt32BE(0) & 0x7fffffff) === id)
+          return this.fail(H2Error.PROTOCOL_ERROR, 'PRIORITY: a stream depending on itself');
         return;
       case RST_STREAM: {
         if (id === 0) return this.fail(H2Error.PROTOCOL_ERROR, 'RST_STREAM on stream 0');

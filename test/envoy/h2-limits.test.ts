@@ -220,6 +220,13 @@ describe('RFC 9113 errors for frames out of place', () => {
     expect(b.closed).toBe(false);
   });
 
+  it('PRIORITY of a stream on itself: connection error PROTOCOL_ERROR (as nghttp2)', async () => {
+    const s = await server();
+    const raw = await open(s);
+    raw.send(frame(T.PRIORITY, 0, 3, Buffer.concat([u32(3), Buffer.from([16])])));
+    expect((await raw.goaway())?.code).toBe(H2Error.PROTOCOL_ERROR);
+  });
+
   it('a new stream id lower than one already used: connection error PROTOCOL_ERROR', async () => {
     const s = await server();
     const raw = await open(s);

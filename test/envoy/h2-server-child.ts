@@ -45,6 +45,8 @@ export interface ChildStats {
   errors: Record<string, number>;
   /** Uncaught exceptions seen (must stay 0). */
   uncaught: number;
+  /** ShouldRateLimit calls answered, by gRPC status code (the RLS server only). */
+  calls: Record<string, number>;
 }
 
 async function main(): Promise<void> {
@@ -62,6 +64,7 @@ async function main(): Promise<void> {
     process.stderr.write(`uncaught: ${err.stack ?? err.message}\n`);
   });
   const errors: Record<string, number> = {};
+  const calls: Record<string, number> = {};
   const cfg = config(CHILD_YAML);
   const limiter = new EngineLimiter(cfg.policies);
   await limiter.start();
@@ -86,6 +89,9 @@ async function main(): Promise<void> {
       host: '127.0.0.1',
       port: 0,
       logger,
+      onCall: (code) => {
+        calls[code] = (calls[code] ?? 0) + 1;
+      },
       ...(opts.maxConcurrentStreams === undefined ? {} : { maxConcurrentStreams: opts.maxConcurrentStreams }),
       ...(opts.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: opts.requestTimeoutMs }),
     });
@@ -123,7 +129,13 @@ async function main(): Promise<void> {
     if (m.cmd !== 'stats') return;
     (globalThis as { gc?: () => void }).gc?.();
     const mem = process.memoryUsage();
-    const stats: ChildStats = { rss: mem.rss, heapUsed: mem.heapUsed, errors: { ...errors }, uncaught };
+    const stats: ChildStats = {
+      rss: mem.rss,
+      heapUsed: mem.heapUsed,
+      errors: { ...errors },
+      uncaught,
+      calls: { ...calls },
+    };
     process.send?.({ id: m.id, stats });
   });
   process.on('disconnect', () => {
