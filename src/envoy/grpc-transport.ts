@@ -243,7 +243,15 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
 
   const sweep = setInterval(() => {
     epoch++;
-    for (const c of connections) c.tick();
+    for (const c of connections) {
+      try {
+        c.tick();
+      } catch (err) {
+        // a stream's abort handler that threw: that connection goes, the sweep and the process stay
+        opts.onSessionError?.(err instanceof Error ? err : new Error(String(err)));
+        c.destroy();
+      }
+    }
     if (waiting.size === 0) return;
     const now = performance.now();
     for (const w of waiting) {

@@ -326,7 +326,9 @@ export class H2Connection {
   private settingsSeen = false;
   private lastStreamId = 0;
   /** Recently closed streams: true for those we reset (their late frames are ignored), false for those the peer ended. */
-  private readonly recentlyClosed = new Map<number, boolean>();
+  private readonly closedIds = new Int32Array(CLOSED_MEMORY);
+  private readonly closedOurs = new Uint8Array(CLOSED_MEMORY);
+  private closedNext = 0;
   /** The header block being read: its stream (0: none), END_STREAM, fragments, frames, the clock at its start. */
   private hdrStream = 0;
   private hdrEndStream = false;
@@ -444,8 +446,11 @@ export class H2Connection {
         s.onAbort?.();
       }
     }
-    if (this.streams.size === 0 && !this.goawaySent && now - this.idleSince >= l.idleTimeoutMs)
-      this.shutdown();
+    if (this.streams.size === 0 && !this.goawaySent) {
+      // idle since the last stream closed, as first seen here (-1: a stream closed since the last tick)
+      if (this.idleSince < 0) this.idleSince = now;
+      else if (now - this.idleSince >= l.idleTimeoutMs) this.shutdown();
+    }
   }
 
   /** Stops taking streams (GOAWAY with NO_ERROR) and closes once the open ones are done. */
@@ -609,8 +614,7 @@ export class H2Connection {
       if (id > this.lastStreamId) return this.fail(H2Error.PROTOCOL_ERROR, 'DATA on an idle stream');
       // a stream we reset: its data in flight is dropped (the connection window was counted);
       // one the peer ended or reset: its error (RFC 9113 section 5.1)
-      if (this.recentlyClosed.get(id) !== true)
-        return this.fail(H2Error.STREAM_CLOSED, 'DATA on a closed stream');
+      if (this.closedBy(id) !== true) return this.fail(H2Error.STREAM_CLOSED, 'DATA on a closed stream');
       this.nuisance++;
     } else if (s.remoteEnded) this.streamError(id, H2Error.STREAM_CLOSED);
     else if (len > s.recvWindow) this.streamError(id, H2Error.FLOW_CONTROL_ERROR);
@@ -657,7 +661,7 @@ export class H2Connection {
     this.hdrParts = [];
     this.hdrSize = 0;
     this.hdrFrames = 1;
-    this.hdrSince = this.clock();
+    if ((flags & END_HEADERS) === 0) this.hdrSince = this.clock();
     this.addFragment(p.subarray(start, end), flags);
   }
 
@@ -705,7 +709,7 @@ export class H2Connection {
       this.nuisance++;
       // a stream we reset: its late headers are ignored (decoded above, the table kept in step);
       // one the peer ended: STREAM_CLOSED; an id below one already used but never opened: PROTOCOL_ERROR
-      const ours = this.recentlyClosed.get(id);
+      const ours = this.closedBy(id);
       if (ours === true) return;
       if (ours === false) return this.fail(H2Error.STREAM_CLOSED, 'HEADERS on a closed stream');
       return this.fail(H2Error.PROTOCOL_ERROR, 'a stream id lower than one already used');
@@ -737,11 +741,18 @@ export class H2Connection {
     if (endStream && !s.closed) s.deliver(EMPTY, true);
   }
 
-  /** A stream closed: `ours` when we reset it. The oldest memory goes past {@link CLOSED_MEMORY}. */
+  /** A stream closed: `ours` when we reset it. A ring: the oldest is forgotten past {@link CLOSED_MEMORY}. */
   private remember(id: number, ours: boolean): void {
-    const m = this.recentlyClosed;
-    m.set(id, ours);
-    if (m.size > CLOSED_MEMORY) m.delete(m.keys().next().value!);
+    const at = this.closedNext;
+    this.closedIds[at] = id;
+    this.closedOurs[at] = ours ? 1 : 0;
+    this.closedNext = at + 1 === CLOSED_MEMORY ? 0 : at + 1;
+  }
+
+  /** Whether we reset stream `id` (true), the peer closed it (false), or it is not remembered (undefined). */
+  private closedBy(id: number): boolean | undefined {
+    for (let i = 0; i < CLOSED_MEMORY; i++) if (this.closedIds[i] === id) return this.closedOurs[i] === 1;
+    return undefined;
   }
 
   private onSettings(flags: number, id: number, p: Buffer) {
@@ -878,7 +889,7 @@ export class H2Connection {
     this.blocked.delete(s);
     this.remember(s.id, ours);
     if (this.streams.size === 0) {
-      this.idleSince = this.clock();
+      this.idleSince = -1;
       if (this.goawaySent || this.peerGoaway) this.end();
     }
   }

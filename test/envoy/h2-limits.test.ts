@@ -360,12 +360,14 @@ describe('timeouts, on the injected clock', () => {
     expect((await idle.goaway())?.code).toBe(H2Error.NO_ERROR);
     await idle.closedNow();
     expect(busy.closed).toBe(false);
-    // once its stream goes, the idle time counts from then
+    // once its stream goes, the idle time counts from the first tick that sees it idle
     busy.send(frame(T.RST_STREAM, 0, 1, u32(8)));
     await sync(busy, 'reset');
-    for (const c of s.conns) tick(c, 9999);
-    expect(busy.closed).toBe(false);
+    for (const c of s.conns) tick(c, 5001);
     for (const c of s.conns) tick(c, 10_000);
+    await sync(busy, 'still');
+    expect(busy.closed).toBe(false);
+    for (const c of s.conns) tick(c, 10_001);
     expect((await busy.goaway())?.code).toBe(H2Error.NO_ERROR);
   });
 
