@@ -77,7 +77,7 @@ describe.runIf(REQUIRED || present)('the RLS server against nghttp2 and gRPC C-c
   });
   afterAll(async () => {
     printRows(
-      'interop: the RLS server (ratemesh HTTP/2) driven by Debian clients',
+      'interop: the RLS server (ratemesh HTTP/2; "/ fallback": node:http2) driven by Debian clients',
       ['client', 'case', 'calls', 'as expected', 'answers'],
       rows,
     );
@@ -235,8 +235,9 @@ describe.runIf(REQUIRED || present)('the RLS server against nghttp2 and gRPC C-c
     }
   });
 
-  it('gRPC C-core (python3-grpcio): unary, reuse, concurrency, cancellations, deadlines, metadata, sizes, health', async () => {
-    const r = await run(PYTHON, [GRPCIO_SCRIPT, String(child.port), String(64 * 1024)], 120_000);
+  /** Runs scripts/interop-grpcio.py against `port`; every case must be answered as it expects. */
+  async function grpcio(client: string, port: number): Promise<void> {
+    const r = await run(PYTHON, [GRPCIO_SCRIPT, String(port), String(64 * 1024)], 120_000);
     expect(r.code, r.out).toBe(0);
     const cases = r.out
       .split('\n')
@@ -246,17 +247,26 @@ describe.runIf(REQUIRED || present)('the RLS server against nghttp2 and gRPC C-c
       );
     expect(cases.length).toBeGreaterThanOrEqual(18);
     for (const c of cases) {
-      row(
-        'grpcio',
-        c.case,
-        c.calls,
-        c.ok,
-        Object.entries(c.statuses)
-          .map(([k, v]) => `${k} x${v}`)
-          .join(', '),
-      );
+      const answers = Object.entries(c.statuses)
+        .map(([k, v]) => `${k} x${v}`)
+        .join(', ');
+      row(client, c.case, c.calls, c.ok, answers);
       expect(c.ok, `${c.case}: ${JSON.stringify(c.statuses)}`).toBe(c.calls);
     }
+  }
+
+  it('gRPC C-core (python3-grpcio): unary, reuse, concurrency, cancellations, deadlines, metadata, sizes, health', async () => {
+    await grpcio('grpcio', child.port);
     expect((await child.stats()).uncaught).toBe(0);
+  });
+
+  it('gRPC C-core against the node:http2 fallback transport: the same answers', async () => {
+    const fallback = await startChild({ transport: 'node:http2' });
+    try {
+      await grpcio('grpcio / fallback', fallback.port);
+      expect((await fallback.stats()).uncaught).toBe(0);
+    } finally {
+      await fallback.stop();
+    }
   });
 });
