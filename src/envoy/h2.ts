@@ -612,9 +612,10 @@ export class H2Connection {
     const s = this.streams.get(id);
     if (s === undefined) {
       if (id > this.lastStreamId) return this.fail(H2Error.PROTOCOL_ERROR, 'DATA on an idle stream');
-      // a stream we reset: its data in flight is dropped (the connection window was counted);
-      // one the peer ended or reset: its error (RFC 9113 section 5.1)
-      if (this.closedBy(id) !== true) return this.fail(H2Error.STREAM_CLOSED, 'DATA on a closed stream');
+      // one the peer ended or reset: its error (RFC 9113 section 5.1); a stream we reset: its data in
+      // flight is dropped (the connection window was counted), and so is that of one closed too long
+      // ago to be remembered (it may be ours: a client's late DATA must not cost it the connection)
+      if (this.closedBy(id) === false) return this.fail(H2Error.STREAM_CLOSED, 'DATA on a closed stream');
       this.nuisance++;
     } else if (s.remoteEnded) this.streamError(id, H2Error.STREAM_CLOSED);
     else if (len > s.recvWindow) this.streamError(id, H2Error.FLOW_CONTROL_ERROR);

@@ -227,6 +227,17 @@ describe('RFC 9113 errors for frames out of place', () => {
     expect((await raw.goaway())?.code).toBe(H2Error.PROTOCOL_ERROR);
   });
 
+  it('late DATA on a stream closed too long ago to be remembered (128 since) is dropped, not an error', async () => {
+    const s = await server();
+    const raw = await open(s);
+    const bad = encodeHeaders([...BASE, ['Bad', 'x']]);
+    for (let i = 0; i < 130; i++) raw.send(frame(T.HEADERS, 4, 1 + 2 * i, bad));
+    expect(await raw.rst(1 + 2 * 129)).toBe(H2Error.PROTOCOL_ERROR);
+    raw.send(frame(T.DATA, 1, 1, Buffer.from('very late')));
+    await sync(raw, 'dropped');
+    expect(raw.closed).toBe(false);
+  });
+
   it('a new stream id lower than one already used: connection error PROTOCOL_ERROR', async () => {
     const s = await server();
     const raw = await open(s);
