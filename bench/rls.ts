@@ -11,6 +11,9 @@
  *   floor-grpc      the daemon's gRPC transport alone: decode the request, answer a fixed response
  *   floor-grpc-h2   the same on node:http2 (the core stream API, as lean as it goes): the alternative
  *   floor-grpc-js   a bare @grpc/grpc-js server of the RLS service (the transport before): a fixed response
+ *   floor-grpc-fallback  the floor-grpc server on the fallback transport (grpc-transport-node.ts, node:http2)
+ *   h2load-*        the same servers driven by nghttp2's h2load instead of node:http2 sessions (when
+ *                   /usr/bin/h2load is installed: Debian's nghttp2-client; latency from its per-request log)
  *
  * Every request is allowed (limit 10^9 per minute) and each pair of variants
  * decides exactly the same (policy, key) pairs: the HTTP variants name the
@@ -38,8 +41,8 @@
  *   (DURATION=2 SLICES=5 CONCURRENCY=32 CHANNELS=4 RATE=4000 to change;
  *    VARIANTS=grpc-rls,http-check to run some; PROFILE=dir for the daemon's --cpu-prof)
  */
-import { type ChildProcess, fork } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFile, fork } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import http2 from 'node:http2';
 import { createRequire } from 'node:module';
@@ -56,7 +59,7 @@ import {
   RLS_SERVICE,
   rlsServiceDefinition,
 } from '../src/envoy/grpc-server.js';
-import { MESSAGE_PREFIX, startGrpcServer } from '../src/envoy/grpc-transport.js';
+import { type GrpcTransport, MESSAGE_PREFIX, startGrpcServer } from '../src/envoy/grpc-transport.js';
 import type { RlsResponse } from '../src/envoy/service.js';
 import { printTable } from './table.js';
 
@@ -101,6 +104,7 @@ interface Ready {
   floorGrpc: number;
   floorGrpcH2: number;
   floorGrpcJs: number;
+  floorGrpcFallback: number;
 }
 type FromChild = { ready: Ready } | { id: number; cpu: number };
 
@@ -163,6 +167,7 @@ async function floorServers(): Promise<{
   floorGrpc: number;
   floorGrpcH2: number;
   floorGrpcJs: number;
+  floorGrpcFallback: number;
 }> {
   const answer = JSON.stringify({ allowed: true, limited: false, remaining: 1 });
   const h = http.createServer((req, res) => {
@@ -176,25 +181,29 @@ async function floorServers(): Promise<{
   });
   await new Promise<void>((r) => h.listen(0, '127.0.0.1', r));
   const fixed = encodeRateLimitResponse(FIXED_RESPONSE, MESSAGE_PREFIX);
-  const g = await startGrpcServer({
-    host: '127.0.0.1',
-    port: 0,
-    maxMessageBytes: 64 * 1024,
-    maxConcurrentStreams: 256,
-    requestTimeoutMs: 10_000,
-    methods: new Map([
-      [
-        `/${RLS_SERVICE}/ShouldRateLimit`,
-        {
-          kind: 'unary',
-          call: (message: Buffer) => {
-            const r = decodeRateLimitRequest(message);
-            return r.ok ? { frame: fixed } : { code: 13, message: r.message };
+  const floorGrpc = (transport: GrpcTransport) =>
+    startGrpcServer({
+      host: '127.0.0.1',
+      port: 0,
+      maxMessageBytes: 64 * 1024,
+      maxConcurrentStreams: 256,
+      requestTimeoutMs: 10_000,
+      transport,
+      methods: new Map([
+        [
+          `/${RLS_SERVICE}/ShouldRateLimit`,
+          {
+            kind: 'unary',
+            call: (message: Buffer) => {
+              const r = decodeRateLimitRequest(message);
+              return r.ok ? { frame: fixed } : { code: 13, message: r.message };
+            },
           },
-        },
-      ],
-    ]),
-  });
+        ],
+      ]),
+    });
+  const g = await floorGrpc('ratemesh');
+  const fallback = await floorGrpc('node:http2');
   // node:http2's core API at its leanest: no Date header, the reply as soon as the message is in
   const h2 = http2.createServer({ settings: { maxConcurrentStreams: 256 } });
   const okHeaders = { ':status': 200, 'content-type': 'application/grpc' };
@@ -235,6 +244,7 @@ async function floorServers(): Promise<{
     floorGrpc: g.port,
     floorGrpcH2: (h2.address() as { port: number }).port,
     floorGrpcJs,
+    floorGrpcFallback: fallback.port,
   };
 }
 
@@ -435,6 +445,73 @@ function h2Variant(name: string, port: number, request: object): Variant {
   };
 }
 
+const H2LOAD = '/usr/bin/h2load';
+
+/**
+ * ShouldRateLimit driven by nghttp2's h2load: CHANNELS connections with
+ * CONCURRENCY streams in all (closed loop), or --rps of RATE / CHANNELS per
+ * connection (paced); p99 from its per-request log. h2load counts HTTP
+ * statuses, not grpc-status: the interop test (test/envoy/interop-debian.test.ts)
+ * checks with the server's own count that every call it drives is answered OK.
+ */
+function h2loadVariant(name: string, port: number, request: object): Variant {
+  const def = rlsServiceDefinition().ShouldRateLimit!;
+  const msg = def.requestSerialize(request);
+  const dir = mkdtempSync(join(tmpdir(), 'ratemesh-bench-h2load-'));
+  const body = join(dir, 'request.bin');
+  const frame = Buffer.alloc(5 + msg.length);
+  frame.writeUInt32BE(msg.length, 1);
+  msg.copy(frame, 5);
+  writeFileSync(body, frame);
+  return {
+    name,
+    async run(seconds, rate) {
+      const log = join(dir, 'log.tsv');
+      rmSync(log, { force: true });
+      const args = [
+        '-c',
+        String(CHANNELS),
+        '-m',
+        String(Math.max(1, Math.ceil(CONCURRENCY / CHANNELS))),
+        '-D',
+        String(seconds),
+        ...(rate === undefined ? [] : ['--rps', String(Math.max(1, Math.round(rate / CHANNELS)))]),
+        '-d',
+        body,
+        '-H',
+        'content-type: application/grpc',
+        '-H',
+        'te: trailers',
+        '--log-file',
+        log,
+        `http://127.0.0.1:${port}${def.path}`,
+      ];
+      const out = await new Promise<string>((resolve, reject) =>
+        execFile(H2LOAD, args, { timeout: (seconds + 30) * 1000 }, (err, stdout) =>
+          err ? reject(err) : resolve(stdout),
+        ),
+      );
+      const m =
+        /requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/.exec(
+          out,
+        );
+      const rps = /finished in [^,]+, ([\d.]+) req\/s/.exec(out);
+      if (m === null || rps === null) throw new Error(`h2load: no summary in\n${out}`);
+      const lat = readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => Number(l.split('\t')[2]) / 1000)
+        .sort((a, b) => a - b);
+      return {
+        rps: Number(rps[1]),
+        p99_ms: lat.length === 0 ? 0 : lat[Math.min(lat.length - 1, Math.floor(lat.length * 0.99))]!,
+        failed: Number(m[4]) + Number(m[5]) + Number(m[6]),
+        total: Number(m[2]),
+      };
+    },
+  };
+}
+
 async function slice(child: ChildProcess, v: Variant, seconds: number, rate?: number): Promise<Row> {
   const before = await childCpu(child);
   const own = process.cpuUsage();
@@ -543,7 +620,19 @@ async function main(): Promise<void> {
       domain: 'bench',
       descriptors: [entry('remote_address', '203.0.113.1')],
     }),
+    h2Variant('floor-grpc-fallback', ready.floorGrpcFallback, {
+      domain: 'bench',
+      descriptors: [entry('remote_address', '203.0.113.1')],
+    }),
   );
+  if (existsSync(H2LOAD)) {
+    const one = { domain: 'bench', descriptors: [entry('remote_address', '203.0.113.1')] };
+    variants.push(
+      h2loadVariant('h2load-grpc-rls', ready.grpc, one),
+      h2loadVariant('h2load-floor-grpc', ready.floorGrpc, one),
+      h2loadVariant('h2load-floor-grpc-js', ready.floorGrpcJs, one),
+    );
+  } else console.error(`${H2LOAD} not found (apt-get install nghttp2-client): no h2load variants`);
   const only = process.env.VARIANTS?.split(',');
   if (only !== undefined)
     variants.splice(0, variants.length, ...variants.filter((v) => only.includes(v.name)));
@@ -634,7 +723,9 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>, codec: Record
     `closed loop: ${CONCURRENCY} in flight (HTTP: connections; gRPC: streams over ${CHANNELS} HTTP/2 sessions); paced: ${RATE} req/s offered to each variant`,
   );
   const pair = (name: string) =>
-    name.startsWith('floor-grpc') ? 'floor-http' : name.replace('grpc-rls', 'http-check');
+    name.startsWith('floor-grpc') || name.startsWith('h2load-floor-grpc')
+      ? 'floor-http'
+      : name.replace(/^h2load-/, '').replace('grpc-rls', 'http-check');
   const vsHttp = (m: Map<string, Row>, name: string) =>
     pair(name) !== name && m.has(pair(name))
       ? `${((100 * m.get(name)!.cpu_us) / m.get(pair(name))!.cpu_us).toFixed(0)}%`
@@ -694,6 +785,20 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>, codec: Record
   const fg = paced.get('floor-grpc');
   const fj = paced.get('floor-grpc-js');
   const f2 = paced.get('floor-grpc-h2');
+  // the transport's target: its CPU per call under half of @grpc/grpc-js's (same fixed reply, same driver)
+  const halfOfGrpcJs: Record<string, boolean> = {};
+  for (const [ours, theirs] of [
+    ['floor-grpc', 'floor-grpc-js'],
+    ['h2load-floor-grpc', 'h2load-floor-grpc-js'],
+  ] as const) {
+    const a = paced.get(ours);
+    const b = paced.get(theirs);
+    if (a === undefined || b === undefined) continue;
+    halfOfGrpcJs[ours] = a.cpu_us < b.cpu_us / 2;
+    console.log(
+      `target (the transport's CPU per call under half of @grpc/grpc-js's), at ${RATE} req/s: ${ours} ${a.cpu_us.toFixed(1)} us vs ${theirs} ${b.cpu_us.toFixed(1)} us (${((100 * a.cpu_us) / b.cpu_us).toFixed(0)}%) -> ${halfOfGrpcJs[ours] ? 'met' : 'NOT met'}`,
+    );
+  }
   let overFloor: { grpc: number; http: number } | undefined;
   if (g !== undefined && h !== undefined && fh !== undefined && fg !== undefined) {
     overFloor = { grpc: g.cpu_us - fg.cpu_us, http: h.cpu_us - fh.cpu_us };
@@ -727,6 +832,7 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>, codec: Record
     codecNs: codec,
     targetMet: met,
     targetMet3: met3,
+    transportUnderHalfOfGrpcJs: halfOfGrpcJs,
     overTransportFloorUs: overFloor,
   };
   writeFileSync(new URL('./results/rls.json', import.meta.url), `${JSON.stringify(out, null, 2)}\n`);

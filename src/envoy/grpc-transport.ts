@@ -19,7 +19,15 @@
  */
 import net from 'node:net';
 import { GrpcStatus } from './grpc-status.js';
-import { field, H2Connection, H2Error, type H2Stream, type RequestHead } from './h2.js';
+import {
+  field,
+  H2Connection,
+  H2Error,
+  type H2Limits,
+  type H2Stream,
+  h2Limits,
+  type RequestHead,
+} from './h2.js';
 import { encodeHeaders } from './hpack.js';
 
 /** Bytes before each message: the compressed flag and the length. */
@@ -72,7 +80,23 @@ export interface GrpcServerOptions {
   requestTimeoutMs: number;
   /** Told of connection-level errors (a client's bad HTTP/2, a reset socket): nothing to do but log them. */
   onSessionError?(err: Error): void;
+  /** Connections open at once; one more is answered GOAWAY (ENHANCE_YOUR_CALM) and closed. Default {@link MAX_CONNECTIONS}. */
+  maxConnections?: number;
+  /** HTTP/2 caps and timeouts, each defaulting to H2_LIMITS (docs/envoy-transport.md). */
+  limits?: Partial<H2Limits>;
+  /**
+   * `ratemesh` (default): ratemesh's own HTTP/2 (h2.ts); `node:http2`: the
+   * fallback on node's nghttp2 (grpc-transport-node.ts). Default from
+   * RATEMESH_GRPC_TRANSPORT when set.
+   */
+  transport?: GrpcTransport;
 }
+
+/** The HTTP/2 under the gRPC server. */
+export type GrpcTransport = 'ratemesh' | 'node:http2';
+
+/** Connections open at once, by default. */
+export const MAX_CONNECTIONS = 4096;
 
 /** A running gRPC server. */
 export interface GrpcServer {
@@ -88,8 +112,6 @@ export interface GrpcServer {
 
 /** How often waiting requests are checked against their deadlines, and connection budgets renewed. */
 const SWEEP_MS = 250;
-/** Ticks a connection may take to send its HTTP/2 preface. */
-const PREFACE_TICKS = 40;
 /** Longest grpc-message sent, characters after encoding. */
 const MAX_STATUS_MESSAGE = 1024;
 /** SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce. */
@@ -100,6 +122,17 @@ const OK_HEADERS = encodeHeaders([
   ['content-type', 'application/grpc'],
 ]);
 const OK_TRAILERS = encodeHeaders([['grpc-status', '0']]);
+/** Our SETTINGS (empty) and GOAWAY(last stream 0, ENHANCE_YOUR_CALM, "too many connections"). */
+const TOO_MANY_CONNECTIONS = (() => {
+  const debug = Buffer.from('too many connections', 'latin1');
+  const out = Buffer.alloc(9 + 9 + 8 + debug.length);
+  out[3] = 0x4; // SETTINGS, empty
+  out.writeUIntBE(8 + debug.length, 9, 3);
+  out[12] = 0x7; // GOAWAY
+  out.writeUInt32BE(H2Error.ENHANCE_YOUR_CALM, 9 + 9 + 4);
+  debug.copy(out, 9 + 9 + 8);
+  return out;
+})();
 
 /**
  * gRPC's percent-encoding of `grpc-message`: bytes outside printable ASCII,
@@ -182,9 +215,25 @@ interface Waiting {
   refuse(code: number, message: string): void;
 }
 
-/** Starts a gRPC server serving `methods`. */
+/** The transport asked for: the option, else RATEMESH_GRPC_TRANSPORT, else `ratemesh`. */
+export function grpcTransport(opts: Pick<GrpcServerOptions, 'transport'>): GrpcTransport {
+  const t = opts.transport ?? process.env.RATEMESH_GRPC_TRANSPORT ?? 'ratemesh';
+  if (t !== 'ratemesh' && t !== 'node:http2')
+    throw new Error(`unknown gRPC transport ${JSON.stringify(t)} (ratemesh or node:http2)`);
+  return t;
+}
+
+/** Starts a gRPC server serving `methods`, on the transport {@link grpcTransport} picks. */
 export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServer> {
+  if (grpcTransport(opts) === 'node:http2') {
+    const { startNodeHttp2GrpcServer } = await import('./grpc-transport-node.js');
+    return startNodeHttp2GrpcServer(opts);
+  }
   const { methods, maxMessageBytes } = opts;
+  const limits = h2Limits(opts.limits);
+  const maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
+  if (!Number.isSafeInteger(maxConnections) || maxConnections <= 0)
+    throw new RangeError(`maxConnections must be a positive integer, not ${maxConnections}`);
   const connections = new Set<H2Connection>();
   const waiting = new Set<Waiting>();
   const open = new Set<ServerStream>();
@@ -194,7 +243,15 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
 
   const sweep = setInterval(() => {
     epoch++;
-    for (const c of connections) c.tick(PREFACE_TICKS);
+    for (const c of connections) {
+      try {
+        c.tick();
+      } catch (err) {
+        // a stream's abort handler that threw: that connection goes, the sweep and the process stay
+        opts.onSessionError?.(err instanceof Error ? err : new Error(String(err)));
+        c.destroy();
+      }
+    }
     if (waiting.size === 0) return;
     const now = performance.now();
     for (const w of waiting) {
@@ -384,10 +441,19 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
       socket.destroy();
       return;
     }
+    if (connections.size >= maxConnections) {
+      // over the cap: told so in HTTP/2 (a client sees GOAWAY, not a bare reset), then closed
+      socket.on('error', () => {});
+      socket.end(TOO_MANY_CONNECTIONS);
+      socket.setTimeout(1000, () => socket.destroy());
+      opts.onSessionError?.(new Error(`connection refused: ${maxConnections} connections open`));
+      return;
+    }
     const conn = new H2Connection(socket, {
       maxConcurrentStreams: opts.maxConcurrentStreams,
       maxHeaderListSize: MAX_HEADER_LIST,
       onStream,
+      limits,
       ...(opts.onSessionError === undefined ? {} : { onError: opts.onSessionError }),
     });
     connections.add(conn);

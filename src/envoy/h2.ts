@@ -73,16 +73,71 @@ const CONNECTION_WINDOW = 1 << 20;
 const MAX_WINDOW = 2 ** 31 - 1;
 /** Largest header block, all its frames together (far above any header list we accept). */
 const MAX_HEADER_BLOCK = 64 * 1024;
-/** Frames that cost work without doing any, per tick (a tick is 250 ms in the gRPC server). */
-const NUISANCE_BUDGET = 2500;
-/** Replies the peer has not read that we keep before dropping the connection. */
-const MAX_UNREAD = 4 * 1024 * 1024;
+/** Streams we reset whose late frames are ignored, and streams the peer closed whose late frames are its error. */
+const CLOSED_MEMORY = 128;
+
+/**
+ * The caps and timeouts of a connection, after nghttp2's (its
+ * `nghttp2_option` defaults where it has one): every state a peer can leave
+ * half-done has a timeout, every frame that costs work counts against a
+ * budget. Timeouts are checked on {@link H2Connection.tick}, so they hold to
+ * within one tick.
+ */
+export interface H2Limits {
+  /** CONTINUATION frames after one HEADERS (nghttp2: 8); past it the connection goes (ENHANCE_YOUR_CALM). */
+  maxContinuations: number;
+  /** Entries in one SETTINGS frame (nghttp2: 32); past it ENHANCE_YOUR_CALM. */
+  maxSettingsEntries: number;
+  /** Frames that cost work without doing any, per tick (PING, SETTINGS, PRIORITY, resets, empty DATA and fragments, unknown types). */
+  nuisancePerTick: number;
+  /**
+   * HEADERS and CONTINUATION frames per tick, whatever they carry (a ceiling on
+   * calls per connection: 80,000/s at the gRPC server's 250 ms tick); besides,
+   * every CONTINUATION and every header block that opens no stream is a nuisance.
+   */
+  headerFramesPerTick: number;
+  /** The client's preface and first SETTINGS must be in within this. */
+  prefaceTimeoutMs: number;
+  /** A frame begun (its bytes partly in), or a header block begun (HEADERS without END_HEADERS), must be whole within this. */
+  frameTimeoutMs: number;
+  /** A connection with no stream open for this long is closed (GOAWAY NO_ERROR: a gRPC client reconnects when it needs to). */
+  idleTimeoutMs: number;
+  /** A stream whose reply waits for the peer's window this long is reset (CANCEL); a socket whose writes make no progress this long is closed. */
+  stallTimeoutMs: number;
+  /** Replies the peer has not read that we keep before dropping the connection, bytes. */
+  maxUnreadBytes: number;
+}
+
+/** The defaults of {@link H2Limits}. */
+export const H2_LIMITS: Readonly<H2Limits> = {
+  maxContinuations: 8,
+  maxSettingsEntries: 32,
+  nuisancePerTick: 2500,
+  headerFramesPerTick: 20_000,
+  prefaceTimeoutMs: 10_000,
+  frameTimeoutMs: 10_000,
+  idleTimeoutMs: 300_000,
+  stallTimeoutMs: 30_000,
+  maxUnreadBytes: 1024 * 1024,
+};
+
+/** Checks limits given in part: every value a positive integer; the rest from {@link H2_LIMITS}. */
+export function h2Limits(partial: Partial<H2Limits> = {}): H2Limits {
+  const out = { ...H2_LIMITS, ...partial };
+  for (const [k, v] of Object.entries(out)) {
+    if (!Number.isSafeInteger(v) || v <= 0)
+      throw new RangeError(`HTTP/2 limit ${k} must be a positive integer, not ${v}`);
+  }
+  return out;
+}
 
 /** The request's pseudo-header fields, and all its fields as `[name, value, ...]`. */
 export interface RequestHead {
   method: string;
   path: string;
   fields: string[];
+  /** The content-length field's value, -1 without one (the DATA must then add up to it). */
+  contentLength: number;
 }
 
 /** Options of {@link H2Connection}. */
@@ -95,6 +150,10 @@ export interface H2Options {
   onStream(stream: H2Stream, head: RequestHead): void;
   /** Told why a connection failed (for a debug log). */
   onError?(err: Error): void;
+  /** Caps and timeouts (checked: {@link h2Limits}). */
+  limits?: H2Limits;
+  /** The clock of the timeouts, ms (default performance.now); tests pass their own. */
+  clock?: () => number;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -144,6 +203,11 @@ export class H2Stream {
   /** How much DATA the peer may still send us. */
   recvWindow = DEFAULT_WINDOW;
   recvUnacked = 0;
+  /** The request's content-length (-1: none), and the DATA bytes received so far. */
+  contentLength = -1;
+  received = 0;
+  /** The connection's clock when the reply began to wait for window. */
+  blockedSince = 0;
   /** DATA waiting for window, then the trailers' block. */
   private pending: Buffer[] | undefined;
   private pendingTrailers: Buffer | undefined;
@@ -192,7 +256,7 @@ export class H2Stream {
   reset(code: number): void {
     if (this.closed) return;
     this.conn.sendFrame(frame(RST_STREAM, 0, this.id, u32(code)));
-    this.close();
+    this.close(true);
   }
 
   /** Sends what waited for window, as far as it now goes. */
@@ -227,7 +291,7 @@ export class H2Stream {
   /** Closed by the peer (RST_STREAM) or with the connection. */
   abort(): void {
     if (this.closed) return;
-    this.close();
+    this.close(false);
     this.onAbort?.();
   }
 
@@ -237,14 +301,15 @@ export class H2Stream {
   }
 
   maybeClose(): void {
-    if (this.localEnded && this.remoteEnded && this.pending === undefined && !this.closed) this.close();
+    if (this.localEnded && this.remoteEnded && this.pending === undefined && !this.closed) this.close(false);
   }
 
-  private close(): void {
+  /** `ours`: we reset it (the peer's frames still in flight are then ignored, not its error). */
+  private close(ours: boolean): void {
     this.closed = true;
     this.pending = undefined;
     this.pendingTrailers = undefined;
-    this.conn.forget(this);
+    this.conn.forget(this, ours);
   }
 }
 
@@ -260,11 +325,28 @@ export class H2Connection {
   private prefaceDone = false;
   private settingsSeen = false;
   private lastStreamId = 0;
-  /** The header block being read: its stream (0: none), END_STREAM, fragments. */
+  /** Recently closed streams: true for those we reset (their late frames are ignored), false for those the peer ended. */
+  private readonly closedIds = new Int32Array(CLOSED_MEMORY);
+  private readonly closedOurs = new Uint8Array(CLOSED_MEMORY);
+  private closedNext = 0;
+  /** The header block being read: its stream (0: none), END_STREAM, fragments, frames, the clock at its start. */
   private hdrStream = 0;
   private hdrEndStream = false;
   private hdrParts: Buffer[] = [];
   private hdrSize = 0;
+  private hdrFrames = 0;
+  private hdrSince = 0;
+  /** The clock (ms); when the partial frame began; when the last stream closed. */
+  private readonly clock: () => number;
+  private readonly openedAt: number;
+  private partialSince = 0;
+  private idleSince: number;
+  /** socket.bytesWritten at the last tick, and since when writes have made no progress (-1: they do). */
+  private lastWritten = 0;
+  private writeStallSince = -1;
+  private headerFrames = 0;
+  private readPaused = false;
+  private readonly limits: H2Limits;
   /** The peer's settings that matter to us. */
   private peerInitialWindow = DEFAULT_WINDOW;
   private peerMaxFrame = MAX_FRAME;
@@ -281,13 +363,15 @@ export class H2Connection {
   private peerGoaway = false;
   /** Closed for good: no more reading or writing. */
   closed = false;
-  /** Ticks since the connection opened, while its preface and first SETTINGS have not arrived. */
-  private age = 0;
 
   constructor(
     private readonly socket: Socket,
     private readonly opts: H2Options,
   ) {
+    this.limits = opts.limits ?? H2_LIMITS;
+    this.clock = opts.clock ?? performance.now.bind(performance);
+    this.openedAt = this.clock();
+    this.idleSince = this.openedAt;
     // our preface: SETTINGS, then the connection window opened wide
     const settings = Buffer.alloc(12);
     settings.writeUInt16BE(0x3, 0); // MAX_CONCURRENT_STREAMS
@@ -297,7 +381,15 @@ export class H2Connection {
     this.out.push(frame(SETTINGS, 0, 0, settings));
     this.out.push(frame(WINDOW_UPDATE, 0, 0, u32(CONNECTION_WINDOW - DEFAULT_WINDOW)));
     this.flush();
-    socket.on('data', (chunk: Buffer) => this.read(chunk));
+    socket.on('data', (chunk: Buffer) => {
+      try {
+        this.read(chunk);
+      } catch (err) {
+        // nothing a peer sends may throw out of the socket's handler
+        this.opts.onError?.(err instanceof Error ? err : new Error(String(err)));
+        this.destroy();
+      }
+    });
     socket.on('error', (err) => {
       this.opts.onError?.(err);
       this.destroy();
@@ -310,10 +402,55 @@ export class H2Connection {
     return this.streams.size;
   }
 
-  /** Called every few hundred ms: resets the budgets; a connection without its preface and SETTINGS after `maxAge` ticks goes. */
-  tick(maxAge: number): void {
+  /**
+   * Called every few hundred ms: renews the budgets and enforces the timeouts of
+   * {@link H2Limits}. A connection whose preface and SETTINGS, partial frame
+   * or header block are late is closed (GOAWAY ENHANCE_YOUR_CALM where a
+   * preface was read); an idle one is shut down (GOAWAY NO_ERROR); a stream
+   * stalled on the peer's window is reset; a socket the peer does not read is
+   * destroyed.
+   */
+  tick() {
+    if (this.closed) return;
+    const now = this.clock();
     this.nuisance = 0;
-    if (!this.settingsSeen && ++this.age > maxAge) this.destroy();
+    this.headerFrames = 0;
+    const l = this.limits;
+    if (!this.settingsSeen) {
+      if (now - this.openedAt >= l.prefaceTimeoutMs) {
+        this.opts.onError?.(new Error('no HTTP/2 preface and SETTINGS in time'));
+        this.destroy();
+      }
+      return;
+    }
+    // (while we do not read, because our replies back up, a frame in progress is ours to wait for)
+    if (!this.readPaused) {
+      if (this.restSize > 0 && now - this.partialSince >= l.frameTimeoutMs)
+        return this.fail(H2Error.ENHANCE_YOUR_CALM, 'a frame not completed in time');
+      if (this.hdrStream !== 0 && now - this.hdrSince >= l.frameTimeoutMs)
+        return this.fail(H2Error.ENHANCE_YOUR_CALM, 'a header block not completed in time');
+    }
+    const written = this.socket.bytesWritten;
+    if (this.socket.writableLength > 0 && written === this.lastWritten) {
+      if (this.writeStallSince < 0) this.writeStallSince = now;
+      else if (now - this.writeStallSince >= l.stallTimeoutMs) {
+        this.opts.onError?.(new Error('the client does not read its replies'));
+        return this.destroy();
+      }
+    } else this.writeStallSince = -1;
+    this.lastWritten = written;
+    for (const s of this.blocked) {
+      if (now - s.blockedSince >= l.stallTimeoutMs) {
+        this.opts.onError?.(new Error(`stream ${s.id} stalled on flow control`));
+        s.reset(H2Error.CANCEL);
+        s.onAbort?.();
+      }
+    }
+    if (this.streams.size === 0 && !this.goawaySent) {
+      // idle since the last stream closed, as first seen here (-1: a stream closed since the last tick)
+      if (this.idleSince < 0) this.idleSince = now;
+      else if (now - this.idleSince >= l.idleTimeoutMs) this.shutdown();
+    }
   }
 
   /** Stops taking streams (GOAWAY with NO_ERROR) and closes once the open ones are done. */
@@ -380,8 +517,10 @@ export class H2Connection {
         const left = data.subarray(pos);
         this.keep(left, left.length < 9 ? 9 : 9 + ((left[0]! << 16) | (left[1]! << 8) | left[2]!));
       }
-      if (this.nuisance > NUISANCE_BUDGET)
+      if (this.nuisance > this.limits.nuisancePerTick)
         this.fail(H2Error.ENHANCE_YOUR_CALM, 'too many frames that do nothing');
+      else if (this.headerFrames > this.limits.headerFramesPerTick)
+        this.fail(H2Error.ENHANCE_YOUR_CALM, 'too many header frames');
     } finally {
       this.reading = false;
       this.flush();
@@ -390,6 +529,7 @@ export class H2Connection {
 
   /** Keeps the start of a frame (or of the preface) until `need` bytes are in; a copy: a view would pin the read buffer. */
   private keep(part: Buffer, need: number): void {
+    this.partialSince = this.clock();
     this.rest = [Buffer.from(part)];
     this.restSize = part.length;
     this.restNeed = need;
@@ -408,16 +548,24 @@ export class H2Connection {
       case CONTINUATION:
         if (this.hdrStream === 0 || id !== this.hdrStream)
           return this.fail(H2Error.PROTOCOL_ERROR, 'CONTINUATION without its HEADERS');
+        this.headerFrames++;
+        this.nuisance++;
+        if (++this.hdrFrames > this.limits.maxContinuations + 1)
+          return this.fail(H2Error.ENHANCE_YOUR_CALM, 'too many CONTINUATION frames in a header block');
         return this.addFragment(p, flags);
       case PRIORITY:
         if (id === 0) return this.fail(H2Error.PROTOCOL_ERROR, 'PRIORITY on stream 0');
         this.nuisance++;
-        if (p.length !== 5) this.streamError(id, H2Error.FRAME_SIZE_ERROR);
+        if (p.length !== 5) return this.streamError(id, H2Error.FRAME_SIZE_ERROR);
+        // as nghttp2: a stream depending on itself is the peer's bug, the connection's error
+        if ((p.readUInt32BE(0) & 0x7fffffff) === id)
+          return this.fail(H2Error.PROTOCOL_ERROR, 'PRIORITY: a stream depending on itself');
         return;
       case RST_STREAM: {
         if (id === 0) return this.fail(H2Error.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
         if (p.length !== 4) return this.fail(H2Error.FRAME_SIZE_ERROR, 'RST_STREAM size');
         if (id > this.lastStreamId) return this.fail(H2Error.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
+        // every reset counts, of an open stream too (the rapid reset attack: open, reset, repeat)
         this.nuisance++;
         this.streams.get(id)?.abort();
         return;
@@ -464,13 +612,19 @@ export class H2Connection {
     const s = this.streams.get(id);
     if (s === undefined) {
       if (id > this.lastStreamId) return this.fail(H2Error.PROTOCOL_ERROR, 'DATA on an idle stream');
-      // a stream closed or reset meanwhile: its data is dropped (the connection window was counted)
+      // one the peer ended or reset: its error (RFC 9113 section 5.1); a stream we reset: its data in
+      // flight is dropped (the connection window was counted), and so is that of one closed too long
+      // ago to be remembered (it may be ours: a client's late DATA must not cost it the connection)
+      if (this.closedBy(id) === false) return this.fail(H2Error.STREAM_CLOSED, 'DATA on a closed stream');
       this.nuisance++;
     } else if (s.remoteEnded) this.streamError(id, H2Error.STREAM_CLOSED);
     else if (len > s.recvWindow) this.streamError(id, H2Error.FLOW_CONTROL_ERROR);
     else {
       s.recvWindow -= len;
       s.recvUnacked += len;
+      s.received += body.length;
+      if (s.contentLength >= 0 && (s.received > s.contentLength || (end && s.received !== s.contentLength)))
+        return this.streamError(id, H2Error.PROTOCOL_ERROR);
       s.deliver(body, end);
       // a stream still reading gets its window back as it goes (a message may exceed the first 64 KiB)
       if (!s.closed && !s.remoteEnded && !s.localEnded && s.recvUnacked >= DEFAULT_WINDOW / 2) {
@@ -502,10 +656,13 @@ export class H2Connection {
       start += 5;
     }
     if (end < start) return this.fail(H2Error.PROTOCOL_ERROR, 'padding past the frame');
+    this.headerFrames++;
     this.hdrStream = id;
     this.hdrEndStream = (flags & END_STREAM) !== 0;
     this.hdrParts = [];
     this.hdrSize = 0;
+    this.hdrFrames = 1;
+    if ((flags & END_HEADERS) === 0) this.hdrSince = this.clock();
     this.addFragment(p.subarray(start, end), flags);
   }
 
@@ -513,17 +670,20 @@ export class H2Connection {
     this.hdrSize += fragment.length;
     if (this.hdrSize > MAX_HEADER_BLOCK)
       return this.fail(H2Error.ENHANCE_YOUR_CALM, 'header block too large');
-    if (fragment.length === 0 && (flags & END_HEADERS) === 0) this.nuisance++;
-    if ((flags & END_HEADERS) !== 0) {
-      this.hdrParts.push(fragment);
-      this.headerBlock();
-    } else this.hdrParts.push(Buffer.from(fragment)); // kept past this read: a copy, not a view
+    const last = (flags & END_HEADERS) !== 0;
+    // an empty fragment is not kept (a drip of them would cost an array slot each); it costs its budget
+    if (fragment.length === 0) {
+      if (!last) this.nuisance++;
+    } else if (last) this.hdrParts.push(fragment);
+    else this.hdrParts.push(Buffer.from(fragment)); // kept past this read: a copy, not a view
+    if (last) this.headerBlock();
   }
 
   private headerBlock() {
     const id = this.hdrStream;
     const endStream = this.hdrEndStream;
-    const block = this.hdrParts.length === 1 ? this.hdrParts[0]! : Buffer.concat(this.hdrParts);
+    const parts = this.hdrParts;
+    const block = parts.length === 1 ? parts[0]! : parts.length === 0 ? EMPTY : Buffer.concat(parts);
     this.hdrStream = 0;
     this.hdrParts = [];
     // every block is decoded, whatever becomes of its stream: the dynamic table must stay in step
@@ -536,25 +696,64 @@ export class H2Connection {
     }
     const open = this.streams.get(id);
     if (open !== undefined) {
-      // trailers: they must end the stream; their fields are not used
-      if (open.remoteEnded || !endStream) return this.streamError(id, H2Error.PROTOCOL_ERROR);
+      // trailers: they must end the stream, and carry no pseudo-field; their fields are not used
+      if (open.remoteEnded) return this.streamError(id, H2Error.STREAM_CLOSED);
+      if (!endStream || decoded.tooLarge || !validTrailers(decoded.fields))
+        return this.streamError(id, H2Error.PROTOCOL_ERROR);
+      if (open.contentLength >= 0 && open.received !== open.contentLength)
+        return this.streamError(id, H2Error.PROTOCOL_ERROR);
       open.deliver(EMPTY, true);
       return;
     }
-    if (id <= this.lastStreamId) return this.streamError(id, H2Error.STREAM_CLOSED);
+    // from here, a block that opens no stream (late, refused, malformed) cost work for nothing
+    if (id <= this.lastStreamId) {
+      this.nuisance++;
+      // a stream we reset: its late headers are ignored (decoded above, the table kept in step);
+      // one the peer ended: STREAM_CLOSED; an id below one already used but never opened: PROTOCOL_ERROR
+      const ours = this.closedBy(id);
+      if (ours === true) return;
+      if (ours === false) return this.fail(H2Error.STREAM_CLOSED, 'HEADERS on a closed stream');
+      return this.fail(H2Error.PROTOCOL_ERROR, 'a stream id lower than one already used');
+    }
     if (id % 2 === 0) return this.fail(H2Error.PROTOCOL_ERROR, 'an even stream id from a client');
     this.lastStreamId = id;
     // streams opened after our GOAWAY are not processed (the client knows from its last stream id)
-    if (this.goawaySent) return;
-    if (decoded.tooLarge) return this.streamError(id, H2Error.ENHANCE_YOUR_CALM);
-    if (this.streams.size >= this.opts.maxConcurrentStreams)
-      return this.streamError(id, H2Error.REFUSED_STREAM);
-    const head = requestHead(decoded.fields);
-    if (head === undefined) return this.streamError(id, H2Error.PROTOCOL_ERROR);
+    if (this.goawaySent) {
+      this.nuisance++;
+      return this.remember(id, true);
+    }
+    const head = decoded.tooLarge ? undefined : requestHead(decoded.fields);
+    if (head === undefined || this.streams.size >= this.opts.maxConcurrentStreams) {
+      this.nuisance++;
+      const code = decoded.tooLarge
+        ? H2Error.ENHANCE_YOUR_CALM
+        : head === undefined
+          ? H2Error.PROTOCOL_ERROR
+          : H2Error.REFUSED_STREAM;
+      return this.streamError(id, code);
+    }
     const s = new H2Stream(this, id, this.peerInitialWindow);
+    if (head.contentLength >= 0) {
+      if (endStream && head.contentLength !== 0) return this.streamError(id, H2Error.PROTOCOL_ERROR);
+      s.contentLength = head.contentLength;
+    }
     this.streams.set(id, s);
     this.opts.onStream(s, head);
     if (endStream && !s.closed) s.deliver(EMPTY, true);
+  }
+
+  /** A stream closed: `ours` when we reset it. A ring: the oldest is forgotten past {@link CLOSED_MEMORY}. */
+  private remember(id: number, ours: boolean): void {
+    const at = this.closedNext;
+    this.closedIds[at] = id;
+    this.closedOurs[at] = ours ? 1 : 0;
+    this.closedNext = at + 1 === CLOSED_MEMORY ? 0 : at + 1;
+  }
+
+  /** Whether we reset stream `id` (true), the peer closed it (false), or it is not remembered (undefined). */
+  private closedBy(id: number): boolean | undefined {
+    for (let i = 0; i < CLOSED_MEMORY; i++) if (this.closedIds[i] === id) return this.closedOurs[i] === 1;
+    return undefined;
   }
 
   private onSettings(flags: number, id: number, p: Buffer) {
@@ -564,6 +763,11 @@ export class H2Connection {
       return;
     }
     if (p.length % 6 !== 0) return this.fail(H2Error.FRAME_SIZE_ERROR, 'SETTINGS size');
+    if (p.length / 6 > this.limits.maxSettingsEntries)
+      return this.fail(
+        H2Error.ENHANCE_YOUR_CALM,
+        `SETTINGS with more than ${this.limits.maxSettingsEntries} entries`,
+      );
     this.settingsSeen = true;
     this.nuisance++;
     for (let i = 0; i < p.length; i += 6) {
@@ -665,6 +869,7 @@ export class H2Connection {
 
   /** A stream waits for window. */
   blockOn(s: H2Stream): void {
+    s.blockedSince = this.clock();
     this.blocked.add(s);
   }
 
@@ -680,10 +885,14 @@ export class H2Connection {
   }
 
   /** A stream closed: it leaves the connection, which ends if it was going away and this was its last. */
-  forget(s: H2Stream): void {
+  forget(s: H2Stream, ours: boolean): void {
     this.streams.delete(s.id);
     this.blocked.delete(s);
-    if ((this.goawaySent || this.peerGoaway) && this.streams.size === 0) this.end();
+    this.remember(s.id, ours);
+    if (this.streams.size === 0) {
+      this.idleSince = -1;
+      if (this.goawaySent || this.peerGoaway) this.end();
+    }
   }
 
   private flush(): void {
@@ -691,9 +900,19 @@ export class H2Connection {
     const data = this.out.length === 1 ? this.out[0]! : Buffer.concat(this.out);
     this.out = [];
     this.socket.write(data);
-    if (this.socket.writableLength > MAX_UNREAD) {
+    const unread = this.socket.writableLength;
+    if (unread > this.limits.maxUnreadBytes) {
       this.opts.onError?.(new Error('the client does not read its replies'));
       this.destroy();
+    } else if (unread > this.limits.maxUnreadBytes / 4 && !this.readPaused) {
+      // replies back up: read no more requests until they drain (a peer that never reads is
+      // then closed by the stall timeout, its requests left in the kernel, not in our memory)
+      this.readPaused = true;
+      this.socket.pause();
+      this.socket.once('drain', () => {
+        this.readPaused = false;
+        if (!this.closed) this.socket.resume();
+      });
     }
   }
 
@@ -702,7 +921,10 @@ export class H2Connection {
     if (s !== undefined) {
       s.reset(code);
       s.onAbort?.();
-    } else this.sendFrame(frame(RST_STREAM, 0, id, u32(code)));
+    } else {
+      this.remember(id, true);
+      this.sendFrame(frame(RST_STREAM, 0, id, u32(code)));
+    }
   }
 
   private goaway(code: number): void {
@@ -745,26 +967,58 @@ const CONNECTION_FIELDS = new Set([
   'upgrade',
 ]);
 
+/** A field value as RFC 9113 section 8.2.1 allows: no NUL, CR or LF; no space or tab first or last. */
+function validValue(value: string): boolean {
+  const n = value.length;
+  if (n === 0) return true;
+  const a = value.charCodeAt(0);
+  const z = value.charCodeAt(n - 1);
+  if (a === 0x20 || a === 0x09 || z === 0x20 || z === 0x09) return false;
+  for (let j = 0; j < n; j++) {
+    const c = value.charCodeAt(j);
+    if (c === 0 || c === 10 || c === 13) return false;
+  }
+  return true;
+}
+
+/** A regular field name: not empty, no upper case, controls, space, colon or non-ASCII (section 8.2.1). */
+function validName(name: string): boolean {
+  if (name.length === 0) return false;
+  for (let j = 0; j < name.length; j++) {
+    const c = name.charCodeAt(j);
+    if ((c >= 0x41 && c <= 0x5a) || c <= 0x20 || c === 0x3a || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+/** Trailers from the client: regular fields only, well-formed, nothing connection-specific (section 8.1). */
+function validTrailers(fields: string[]): boolean {
+  for (let i = 0; i < fields.length; i += 2) {
+    const name = fields[i]!;
+    if (!validName(name) || !validValue(fields[i + 1]!) || CONNECTION_FIELDS.has(name)) return false;
+  }
+  return true;
+}
+
 /**
  * The request's head, or undefined when the fields are not a well-formed
  * HTTP/2 request (RFC 9113 section 8.3): pseudo-fields first, known, once
  * each, :method :scheme :path present; names lower case; no connection-specific
- * fields; `te` only `trailers`; no NUL, CR or LF in a value.
+ * fields; `te` only `trailers`; no NUL, CR or LF in a value, nor a space or
+ * tab at either end; at most one content-length, all digits.
  */
 function requestHead(fields: string[]): RequestHead | undefined {
   let method: string | undefined;
   let path: string | undefined;
   let scheme: string | undefined;
   let authority: string | undefined;
+  let contentLength = -1;
   let regular = false;
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i]!;
     const value = fields[i + 1]!;
     if (name.length === 0) return undefined;
-    for (let j = 0; j < value.length; j++) {
-      const c = value.charCodeAt(j);
-      if (c === 0 || c === 10 || c === 13) return undefined;
-    }
+    if (!validValue(value)) return undefined;
     if (name.charCodeAt(0) === 0x3a) {
       if (regular) return undefined;
       switch (name) {
@@ -790,13 +1044,14 @@ function requestHead(fields: string[]): RequestHead | undefined {
       continue;
     }
     regular = true;
-    for (let j = 0; j < name.length; j++) {
-      const c = name.charCodeAt(j);
-      if ((c >= 0x41 && c <= 0x5a) || c <= 0x20 || c === 0x3a || c >= 0x7f) return undefined;
-    }
+    if (!validName(name)) return undefined;
     if (CONNECTION_FIELDS.has(name)) return undefined;
     if (name === 'te' && value !== 'trailers') return undefined;
+    if (name === 'content-length') {
+      if (contentLength >= 0 || !/^\d{1,15}$/.test(value)) return undefined;
+      contentLength = Number(value);
+    }
   }
   if (method === undefined || path === undefined || path === '' || scheme === undefined) return undefined;
-  return { method, path, fields };
+  return { method, path, fields, contentLength };
 }

@@ -8,7 +8,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   RLS_SERVICE,
   type RlsServer,
@@ -135,7 +135,22 @@ function statusOf(a: Answer): { code: number; message: string } {
   };
 }
 
-describe('the RLS gRPC server over HTTP/2', () => {
+/** Every case runs on both transports: ratemesh's HTTP/2 and the node:http2 fallback (RATEMESH_GRPC_TRANSPORT). */
+const TRANSPORTS = ['ratemesh', 'node:http2'] as const;
+let envBefore: string | undefined;
+function onTransport(t: (typeof TRANSPORTS)[number]): void {
+  beforeAll(() => {
+    envBefore = process.env.RATEMESH_GRPC_TRANSPORT;
+    process.env.RATEMESH_GRPC_TRANSPORT = t;
+  });
+  afterAll(() => {
+    if (envBefore === undefined) delete process.env.RATEMESH_GRPC_TRANSPORT;
+    else process.env.RATEMESH_GRPC_TRANSPORT = envBefore;
+  });
+}
+
+describe.each(TRANSPORTS)('the RLS gRPC server over HTTP/2 (%s)', (transport) => {
+  onTransport(transport);
   it('answers a well-formed call: 200, application/grpc, one framed message, grpc-status 0 in the trailers', async () => {
     const { port } = await start();
     const s = await connect(port);
@@ -337,7 +352,8 @@ describe('the RLS gRPC server over HTTP/2', () => {
   });
 });
 
-describe('grpc.health.v1 on the same server', () => {
+describe.each(TRANSPORTS)('grpc.health.v1 on the same server (%s)', (transport) => {
+  onTransport(transport);
   function healthClient(port: number) {
     const Health = grpc.makeGenericClientConstructor(
       healthService as unknown as grpc.ServiceDefinition,

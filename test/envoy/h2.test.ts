@@ -7,7 +7,14 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
-import { field, H2Connection, H2Error, type H2Stream, type RequestHead } from '../../src/envoy/h2.js';
+import {
+  field,
+  H2_LIMITS,
+  H2Connection,
+  H2Error,
+  type H2Stream,
+  type RequestHead,
+} from '../../src/envoy/h2.js';
 import { encodeHeaders, HpackDecoder } from '../../src/envoy/hpack.js';
 
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -68,10 +75,18 @@ interface TestServer {
   close(): Promise<void>;
 }
 
+/** The connections' clock, moved by the test: {@link tick} sets it and runs the connection's tick. */
+let fakeNow = 0;
+function tick(c: H2Connection, t: number): void {
+  fakeNow = t;
+  c.tick();
+}
+
 let servers: TestServer[] = [];
 let sockets: net.Socket[] = [];
 let clients: http2.ClientHttp2Session[] = [];
 afterEach(async () => {
+  fakeNow = 0;
   for (const s of sockets) s.destroy();
   for (const c of clients) c.destroy();
   sockets = [];
@@ -106,6 +121,7 @@ async function server(
         (opts.handler ?? echo)(s, head);
       },
       onError: (e) => errors.push(e.message),
+      clock: () => fakeNow,
     });
     conns.add(c);
     socket.on('close', () => conns.delete(c));
@@ -283,10 +299,8 @@ describe('HTTP/2 connection: the handshake and the control frames', () => {
     prefaceOnly.send(PREFACE);
     const fine = await Raw.open(s.port);
     await new Promise((r) => setTimeout(r, 20));
-    for (const c of s.conns) {
-      c.tick(1);
-      c.tick(1);
-    }
+    // the connections' clock starts at 0 (the test server's `now`)
+    for (const c of s.conns) tick(c, H2_LIMITS.prefaceTimeoutMs);
     await silent.closedNow();
     await prefaceOnly.closedNow();
     expect(fine.closed).toBe(false);
@@ -386,10 +400,14 @@ describe('HTTP/2 streams', () => {
       frame(T.HEADERS, 5, id + 6, encodeHeaders([...base, ['big', 'x'.repeat(16_300)]])),
     );
     expect(await raw.rst(id + 6)).toBe(H2Error.ENHANCE_YOUR_CALM);
-    // a new stream id at or below the last one
-    raw.send(frame(T.HEADERS, 5, 3, REQUEST));
-    expect(await raw.rst(3, 1)).toBe(H2Error.STREAM_CLOSED);
+    // late HEADERS on a stream we reset are ignored (RFC 9113 section 5.1), the connection goes on
+    raw.send(frame(T.HEADERS, 5, 3, REQUEST), frame(T.PING, 0, 0, Buffer.from('late-hdr')));
+    await raw.until((f) => f.type === T.PING && f.payload.toString() === 'late-hdr');
+    expect(raw.frames.filter((f) => f.type === T.RST_STREAM && f.id === 3)).toHaveLength(1);
     expect(raw.closed).toBe(false);
+    // HEADERS on a stream the client itself reset: a connection error, STREAM_CLOSED
+    raw.send(frame(T.HEADERS, 5, id, REQUEST));
+    expect((await raw.goaway())?.code).toBe(H2Error.STREAM_CLOSED);
   });
 
   it('flow control: no DATA past the peer windows; WINDOW_UPDATE releases the rest, trailers last', async () => {
