@@ -47,11 +47,17 @@ export type {
 export * from './keys/index.js';
 export type { WarnLogger } from './logger.js';
 export {
+  type ClosableServer,
   createMeshLimiter,
+  type EmbeddedMeshLimiter,
   type Logger,
+  type MeshHealth,
   type MeshLimiter,
   type MeshLimiterOptions,
+  type MeshState,
   type MeshStats,
+  SHUTDOWN_DEFAULTS,
+  type ShutdownOptions,
   SYNC_PROTOCOL,
   TOPIC,
   TOPIC_PREFIX,

@@ -1,8 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { type Clock, systemClock } from '../clock.js';
-import { type RlsServer, startRlsServer } from '../envoy/grpc-server.js';
-import { rlsCallCounter } from '../envoy/metrics.js';
-import { RlsService } from '../envoy/service.js';
+import type { RlsServer } from '../envoy/grpc-server.js';
+import type { RlsService } from '../envoy/service.js';
 import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
 import type { Logger, MeshLimiter, MeshLimiterOptions } from '../mesh/types.js';
 import { DAEMON_DEFAULTS, type DaemonConfig } from './config.js';
@@ -162,6 +161,12 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   let rls: RlsServer | undefined;
   let service: RlsService | undefined;
   if (config.grpc !== undefined && config.envoy !== undefined) {
+    // Loaded only when Envoy is configured: a daemon without `grpc` never reads the RLS code.
+    const [{ startRlsServer }, { rlsCallCounter }, { RlsService }] = await Promise.all([
+      import('../envoy/grpc-server.js'),
+      import('../envoy/metrics.js'),
+      import('../envoy/service.js'),
+    ]);
     service = new RlsService({
       config: config.envoy.config,
       limiter,

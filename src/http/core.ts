@@ -20,6 +20,7 @@ export type { AdapterHooks } from './respond.js';
 /** Why a request could not be decided; each is counted and logged. */
 export type FailureReason =
   | 'not-ready'
+  | 'stopped'
   | 'limiter-error'
   | 'key-error'
   | 'skip-error'
@@ -93,6 +94,7 @@ export class RateMeshCore<Req, Res> {
   /** Per-instance socket slot caching the ip key (instances may fold IPv6 differently). */
   private readonly ipKeySlot = Symbol('ratemesh.ipKey');
   private readonly respond: Responder<Req, Res>;
+  private warnedStopped = false;
 
   constructor(options: RateMeshHttpOptions<Req, Res>, hooks: AdapterHooks<Req, Res>, allowNoRoutes = false) {
     this.config = parseOptions(options, allowNoRoutes);
@@ -345,7 +347,14 @@ export class RateMeshCore<Req, Res> {
     const limiter = cfg.limiter;
     let decision: Decision & { outcomes?: KeyOutcome[] };
     try {
-      if (!limiter.ready) return this.fail(req, res, route, new Failure('not-ready'));
+      if (!limiter.ready) {
+        // A mesh node that is stopping or stopped answers 503 whatever the failure mode: it
+        // is not a fault to ride out but the end of this instance, which should be drained
+        // (`shutdown()`), and forwarding would let every request through unlimited.
+        const life = (limiter as { readonly lifecycle?: unknown }).lifecycle;
+        if (life === 'stopping' || life === 'stopped') return this.stopped(res);
+        return this.fail(req, res, route, new Failure('not-ready'));
+      }
       // One pair: the single-policy check, which skips building the multi-key outcome list.
       decision =
         typeof pairs === 'string'
@@ -453,6 +462,32 @@ export class RateMeshCore<Req, Res> {
       'over_capacity',
       'Too many requests in flight; retry shortly.',
     );
+    return false;
+  }
+
+  /** A request after the limiter was stopped: 503, counted, logged once per instance. */
+  private stopped(res: Res): boolean {
+    const c = this.c;
+    c.failures.stopped = (c.failures.stopped ?? 0) + 1;
+    c.failClosed++;
+    if (!this.warnedStopped) {
+      this.warnedStopped = true;
+      this.log(
+        'warn',
+        { reason: 'stopped' },
+        'a request arrived after the mesh node stopped: answering 503 (stop the server first: mesh.shutdown({ servers }))',
+      );
+    }
+    try {
+      this.respond.unavailable(
+        res,
+        this.config.failureRetryAfter,
+        'rate_limiter_stopped',
+        'This instance is shutting down; retry.',
+      );
+    } catch {
+      // The response is already broken; nothing more can be sent.
+    }
     return false;
   }
 
