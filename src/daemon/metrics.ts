@@ -13,6 +13,8 @@ export type RouteLabel =
   | '/v1/peers'
   | '/v1/stats'
   | '/healthz'
+  | '/livez'
+  | '/readyz'
   | '/metrics'
   | '/v1/limits'
   | 'other';
