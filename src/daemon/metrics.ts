@@ -353,6 +353,35 @@ export class DaemonMetrics {
           if (Number.isFinite(p.clockOffsetMs)) this.set({ peer: p.id }, p.clockOffsetMs / 1000);
       },
     });
+    new Counter({
+      name: 'ratemesh_dial_failures_total',
+      help: 'Failed dials of bootstrap addresses, by reason: encryption (most likely a psk mismatch), refused, timeout, unreachable, other.',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        const s = stats();
+        this.reset();
+        for (const reason of ['encryption', 'refused', 'timeout', 'unreachable', 'other'] as const)
+          this.inc({ reason }, num(s?.discovery.dialFailures?.[reason]));
+      },
+    });
+    new Counter({
+      name: 'ratemesh_dns_errors_total',
+      help: 'Failed lookups of dns:<name>:<port> bootstrap entries.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(num(stats()?.discovery.dnsErrors));
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_peers_other_topic',
+      help: 'Peers seen on another ratemesh topic (another wire format, so another ratemesh version): their gossip is not merged.',
+      registers,
+      collect() {
+        this.set(Object.keys(stats()?.otherTopics.peers ?? {}).length);
+      },
+    });
     new Gauge({
       name: 'ratemesh_policy_version_mismatch_peers',
       help: 'Members that run another version of the policy (during a rolling change): their counts for it are not merged, each counts as spending at least L/N.',

@@ -17,6 +17,9 @@ import { type AdapterHooks, Responder, withOutcomes } from './respond.js';
 
 export type { AdapterHooks } from './respond.js';
 
+/** Headers a proxy sets; seen while trustProxy is off, they are warned about once. */
+const FORWARDED_HEADERS = ['x-forwarded-for', 'forwarded', 'x-real-ip'] as const;
+
 /** Why a request could not be decided; each is counted and logged. */
 export type FailureReason =
   | 'not-ready'
@@ -95,6 +98,7 @@ export class RateMeshCore<Req, Res> {
   private readonly ipKeySlot = Symbol('ratemesh.ipKey');
   private readonly respond: Responder<Req, Res>;
   private warnedStopped = false;
+  private warnedProxy = false;
 
   constructor(options: RateMeshHttpOptions<Req, Res>, hooks: AdapterHooks<Req, Res>, allowNoRoutes = false) {
     this.config = parseOptions(options, allowNoRoutes);
@@ -210,6 +214,7 @@ export class RateMeshCore<Req, Res> {
     // Without trusted proxies the key is a function of the connection alone: computed
     // once per socket, so keep-alive requests skip parsing and folding the address.
     const socket = raw.socket as (Socket & Record<symbol, string | undefined>) | null;
+    if (cfg.trustProxy === undefined && !this.warnedProxy) this.noticeForwarded(raw.headers, socket);
     if (cfg.trustProxy === undefined && socket !== null) {
       const cached = socket[this.ipKeySlot];
       if (cached !== undefined) return cached;
@@ -220,6 +225,25 @@ export class RateMeshCore<Req, Res> {
     return this.ipKeyFromAddress(
       socket?.remoteAddress,
       cfg.trustProxy === undefined ? undefined : raw.headers[cfg.proxyHeader],
+    );
+  }
+
+  /**
+   * Forwarded headers on a request while no proxy is trusted: the server is most likely behind
+   * an ingress or load balancer, and every client then shares the proxy's per-IP key. Said
+   * once per instance (the headers are not believed, rightly: they are set by anyone).
+   */
+  private noticeForwarded(
+    headers: Record<string, string | string[] | undefined>,
+    socket: Socket | null,
+  ): void {
+    const name = FORWARDED_HEADERS.find((h) => headers[h] !== undefined);
+    if (name === undefined) return;
+    this.warnedProxy = true;
+    this.log(
+      'warn',
+      { header: name, from: socket?.remoteAddress },
+      `requests carry ${name} but trustProxy is off: every client behind that proxy shares one per-IP key (the proxy's address); set trustProxy to the proxy's CIDRs (and proxyHeader) if it is yours`,
     );
   }
 

@@ -14,6 +14,7 @@ import { createMeshNode, directGossipOf, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
 import { closeServers, type ShutdownOptions, shutdownOptions, sleep } from './shutdown.js';
 import { loadSnapshot, saveSnapshot } from './snapshot-file.js';
+import { explainStartError } from './start-errors.js';
 import { SyncService } from './sync.js';
 import type {
   EmbeddedMeshLimiter,
@@ -298,7 +299,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     } catch (err) {
       await this.teardown();
       this.state = 'stopped';
-      throw err;
+      throw explainStartError(err, cfg.logger);
     }
   }
 
@@ -505,7 +506,10 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
         this.engine.versionMismatches(now).map((m) => [m.policy, { ours: m.ours, peers: m.peers }]),
       ),
       otherTopics: { events: c.otherTopics.events, peers: { ...c.otherTopics.peers } },
-      discovery: this.discovery === undefined ? emptyDiscovery() : { ...this.discovery.stats },
+      discovery:
+        this.discovery === undefined
+          ? emptyDiscovery()
+          : { ...this.discovery.stats, dialFailures: { ...this.discovery.stats.dialFailures } },
       engine,
       ...(direct === undefined
         ? {}
@@ -519,7 +523,7 @@ function emptySync(): MeshStats['sync'] {
 }
 
 function emptyDiscovery(): MeshStats['discovery'] {
-  return { dials: 0, dialErrors: 0, dnsErrors: 0, lastResolved: 0 };
+  return { dials: 0, dialErrors: 0, dialFailures: {}, dnsErrors: 0, lastResolved: 0 };
 }
 
 /**

@@ -5,6 +5,7 @@ import type { Logger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
 import type { PolicySpec, RateLimiter } from '../types.js';
 import type { DirectGossipStats } from './direct-gossip.js';
+import type { DiscoveryStats } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
 import type { ShutdownOptions } from './shutdown.js';
 
@@ -245,6 +246,7 @@ export interface MeshStats {
   versionMismatch: Record<string, { ours: string; peers: Record<string, string> }>;
   /** Peers seen subscribing to another ratemesh topic (another wire format): never merged. */
   otherTopics: { events: number; peers: Record<string, string> };
-  discovery: { dials: number; dialErrors: number; dnsErrors: number; lastResolved: number };
+  /** Dials of bootstrap addresses; `dialFailures` by reason (`encryption`: most likely a psk mismatch). */
+  discovery: DiscoveryStats;
   engine: EngineStats;
 }
