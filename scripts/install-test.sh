@@ -59,8 +59,11 @@ timeout 300 npm install "${NPM_FLAGS[@]}" -D "typescript@$(dev_version typescrip
 
 echo "== install test: tsc (strict, skipLibCheck false, Express only)"
 cp "$FIX/app.ts" "$FIX/tsconfig.json" "$FIX/require.cjs" .
+# the README's example, as a newcomer would paste it: compiled too (not run: it wants 3 processes)
+awk '/^## Three Express instances/{f=1} f&&/^```ts/{p=1;next} p&&/^```/{exit} p' "$ROOT/README.md" >readme.ts
+[ -s readme.ts ] || { echo "FAIL: no example found in README.md"; exit 1; }
 timeout 120 npx tsc -p tsconfig.json
-echo "   compiled"
+echo "   compiled app.ts and the README's example ($(wc -l <readme.ts) lines)"
 
 echo "== install test: npx ratemesh"
 timeout 60 npx ratemesh --help | head -3 | sed 's/^/   /'
