@@ -22,7 +22,7 @@
  *                        decisions show the L/N fallback and the return to global
  *             rolling:   every replica replaced in turn (a new one via compose --scale N+1,
  *                        routed to once its /readyz passes, then `docker stop` of the old:
- *                        SIGTERM drain), on a trace of 6 s per replica (lib/rolling.ts)
+ *                        SIGTERM drain), on a trace of 10 s per replica (lib/rolling.ts)
  *             each asserts worst rolling 1 s <= 1,020 (L + 2 %) and reports the times to
  *             fall back and to recover
  * 6. results  docker/results/docker-accuracy.json: rows of bench/accuracy.ts's shape
@@ -102,8 +102,8 @@ import {
 import { rollingDrill } from './lib/rolling.js';
 import { state, teardown } from './lib/state.js';
 
-/** The rolling drill's trace: about 6 s per replica to replace (start, ready, drain), at most 60 s. */
-const ROLLING_SECONDS = Math.min(60, Math.max(SECONDS, 6 * N));
+/** The rolling drill's trace: about 10 s per replica to replace (start, ready, drain), at most 60 s. */
+const ROLLING_SECONDS = Math.min(60, Math.max(SECONDS, 10 * N));
 
 // ---------------------------------------------------------------- main
 
@@ -416,6 +416,10 @@ async function main(): Promise<number> {
     console.log(`        times ${JSON.stringify(timing)}`);
     console.log(`        requests ${JSON.stringify(requests)} send lag ${JSON.stringify(send_lag_ms)}`);
     if (d.row.no_decision) console.log(`        no decision: ${d.row.no_decision}`);
+    if (Array.isArray(d.row.ready_ms))
+      console.log(
+        `        ready after start ms ${JSON.stringify(d.row.ready_ms)}, docker stop (drain) ms ${JSON.stringify(d.row.stop_ms)}, replaced ${JSON.stringify(d.row.replaced)}`,
+      );
     if (Array.isArray(d.row.admitted_per_250ms))
       console.log(
         `        admitted per 250 ms (all | drilled replica): ${(d.row.admitted_per_250ms as number[]).join(' ')} | ${(d.row.drilled_admitted_per_250ms as number[]).join(' ')}`,
