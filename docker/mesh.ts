@@ -418,7 +418,7 @@ async function main(): Promise<number> {
     if (d.row.no_decision) console.log(`        no decision: ${d.row.no_decision}`);
     if (Array.isArray(d.row.ready_ms))
       console.log(
-        `        ready after start ms ${JSON.stringify(d.row.ready_ms)}, docker stop (drain) ms ${JSON.stringify(d.row.stop_ms)}, replaced ${JSON.stringify(d.row.replaced)}`,
+        `        ready after start ms ${JSON.stringify(d.row.ready_ms)}, docker stop (drain) ms ${JSON.stringify(d.row.stop_ms)}, replaced ${JSON.stringify(d.row.replaced)} at ms ${JSON.stringify(d.row.replaced_at_ms)}\n        admitted per second ${JSON.stringify(d.row.admitted_per_second)}; worst 1 s by clock ${JSON.stringify(d.row.worst_1s_by)}`,
       );
     if (Array.isArray(d.row.admitted_per_250ms))
       console.log(

@@ -18,7 +18,7 @@ import type { Trace } from '../../src/sim/trace.js';
 import { BOUND, CI, sleep } from './config.js';
 import { compose, docker } from './exec.js';
 import { ctlAgent, httpCall, type Target } from './http.js';
-import { counts, describeErrors, lagStats, replay } from './replay.js';
+import { admittedTimes, counts, describeErrors, lagStats, replay, worstBy } from './replay.js';
 import { inspectReplica, listReplicas, type Replica } from './replicas.js';
 import { check, type DrillOutcome, liveRow } from './report.js';
 import { state } from './state.js';
@@ -79,6 +79,13 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
   const c = counts(r);
   const traceEnd = trace.t[trace.t.length - 1]!;
   const underTraffic = doneTimes.filter((t) => t <= traceEnd).length;
+  // admitted per second (by decision time), to set beside the replacement times
+  const perSecond: number[] = [];
+  for (const t of admittedTimes(r)) {
+    const s = Math.max(0, Math.floor(t / 1000));
+    while (perSecond.length <= s) perSecond.push(0);
+    perSecond[s]!++;
+  }
   const slowestReady = Math.max(...readyMs.map((x) => (Number.isNaN(x) ? Number.POSITIVE_INFINITY : x)));
   const checks = [
     check('worst 1 s over the drill', row.worst_1s, `<= ${BOUND}`, row.worst_1s <= BOUND),
@@ -106,6 +113,9 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
       ready_ms: readyMs.map((x) => round(x, 0)),
       stop_ms: stopMs.map((x) => round(x, 0)),
       rolling_done_ms: round(doneAt, 0),
+      replaced_at_ms: doneTimes.map((x) => round(x, 0)),
+      admitted_per_second: perSecond,
+      worst_1s_by: worstBy(r),
       requests: c,
       no_decision: describeErrors(r),
       ...lagStats(r),
