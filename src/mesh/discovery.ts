@@ -118,7 +118,8 @@ const DIAL_WARNINGS: Record<DialFailure, string> = {
   encryption:
     'ratemesh cannot connect to a bootstrap address: the encrypted handshake failed, most likely a psk mismatch (every member needs the same swarm key; a member without a psk cannot reach one with it)',
   refused: 'ratemesh cannot connect to a bootstrap address: connection refused (no node listens there)',
-  timeout: 'ratemesh cannot connect to a bootstrap address: the dial timed out (dialTimeoutMs)',
+  timeout:
+    'ratemesh cannot connect to a bootstrap address: the dial timed out (dialTimeoutMs; a psk mismatch can also end this way)',
   unreachable: 'ratemesh cannot connect to a bootstrap address: host or network unreachable',
   other: 'ratemesh cannot connect to a bootstrap address',
 };
@@ -130,7 +131,7 @@ export function dialFailureReason(err: unknown): DialFailure {
   if (/EncryptionFailed|InvalidCryptoExchange|psk|pnet|decrypt/i.test(text)) return 'encryption';
   if (/ECONNREFUSED/.test(text)) return 'refused';
   if (/EHOSTUNREACH|ENETUNREACH/.test(text)) return 'unreachable';
-  if (/Timeout|AbortError|aborted|ETIMEDOUT/i.test(text)) return 'timeout';
+  if (/Timeout|timed out|AbortError|aborted|ETIMEDOUT/i.test(text)) return 'timeout';
   if (Array.isArray(e?.errors) && e.errors.length > 0) return dialFailureReason(e.errors[0]);
   return 'other';
 }
@@ -162,8 +163,8 @@ export class Discovery {
     dnsErrors: 0,
     lastResolved: 0,
   };
-  /** host:port (or the multiaddr) → consecutive failed dials; a success or a warning resets nothing else. */
-  private readonly failing = new Map<string, { n: number; warned: boolean }>();
+  /** host:port (or the multiaddr) → consecutive failed dials and the reasons already warned about; a success forgets both. */
+  private readonly failing = new Map<string, { n: number; warned: Set<DialFailure> }>();
   /** DNS names whose failure was warned about (until they resolve again). */
   private readonly dnsWarned = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
@@ -279,14 +280,14 @@ export class Discovery {
       this.stats.dialErrors++;
       const reason = dialFailureReason(err);
       this.stats.dialFailures[reason] = (this.stats.dialFailures[reason] ?? 0) + 1;
-      const f = this.failing.get(at) ?? { n: 0, warned: false };
+      const f = this.failing.get(at) ?? { n: 0, warned: new Set<DialFailure>() };
       f.n++;
       this.failing.set(at, f);
       // a psk mismatch never heals by itself: said at once; an address that refuses or times
       // out may be a pod still starting: said once it failed WARN_AFTER_FAILURES times in a row
-      const warn = !f.warned && (reason === 'encryption' || f.n >= WARN_AFTER_FAILURES);
+      const warn = !f.warned.has(reason) && (reason === 'encryption' || f.n >= WARN_AFTER_FAILURES);
       if (warn) {
-        f.warned = true;
+        f.warned.add(reason);
         this.cfg.logger.warn(
           { addr: addr.toString(), reason, failures: f.n, err: String(err) },
           DIAL_WARNINGS[reason],
