@@ -79,11 +79,7 @@ function out(nodes: number, fanout: number, stop: Stop): Record<string, string |
   };
 }
 
-function pinned(
-  replaceAt: number[],
-  stop: Stop,
-  routing: 'mixed' | 'spread',
-): Record<string, string | number> {
+function pinned(replaceAt: number[], stop: Stop): Record<string, string | number> {
   const L = 20;
   const policies: PolicySpec[] = [
     {
@@ -93,7 +89,6 @@ function pinned(
       buckets: 10,
       overAdmission: 'controlled',
       fallback: true,
-      routing,
     },
   ];
   const sim = new Simulator({
@@ -117,7 +112,6 @@ function pinned(
   }
   return {
     replaced: replaceAt.length === 3 ? '3 times, 12 s apart' : 'every 1.5 s, 8 times',
-    routing,
     stop,
     'worst window (L = 20)': worstRolling(admitted, 10_000),
     admitted: admitted.length,
@@ -144,6 +138,5 @@ for (const at of [
   [5_000, 17_000, 29_000],
   [3_000, 4_500, 6_000, 7_500, 9_000, 10_500, 12_000, 13_500],
 ])
-  for (const routing of ['mixed', 'spread'] as const)
-    for (const stop of ['killed', 'farewell'] as const) pinRows.push(pinned(at, stop, routing));
+  for (const stop of ['killed', 'farewell'] as const) pinRows.push(pinned(at, stop));
 printRecords(pinRows);

@@ -3,7 +3,7 @@
  * much, the controlled rule over-admits where views disagree (bursts, jitter, loss, slow
  * gossip). A measurement, not a test: it prints what it finds.
  *
- *   npm run bench:limit-fuzz -- [--seeds 300] [--from 0] [--routing mixed|spread]
+ *   npm run bench:limit-fuzz -- [--seeds 300] [--from 0]
  *
  * Each seed draws N in {3, 4, 6, 8, 12, 16}, L in [N, 4N), g in {50, 100, 250} ms, d = 10 ms,
  * jitter up to 60 ms on half the seeds, loss up to 30 % on 30 %, W = 10 s, 60 s of traffic; each
@@ -26,10 +26,6 @@ function arg(name: string, fallback: number): number {
 const W = 10_000;
 const T = 60_000;
 const seeds = arg('--seeds', 300);
-const routingArg = process.argv.indexOf('--routing');
-const routing = routingArg < 0 ? 'mixed' : process.argv[routingArg + 1];
-if (routing !== 'mixed' && routing !== 'spread')
-  throw new Error(`--routing takes mixed or spread, got ${routing}`);
 const from = arg('--from', 0);
 let over = 0;
 let excess = 0;
@@ -45,7 +41,7 @@ for (let seed = from + 1; seed <= from + seeds; seed++) {
   const sim = new Simulator({
     nodes: N,
     policies: [
-      { name: 'p', limit: L, windowMs: W, buckets: 10, overAdmission: 'controlled', fallback: true, routing },
+      { name: 'p', limit: L, windowMs: W, buckets: 10, overAdmission: 'controlled', fallback: true },
     ],
     gossipIntervalMs: g,
     delayMs: 10,
@@ -92,6 +88,6 @@ for (let seed = from + 1; seed <= from + seeds; seed++) {
 }
 if (exceeding.length > 40) exceeding = [...exceeding.slice(0, 40), '...'];
 console.log(
-  `routing ${routing}, seeds ${from + 1}-${from + seeds}: ${over} with a window past L (sum of excess ${excess}), admitted ${admittedAll}`,
+  `seeds ${from + 1}-${from + seeds}: ${over} with a window past L (sum of excess ${excess}), admitted ${admittedAll}`,
 );
 if (exceeding.length > 0) console.log(`past L: ${exceeding.join(', ')}`);

@@ -130,8 +130,6 @@ export function runRow(
     buckets,
     overAdmission: 'controlled',
     fallback: true,
-    // each request goes to a node drawn uniformly: the load balancer spreads every key
-    routing: 'spread',
   };
   const sim = new Simulator({
     nodes,

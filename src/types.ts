@@ -21,13 +21,6 @@ export type FailureMode = 'open' | 'closed';
 
 /** `controlled` shares the headroom between nodes (default); `naive` spends whenever estimate + cost <= limit. */
 export type OverAdmission = 'controlled' | 'naive';
-/**
- * How the load balancer routes a global policy's keys to the nodes (controlled mode): `spread`
- * (any node may see any key: round robin, least connections, random) or `mixed`, the default
- * (no assumption: some or all keys may be pinned to one node, by sticky sessions or consistent
- * hashing).
- */
-export type Routing = 'mixed' | 'spread';
 
 /**
  * A local algorithm: `limit` cells per `windowMs` (the rate), with algorithm
@@ -80,13 +73,6 @@ export interface PolicySpec {
   overAdmission?: OverAdmission;
   /** global scope only: fall back to L/N when the view of peers is stale. Default true. */
   fallback?: boolean;
-  /**
-   * global scope only: how the load balancer routes the keys ({@link Routing}). Default `mixed`.
-   * With `spread`, where L is under 4 units per member, the window's L is dealt in whole
-   * units equally over the members (static units); with `mixed` a node alone on a key takes
-   * all of the headroom at once.
-   */
-  routing?: Routing;
 }
 
 /** A validated policy with every default filled in. Produced only by the policy compiler. */
@@ -103,8 +89,6 @@ export interface Policy {
   readonly maxCost: number;
   readonly overAdmission: OverAdmission;
   readonly fallback: boolean;
-  /** Absent for `mixed` (the default), so policies that do not set it keep their version. */
-  readonly routing?: Exclude<Routing, 'mixed'>;
 }
 
 /** How a decision was reached. */
@@ -123,7 +107,61 @@ export type DecisionRule =
   /** The local algorithm (local scope, or the front limiter) refused. */
   | 'local-limit'
   /** The cost is larger than the limit: it can never be admitted. */
-  | 'cost-exceeds-limit';
+  | 'cost-exceeds-limit'
+  /** This node has said its farewell (a graceful stop): it decides no global policy. */
+  | 'left-mesh'
+  /** Just joined: a member its peers named is not heard yet, so it holds the start-up share L/N. */
+  | 'startup-hold';
+
+/**
+ * Every term of one decision ({@link Engine.explain}), as numbers: what this node has seen, what
+ * it reserves for members it may not have seen, its share of the headroom, and what would let
+ * the request through (`retryAfterMs`). Sections a decision did not reach are absent.
+ */
+export interface Explanation {
+  policy: string;
+  key: string;
+  cost: number;
+  /** The time decided at (epoch ms, this node's clock). */
+  at: number;
+  allowed: boolean;
+  rule: DecisionRule;
+  mode: DecisionMode;
+  /** The rule in words, with the numbers that decided it. */
+  reason: string;
+  limit: number;
+  windowMs: number;
+  remaining: number;
+  /** When denied: ms after which the same request would pass if nothing else arrives; -1: never on this node's view. */
+  retryAfterMs: number;
+  resetMs: number;
+  /** Global scope: the windowed counts this node holds for the key, by origin class (the estimate). */
+  seen?: { total: number; own: number; peers: number; unattributed: number };
+  /** Global scope: the members as this node sees them; `n` is the N of an L/N split. */
+  members?: { live: number; stale: number; left: number; otherVersion: number; n: number };
+  /** Global scope: counted on top of the seen counts for members that may have admitted unseen. */
+  reserves?: { stale: number; otherVersion: number };
+  /**
+   * Controlled mode: everything live peers admitted more than `horizonMs` ago has reached this
+   * node; the headroom left by the counts before the recent buckets is shared, and this node's
+   * own recent counts must stay within its share of it (`allowance`).
+   */
+  share?: {
+    horizonMs: number;
+    recentCounts: number;
+    headroom: number;
+    weight: number;
+    weights: number;
+    sharers: number;
+    share: number;
+    allowance: number;
+    ownRecent: number;
+  };
+  /** Every peer stale (or still starting): this node's own counts within L/N. */
+  fallback?: { share: number; own: number };
+  /** Just joined, a named member not heard: the start-up share. */
+  startupHold?: { share: number; own: number; untilMs: number };
+}
 
 /** The outcome of one check. Being limited is a value, never a throw. */
 export interface Decision {

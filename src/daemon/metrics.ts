@@ -17,6 +17,7 @@ export type RouteLabel =
   | '/readyz'
   | '/metrics'
   | '/v1/limits'
+  | '/v1/explain'
   | 'other';
 
 /** Bounds of the decision latency histogram, seconds: 1 µs to 10 ms. */
@@ -230,19 +231,6 @@ export class DaemonMetrics {
       registers,
       collect() {
         this.set(fallbackActive(limiter) ? 1 : 0);
-      },
-    });
-    new Gauge({
-      name: 'ratemesh_policy_spread',
-      help:
-        'Per global controlled policy: the part of its requests, for keys whose demand was heard, that found ' +
-        "a peer's demand heard (near 1: the load balancer spreads its keys; near 0: each key is pinned to one node).",
-      labelNames: ['policy'],
-      registers,
-      collect() {
-        this.reset();
-        const spread = stats()?.engine.spread ?? {};
-        for (const [policy, value] of Object.entries(spread)) this.set({ policy }, num(value));
       },
     });
     new Gauge({

@@ -71,6 +71,7 @@ const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> 
   '/readyz': { methods: ['GET', 'HEAD'], label: '/readyz' },
   '/metrics': { methods: ['GET', 'HEAD'], label: '/metrics' },
   '/v1/limits': { methods: ['GET', 'HEAD'], label: '/v1/limits' },
+  '/v1/explain': { methods: ['GET'], label: '/v1/explain' },
 };
 
 /**
@@ -175,6 +176,9 @@ async function handle(
         if (deps.limits === undefined)
           throw new HttpError(404, HttpErrorCodes.NOT_FOUND, 'no such endpoint: /v1/limits');
         status = send(res, 200, deps.limits(), state);
+        break;
+      case '/v1/explain':
+        status = send(res, 200, explainBody(deps, query), state);
         break;
       case '/healthz': {
         const h = health(deps, state);
@@ -367,6 +371,31 @@ function statsBody(deps: CheckServerDeps, query: URLSearchParams) {
     hotKeys: deps.hotKeys.top(top),
     mesh: deps.limiter.stats(),
   };
+}
+
+/**
+ * `GET /v1/explain?policy=&key=&cost=`: every term of the decision a check would make now on this
+ * node, changing nothing (the engine's explain). Policy and key are required; cost defaults to 1.
+ */
+function explainBody(deps: CheckServerDeps, query: URLSearchParams) {
+  const policy = query.get('policy');
+  const key = query.get('key');
+  if (policy === null || policy === '')
+    throw new RateMeshError(ErrorCodes.REQUEST_INVALID, 'is required', 'query.policy');
+  if (key === null || key === '')
+    throw new RateMeshError(ErrorCodes.REQUEST_INVALID, 'is required', 'query.key');
+  const costText = query.get('cost');
+  let cost = 1;
+  if (costText !== null) {
+    cost = Number(costText);
+    if (!/^\d{1,10}$/.test(costText))
+      throw new RateMeshError(
+        ErrorCodes.REQUEST_INVALID,
+        `must be a positive integer (got ${shown(costText)})`,
+        'query.cost',
+      );
+  }
+  return deps.limiter.explain(policy, key, cost);
 }
 
 /**

@@ -45,21 +45,6 @@ export interface PolicyRuntime {
   foreign: PeerState[];
   foreignAt: number[];
   foreignVer: string[];
-  /**
-   * Controlled mode: how much of this policy's traffic the load balancer spreads over the
-   * nodes, as this node sees it: a moving mean, over requests for keys whose demand was heard
-   * in the last window, of whether a peer's was. Near 1 where keys are spread, 0 where each key
-   * is pinned to one node (sticky routing) and at the start. Reported only (stats, a gauge), to
-   * tell an operator whether `routing: spread` fits: each node learns its own, so it cannot
-   * decide static units, which every node must deal alike.
-   */
-  spread: number;
-  /**
-   * The window is under twice the gossip horizon (see {@link EngineCore.slowGossip}): a claim
-   * of demand counts for at most an equal share until every live peer has reported since it
-   * could hold it (Rule.evaluate).
-   */
-  readonly slow: boolean;
 }
 
 /**
@@ -189,9 +174,7 @@ export class EngineCore {
       foreign: [],
       foreignAt: [],
       foreignVer: [],
-      spread: 0,
       // the guard on new claims is the controlled rule's; the warning is for every global policy
-      slow: policy.scope !== 'local' && policy.overAdmission === 'controlled' && this.slowGossip(policy),
     } as unknown as PolicyRuntime;
     rt.windows = new KeyStore<KeyState>(this.budget, {
       isExpired: (ks) => this.windowExpired(rt, ks),
@@ -219,10 +202,6 @@ export class EngineCore {
       rt.wire = i;
     });
     this.wireTable = this.rtByWire.map((rt) => ({ name: rt.policy.name, version: rt.version }));
-    // static units: member assignments are kept while one may bind a policy's units (unitSpan)
-    let span = 0;
-    for (const rt of rts) if (!rt.local) span = Math.max(span, this.unitSpan(rt.policy.windowMs));
-    this.peers.unitKeepMs = span;
     this.warnSlowGossip();
   }
 
@@ -324,15 +303,6 @@ export class EngineCore {
     if (freed.length > 0) this.clearOrigins(freed);
     this.nextRefresh = now + Math.max(1, Math.min(this.cfg.gossipIntervalMs, this.cfg.staleAfterMs / 4));
     this.updateOldestSent();
-  }
-
-  /**
-   * Static units: how long a member assignment still binds a policy of window `windowMs` after
-   * it was replaced. Own admissions made under it stay in the window for W, and the other
-   * members see a change up to a staleness period and the data's age later than this node does.
-   */
-  unitSpan(windowMs: number): number {
-    return windowMs + this.cfg.staleAfterMs + this.cfg.dataDelayMs;
   }
 
   /** Count and log a member's departure. */

@@ -2,7 +2,15 @@ import type { Clock } from '../clock.js';
 import { peekGossipReach, type WirePolicy } from '../crdt/codec.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import { checkCost, type PolicySet } from '../policy/index.js';
-import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec, RateLimiter } from '../types.js';
+import type {
+  Decision,
+  Explanation,
+  KeyOutcome,
+  Policy,
+  PolicyKey,
+  PolicySpec,
+  RateLimiter,
+} from '../types.js';
 import { EngineCore, type PolicyRuntime } from './core.js';
 import { Gossip } from './gossip.js';
 import { type EngineOptions, parseEngineOptions, policySetOf } from './options.js';
@@ -112,6 +120,44 @@ export class Engine implements RateLimiter {
 
   policy(name: string): Policy | undefined {
     return this.core.rtByName.get(name)?.policy;
+  }
+
+  /**
+   * Every term of the decision {@link check} would make now for `cost` on (`policy`, `key`), as
+   * numbers, changing nothing (no key is created, no demand counted): the counts seen by origin
+   * class, the reserves and why, the share of the headroom, and when the same request would pass.
+   */
+  explain(policy: string, key: string, cost = 1, time?: number): Explanation {
+    const core = this.core;
+    const rt = core.rtByName.get(policy);
+    if (rt === undefined) {
+      throw new RateMeshError(
+        ErrorCodes.POLICY_UNKNOWN,
+        `no policy named ${JSON.stringify(String(policy))}`,
+        'policy',
+      );
+    }
+    checkCost(cost, rt.policy);
+    const now = core.at(time ?? this.clock.now());
+    const p = rt.policy;
+    const x: Explanation = {
+      policy: p.name,
+      key,
+      cost,
+      at: now,
+      allowed: false,
+      rule: 'allow',
+      mode: 'global',
+      reason: '',
+      limit: p.limit,
+      windowMs: p.windowMs,
+      remaining: 0,
+      retryAfterMs: 0,
+      resetMs: 0,
+    };
+    this.rule.explainInto(rt, key, cost, now, newEval(), x);
+    x.reason = explainReason(x);
+    return x;
   }
 
   check(policy: string, keys: string | readonly string[], cost = 1): Decision {
@@ -512,10 +558,6 @@ export class Engine implements RateLimiter {
     c.fallback = peers.allStale;
     const fv: Record<string, number> = {};
     for (const rt of core.rtByWire) if (rt.foreign.length > 0) fv[rt.policy.name] = rt.foreign.length;
-    const spread: Record<string, number> = {};
-    for (const rt of core.rtByWire)
-      if (rt.policy.overAdmission === 'controlled')
-        spread[rt.policy.name] = Math.round(rt.spread * 1000) / 1000;
     const slowGossip: string[] = [];
     for (const rt of core.rtByWire) if (core.slowGossip(rt.policy)) slowGossip.push(rt.policy.name);
     return {
@@ -523,7 +565,6 @@ export class Engine implements RateLimiter {
       byMode: { ...c.byMode },
       dropped: { ...c.dropped },
       foreignVersion: fv,
-      spread,
       slowGossip,
     };
   }
@@ -540,5 +581,43 @@ export class Engine implements RateLimiter {
     const c = Math.floor(now / rt.bw);
     if (c > kw.cur) kw.roll(c);
     return kw.estimate(1 - (now - kw.cur * rt.bw) / rt.bw);
+  }
+}
+
+/** The rule of an explained decision in words, with its numbers. */
+function explainReason(x: Explanation): string {
+  const n = (v: number) => String(Math.round(v * 100) / 100);
+  switch (x.rule) {
+    case 'allow':
+      return `allowed (${x.mode}): ${n(x.remaining)} left of ${x.limit} after this request`;
+    case 'cost-exceeds-limit':
+      return `cost ${x.cost} is more than the limit ${x.limit}: never admitted`;
+    case 'left-mesh':
+      return 'this node has said its farewell (a graceful stop): it decides no global policy';
+    case 'fallback-share': {
+      const f = x.fallback;
+      return f === undefined
+        ? 'every peer is stale: this node keeps its own counts within L/N'
+        : `every peer is stale: own counts ${n(f.own)} + cost ${x.cost} pass this node's part of L, L/N = ${n(f.share)}`;
+    }
+    case 'startup-hold': {
+      const h = x.startupHold;
+      return h === undefined
+        ? 'just joined: the start-up share holds until the members named are heard'
+        : `just joined, a member named by the mesh not heard yet: own counts ${n(h.own)} + cost ${x.cost} pass the start-up share ${n(h.share)} for ${n(h.untilMs)} ms more`;
+    }
+    case 'global-limit': {
+      const s = x.seen;
+      const r = x.reserves;
+      return `the window's counts ${s === undefined ? '?' : n(s.total)} (own ${s === undefined ? '?' : n(s.own)}, peers ${s === undefined ? '?' : n(s.peers)}) + reserves ${r === undefined ? 0 : n(r.stale + r.otherVersion)} + cost ${x.cost} pass the limit ${x.limit}`;
+    }
+    case 'headroom-share': {
+      const h = x.share;
+      return h === undefined
+        ? "this node's share of the headroom is spent"
+        : `own recent counts ${n(h.ownRecent)} + cost ${x.cost} pass this node's share of the headroom: ${n(h.share)} (weight ${n(h.weight)} of ${n(h.weights)}, ${h.sharers} sharers) of ${n(h.headroom)} = ${n(h.allowance)}; peers may have admitted unseen for the last ${n(h.horizonMs)} ms`;
+    }
+    case 'local-limit':
+      return 'the local algorithm refused (local scope, or the front limiter)';
   }
 }

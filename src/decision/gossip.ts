@@ -13,7 +13,7 @@ import { FLOOR } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import type { KeyState } from './key-state.js';
-import { recordClaim } from './key-state.js';
+import { reportDemand } from './key-state.js';
 import { appliedOffset, type PeerState, sampleOffset } from './peers.js';
 import type { ReceiveResult } from './types.js';
 
@@ -122,7 +122,7 @@ export class Gossip {
         entries.push(e);
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;
-        if (rt.slow) recordClaim(ks, e.demand, now);
+        reportDemand(ks, e.demand, now);
         ks.unsynced = 0;
         ks.pending = false;
         ks.sentTick = tick;

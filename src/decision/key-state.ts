@@ -1,14 +1,6 @@
 import { KeyWindow } from '../crdt/window.js';
 
 /**
- * Slow gossip: a rise of our demand by more than this factor over what our peers hold is a new
- * claim (KeyState.claimAt). Measured on a burst after a lull (8 and 32 relay nodes, g = 250 to
- * 1,000 ms, six seeds): 2 let up to 8.8 % past L, 1.5 up to 3.5 %; 1.25 did no better than 1.5
- * and admitted less.
- */
-export const CLAIM_RISE = 1.5;
-
-/**
  * What the engine keeps for one key of a global policy: the key's windowed G-counter and the
  * engine's own bookkeeping around it (demand share, gossip scheduling, eviction), so one map
  * lookup finds both while the counter stays a pure CRDT.
@@ -20,29 +12,8 @@ export class KeyState {
   share = 0;
   /** The view stamp the share belongs to (-1: none yet). */
   shareStamp = -1;
-  /**
-   * Controlled mode: the key's L is dealt in whole units (slices under a few units, every
-   * sharer's demand heard and ours sent; see wholeUnits in rule.ts).
-   */
-  dealsUnits = false;
-  /**
-   * Controlled mode, routing spread, thin slices: the window's L is dealt in whole units equally
-   * over the members (see staticAllowance in rule.ts).
-   */
-  staticUnits = false;
-  /** Controlled mode: the whole units of L in this node's slice, [unitsLo, unitsHi) (see wholeUnits). */
-  unitsLo = 0;
-  unitsHi = 0;
-  /** Controlled mode: live peers whose demand for the key was heard in the last window. */
-  peerReporters = 0;
-  /** Controlled mode: this node's own demand is not reported (sent over a window ago or never). */
-  ownCold = true;
   /** Controlled mode: the sharers the headroom is split over. */
   sharers = 1;
-  /** When (ours) those units last changed. */
-  slicedAt = 0;
-  /** Where the whole units of a split headroom fall, in [0, 1): the same on every node (a hash of the key). */
-  readonly phase: number;
   /** Gossip: the last tick this key changed locally (own counts or demand). */
   touchTick = -1;
   /** Gossip: whether the key is in the engine's dirty set. */
@@ -55,19 +26,19 @@ export class KeyState {
   sentTick = -1;
   /** Own demand (offered cost per window) as the last gossip carried it. */
   sentDemand = 0;
-  /**
-   * Where gossip is slow against the window (PolicyRuntime.slow): when (ours) our gossip carried
-   * a claim not yet confirmed (+Infinity: none): a demand for the key after it was idle, or more
-   * than CLAIM_RISE times `claimBase` (the last confirmed claim's, lowered as our demand
-   * falls) or the pending claim's. Until every live peer has reported since it could reach
-   * them, the claim counts for at most an equal share (Rule.evaluate).
-   */
-  claimAt = Number.POSITIVE_INFINITY;
-  /** The demand the pending claim carried (claimAt), and the base a rise is measured against. */
-  claimValue = 0;
-  claimBase = 0;
   /** When (ours) the last gossip carried this key's demand. */
   sentDemandAt = Number.NEGATIVE_INFINITY;
+  /**
+   * Our demand reports as the peers may hold them (see {@link reportDemand}): `held`, sent at
+   * `heldAt`, reached every live peer; up to two later ones may still be on their way (`fly1`
+   * sent at `fly1At`, `fly2` at `fly2At`; NaN: none). A node weighs itself by the least of them.
+   */
+  held = 0;
+  heldAt = Number.NEGATIVE_INFINITY;
+  fly1 = 0;
+  fly1At = Number.NaN;
+  fly2 = 0;
+  fly2At = Number.NaN;
   /** Gossip: the sequence number of the message that last carried it (-1: never). */
   sentSeq = -1;
   /**
@@ -100,7 +71,6 @@ export class KeyState {
     readonly key: string,
   ) {
     this.window = new KeyWindow(buckets);
-    this.phase = keyPhase(key);
   }
 }
 
@@ -113,45 +83,52 @@ export interface LocalKeyState {
   ref: boolean;
 }
 
-/** FNV-1a of the key's UTF-16 units, as a fraction in [0, 1): spreads keys' whole units over different nodes. */
-function keyPhase(key: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
-  return (h >>> 0) / 4294967296;
-}
-
 /**
- * Slow gossip: records our demand report `v` sent at `t` (our time). A claim to confirm: demand
- * after the key was idle, or more than CLAIM_RISE times the base (the last confirmed claim's) or
- * the pending claim's, which then starts over. The base follows demand down, so a rise after a
- * lull is a claim too.
+ * Records our demand report `v` for the key, sent at `t` (ours). Peers may hold it or any report
+ * before it back to the last one that reached them all. With two already on their way, the
+ * newer is folded with it (their minimum, at the later time): still at most what a peer may hold,
+ * and the older one reaches every peer at its own time.
  */
-export function recordClaim(ks: KeyState, v: number, t: number): void {
-  if (!(v > 0)) {
-    dropClaims(ks);
-    return;
-  }
-  if (v < ks.claimBase) ks.claimBase = v;
-  if (v > CLAIM_RISE * (ks.claimAt === Number.POSITIVE_INFINITY ? ks.claimBase : ks.claimValue)) {
-    ks.claimAt = t;
-    ks.claimValue = v;
+export function reportDemand(ks: KeyState, v: number, t: number): void {
+  if (Number.isNaN(ks.fly1At)) {
+    ks.fly1 = v;
+    ks.fly1At = t;
+  } else if (Number.isNaN(ks.fly2At)) {
+    ks.fly2 = v;
+    ks.fly2At = t;
+  } else {
+    if (v < ks.fly2) ks.fly2 = v;
+    ks.fly2At = t;
   }
 }
 
-/** Slow gossip: our demand for the key starts afresh, so its next claim is new. */
-export function dropClaims(ks: KeyState): void {
-  ks.claimAt = Number.POSITIVE_INFINITY;
-  ks.claimBase = 0;
+/**
+ * The weight peers give our demand for the key, at the least: reports sent before `reached`
+ * (every live peer has sent since it could hold them) are held by all of them, so the newest of
+ * those replaces `held`; the later ones may not have arrived. A peer fades a report by its age at
+ * our newest message it holds: one a later report replaced does not fade (the message after it
+ * carried the next), the newest fades by its age at `builtAt`, over a window. Each counts up to `cap`.
+ */
+export function selfDemand(ks: KeyState, reached: number, builtAt: number, W: number, cap: number): number {
+  while (!Number.isNaN(ks.fly1At) && ks.fly1At <= reached) {
+    ks.held = ks.fly1;
+    ks.heldAt = ks.fly1At;
+    ks.fly1 = ks.fly2;
+    ks.fly1At = ks.fly2At;
+    ks.fly2At = Number.NaN;
+  }
+  if (Number.isNaN(ks.fly1At)) return faded(ks.held, ks.heldAt, builtAt, W, cap);
+  const d = Math.min(ks.held, cap);
+  if (Number.isNaN(ks.fly2At)) return Math.min(d, faded(ks.fly1, ks.fly1At, builtAt, W, cap));
+  return Math.min(d, ks.fly1, faded(ks.fly2, ks.fly2At, builtAt, W, cap));
 }
 
 /**
- * Slow gossip: whether a claim is still unconfirmed at `oldestSent` (the oldest of the live
- * peers' newest data); one `lag` (the data's age on arrival) past it is confirmed here.
+ * A demand report (cost offered over a window), fading over one window after it was made (at
+ * `reportedAt`), by its age at `at`; counted up to `cap`.
  */
-export function claimPending(ks: KeyState, oldestSent: number, lag: number): boolean {
-  if (ks.claimAt === Number.POSITIVE_INFINITY) return false;
-  if (oldestSent < ks.claimAt + lag) return true;
-  ks.claimAt = Number.POSITIVE_INFINITY;
-  ks.claimBase = ks.claimValue;
-  return false;
+export function faded(demand: number, reportedAt: number, at: number, W: number, cap: number): number {
+  const age = at - reportedAt;
+  if (!(age < W)) return 0;
+  return Math.min(demand, cap) * (1 - Math.max(0, age) / W);
 }

@@ -1,8 +1,5 @@
 const NONE: number[] = [];
 
-/** Static units: the member assignments kept while they may bind; past that the oldest are dropped and remembered as one time (PeerTable.unitLostUntil). */
-const UNIT_HISTORY = 64;
-
 /** What this node knows of one other node. */
 export interface PeerState {
   readonly id: string;
@@ -137,28 +134,6 @@ export class PeerTable {
   /** When the first peer was heard while starting. */
   private firstContact = Number.NEGATIVE_INFINITY;
   /**
-   * Static units (see staticAllowance in rule.ts): the member assignments this node has been in,
-   * oldest first: its rank among n members (the live ones, the ones stale for less than a
-   * staleness period, and itself, in id order; rank -1: none, while still starting; -2: none,
-   * while no peer is live) and when the next one replaced it (+Infinity: in force). Kept while
-   * they may bind: {@link unitKeepMs}.
-   */
-  readonly unitRank: number[] = [-1];
-  readonly unitN: number[];
-  readonly unitUntil: number[] = [Number.POSITIVE_INFINITY];
-  /**
-   * More member changes than the list keeps: when the newest assignment dropped for room was
-   * replaced. It binds as any replaced then would, with no units (see staticAllowance).
-   */
-  unitLostUntil = Number.NEGATIVE_INFINITY;
-  /** Of those, the most members of any (static units hold while thin under it: {@link unitMembers}). */
-  unitLostN = 0;
-  /** Of those, when the newest cut-off one (rank -2) was replaced: it binds every key. */
-  unitLostNoneUntil = Number.NEGATIVE_INFINITY;
-  /** How long a replaced assignment is kept: the longest window of the policies plus a margin (set by the engine). */
-  unitKeepMs = 0;
-
-  /**
    * The N of an L/N split (the fallback share, the start-up hold, the reserves of stale members
    * and members on another version): {@link knownN} and the peers that left within a window,
    * whose counts the split of L still has to make room for.
@@ -176,7 +151,6 @@ export class PeerTable {
     private readonly dataDelayMs = 0,
   ) {
     this.knownN = expectedMembers;
-    this.unitN = [expectedMembers];
     this.expected = expectedMembers;
     this.awaiting = expectedMembers > 1;
     this.allStale = this.awaiting;
@@ -339,78 +313,7 @@ export class PeerTable {
     this.stale = stale;
     this.left = left;
     this.allStale = (live.length === 0 && stale.length > 0) || this.awaiting;
-    if (!this.awaiting && live.length === 0) {
-      // Static units: no peer live after some were (cut off): the node does not know what its
-      // peers admitted meanwhile, so when its view forms again it holds none for a while (rank
-      // -2). A node that never had one (alone from the start) missed nothing, nor one whose
-      // last peers left by a farewell (their whole windows merged here): no member stale.
-      const last = this.unitRank.length - 1;
-      if (stale.length > 0 && this.unitRank[last]! >= 0 && this.unitN[last]! > 1)
-        this.noteMembers(-2, this.knownN, now);
-    } else if (!this.awaiting) {
-      // Static units: the live members and this node, and the stale ones for a staleness period
-      // more (a peer whose message was lost, or a pause, moves no units; a replaced one does).
-      let before = 0;
-      let n = live.length + 1;
-      for (let i = 0; i < live.length; i++) if (live[i]!.before) before++;
-      for (let i = 0; i < stale.length; i++) {
-        const p = stale[i]!;
-        if (now - this.staleAt(p) >= this.staleAfterMs) continue;
-        n++;
-        if (p.before) before++;
-      }
-      // one that left, for as long as a peer that missed its farewell counts it (stale, then a
-      // staleness period more): the assignments of the two stay the same
-      for (let i = 0; i < left.length; i++) {
-        const p = left[i]!;
-        if (now - this.staleAt(p) >= this.staleAfterMs) continue;
-        n++;
-        if (p.before) before++;
-      }
-      this.noteMembers(before, n, now);
-    }
     return departed;
-  }
-
-  /**
-   * Static units: the most members of any assignment that may still bind at `now` (replaced
-   * less than `span` ago). Static units hold while slices are thin under it: a node leaves
-   * them only once no admission under them can be in a window.
-   */
-  unitMembers(now: number, span: number): number {
-    let n = this.unitLostUntil > now - span ? this.unitLostN : 0;
-    for (let i = this.unitRank.length - 1; i >= 0; i--) {
-      if (this.unitUntil[i]! <= now - span) break;
-      if (this.unitN[i]! > n) n = this.unitN[i]!;
-    }
-    return n;
-  }
-
-  /** Static units: records the assignment in force at `now`, this node's `rank` among `n` members (a change ends the one before). */
-  private noteMembers(rank: number, n: number, now: number): void {
-    const last = this.unitRank.length - 1;
-    if (this.unitRank[last] === rank && this.unitN[last] === n) return;
-    this.unitUntil[last] = now;
-    let drop = 0;
-    while (drop < this.unitUntil.length && this.unitUntil[drop]! <= now - this.unitKeepMs) drop++;
-    if (this.unitRank.length - drop >= UNIT_HISTORY) {
-      // members change faster than the list keeps: the oldest that may bind go, and bind as none
-      const to = this.unitRank.length - UNIT_HISTORY / 2;
-      this.unitLostUntil = this.unitUntil[to - 1]!;
-      for (let i = drop; i < to; i++) {
-        if (this.unitRank[i]! === -2) this.unitLostNoneUntil = this.unitUntil[i]!;
-        if (this.unitN[i]! > this.unitLostN) this.unitLostN = this.unitN[i]!;
-      }
-      drop = to;
-    }
-    if (drop > 0) {
-      this.unitRank.splice(0, drop);
-      this.unitN.splice(0, drop);
-      this.unitUntil.splice(0, drop);
-    }
-    this.unitRank.push(rank);
-    this.unitN.push(n);
-    this.unitUntil.push(Number.POSITIVE_INFINITY);
   }
 
   views(now: number): PeerView[] {

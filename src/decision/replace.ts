@@ -26,8 +26,6 @@ export function replacePolicies(core: EngineCore, next: PolicySet, now: number):
     if (was === undefined) out.added.push(policy.name);
     else out.changed.push(policy.name);
     const rt = core.makeRt(policy, idx);
-    // how spread the load balancer routes the keys does not change with the policy
-    if (was !== undefined && !was.local && !rt.local) rt.spread = was.spread;
     const carried =
       was !== undefined &&
       !was.local &&

@@ -1,8 +1,7 @@
 import { validateKey } from '../keys/key.js';
-import type { DecisionMode, DecisionRule } from '../types.js';
+import type { DecisionMode, DecisionRule, Explanation } from '../types.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
-import { claimPending, dropClaims, type KeyState, type LocalKeyState } from './key-state.js';
-import type { PeerTable } from './peers.js';
+import { faded, KeyState, type LocalKeyState, selfDemand } from './key-state.js';
 
 /** Scratch result of evaluating one (policy, key). */
 export interface Eval {
@@ -56,15 +55,34 @@ export function newEval(): Eval {
 export class Rule {
   /** Scratch of KeyWindow.countsSince: all, own. */
   private readonly since = new Float64Array(2);
-  /** The key's oldest bucket with a peer's counts, the policy, time and horizon {@link binds} asks about (set before each static-units decision). */
-  private bindFirst = 0;
-  private bindBw = 1;
-  private bindNow = 0;
-  private bindU = 0;
-  /** {@link assignmentBinds}, bound once (no closure per decision). */
-  private readonly binds = (until: number): boolean => this.assignmentBinds(until);
+  /** The last computeShare's own weight and the sum of every sharer's (explain). */
+  private weight = 0;
+  private weights = 0;
+  /** Scratch of computeShare: the live sharers' demands as this node holds them. */
+  private readonly demands: number[] = [];
+  /**
+   * Set by {@link explainInto} for one evaluation: the terms of the decision are written there, and
+   * nothing changes (no key created, no demand counted).
+   */
+  private x: Explanation | undefined = undefined;
 
   constructor(private readonly core: EngineCore) {}
+
+  /** Evaluates `cost` on (`rt`, `key`) at `now` as {@link evaluate} does, changing nothing, with every term written to `x`. */
+  explainInto(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval, x: Explanation): void {
+    this.x = x;
+    try {
+      this.evaluate(rt, key, cost, now, out);
+    } finally {
+      this.x = undefined;
+    }
+    x.allowed = out.allowed;
+    x.rule = out.rule;
+    x.mode = out.mode;
+    x.remaining = out.remaining;
+    x.retryAfterMs = out.allowed ? 0 : out.retryAfterMs;
+    x.resetMs = out.resetMs;
+  }
 
   /** Evaluate `cost` on (`rt`, `key`) at `now` into `out`; nothing is spent (see {@link commit}). */
   evaluate(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval): void {
@@ -81,7 +99,11 @@ export class Rule {
     const p = rt.policy;
     const L = p.limit;
     let ks: KeyState | undefined;
-    if (key === rt.hotKey && rt.hotKs !== undefined) {
+    const x = this.x;
+    if (x !== undefined) {
+      // a key not tracked here is decided as a new one would be, without creating it
+      ks = rt.windows.get(key) ?? new KeyState(p.buckets, rt.idx, validateKey(key));
+    } else if (key === rt.hotKey && rt.hotKs !== undefined) {
       ks = rt.hotKs;
       ks.ref = true;
     } else {
@@ -99,10 +121,23 @@ export class Rule {
     // weight of the oldest bucket still inside the window
     // the fraction from the bucket start, not from now / bw: exact at epoch-sized times
     const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
-    // slow gossip: our demand for the key starts afresh, so its next claim is new (see claimAt)
-    if (rt.slow && !kw.hasOffered()) dropClaims(ks);
-    kw.addOffered(cost);
-    core.touch(ks);
+    if (x === undefined) {
+      kw.addOffered(cost);
+      core.touch(ks);
+    } else {
+      const all = kw.estimate(w);
+      const own = kw.ownEstimate(w);
+      const floor = kw.floorEstimate(w);
+      x.seen = { total: all, own, peers: all - own - floor, unattributed: floor };
+      const pt = core.peers;
+      x.members = {
+        live: pt.live.length,
+        stale: pt.stale.length,
+        left: pt.left.length,
+        otherVersion: rt.foreign.length,
+        n: pt.splitN,
+      };
+    }
     out.resetMs = kw.hasCounts() ? Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now) : 0;
 
     if (cost > L) {
@@ -111,13 +146,14 @@ export class Rule {
     }
     // Said its farewell (Engine.farewell): its peers keep no share of L for it, so it holds none.
     if (core.left) {
-      deny(out, 'fallback-share', 'fallback', 0, -1);
+      deny(out, 'left-mesh', 'fallback', 0, -1);
       return;
     }
     const peers = core.peers;
     if (peers.allStale && p.fallback) {
       const share = Math.floor(L / peers.splitN);
       const own = kw.ownEstimate(w);
+      if (x !== undefined) x.fallback = { share, own };
       if (own + cost > share + 1e-9) {
         const retry = cost > share ? -1 : kw.timeToDrain(own + cost - share, true, now, rt.bw);
         deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), retry);
@@ -133,12 +169,11 @@ export class Rule {
       out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
       return;
     }
-    // Where slices are thin a key runs at L on whole units, and one count too few is a large
-    // part of L: peers' counts in the oldest bucket, which carry no times, count whole there
-    // (they may all be inside the window), not by the part of the bucket still inside.
-    let est = thinSlices(L, peers.live.length + 1) ? kw.estimateWhole(w) : kw.estimate(w);
-    if (peers.stale.length > 0 && p.fallback) est += this.staleReserve(ks, w, L, now, p.windowMs);
-    if (rt.foreign.length > 0) est += this.foreignReserve(rt, ks, w, L);
+    let est = kw.estimate(w);
+    const staleR = peers.stale.length > 0 && p.fallback ? this.staleReserve(ks, w, L, now, p.windowMs) : 0;
+    const foreignR = rt.foreign.length > 0 ? this.foreignReserve(rt, ks, w, L) : 0;
+    est += staleR + foreignR;
+    if (x !== undefined) x.reserves = { stale: staleR, otherVersion: foreignR };
     if (this.overLimit(out, ks, est, cost, now, rt, 'global')) return;
     if (p.overAdmission === 'controlled' && peers.live.length > 0) {
       // Everything peers admitted more than U ago has reached us (U = the
@@ -150,7 +185,7 @@ export class Rule {
       // admitted inside the window is then known to have reached us, so the whole of L is shared
       // and each node's admissions over the window stay within its share of it.
       const U = now - core.oldestSent;
-      if (ks.shareStamp !== core.stamp) this.computeShare(ks, rt);
+      if (ks.shareStamp !== core.stamp || x !== undefined) this.computeShare(ks, rt);
       const tU = now - Math.max(U, 0);
       const cU = Math.floor(tU / rt.bw);
       // In the bucket that straddles the horizon, peers' counts count wholly
@@ -160,56 +195,31 @@ export class Rule {
       const since = this.since;
       kw.countsSince(cU, since);
       const recentAll = since[0]!;
-      let ownRecent = since[1]!;
+      const ownRecent = since[1]!;
       // at most L: with the horizon at or before the window's oldest bucket, `recentAll` counts
       // that bucket whole where `est` weighs it by the part still inside
       const H = Math.min(L, L - est + recentAll);
-      let allowance = ks.share * H;
-      // how spread this policy's keys look from here (see PolicyRuntime.spread: reported only)
-      if (ks.peerReporters > 0 || !ks.ownCold)
-        rt.spread += ((ks.peerReporters > 0 ? 1 : 0) - rt.spread) * SPREAD_RATE;
-      // Gossip slow against the window: nodes on which a key's demand starts or jumps at once
-      // each claim it before hearing the others' claims, and for much of the window. Until
-      // every live peer has reported since our claim could reach it, the claim counts for at
-      // most an equal share; a peer whose demand rises later then hears ours. Not where an
-      // equal share of the headroom is under one unit: it would admit nothing, and there the
-      // whole units of a settled view decide (below). Measured on 1,024 relay nodes (bench:scale),
-      // where each node sees two requests a second and nearly each is a new claim: 0.17 of the
-      // exact limiter with the guard there, 0.38 without, the worst 1 s under L by 382.
-      if (
-        claimPending(ks, core.oldestSent, core.cfg.dataDelayMs) &&
-        allowance > H / ks.sharers &&
-        H >= ks.sharers
-      )
-        allowance = Math.min(ks.share, 1 / ks.sharers) * H;
-      if (ks.staticUnits) {
-        // Thin slices on a policy whose keys the load balancer spreads: the window's L is dealt
-        // in whole units equally over the members, and this node's own admissions over the
-        // whole window may not pass the units it holds (see staticAllowance).
-        kw.countsSince(kw.cur - p.buckets, since);
-        ownRecent = since[1]!;
-        this.bindFirst = kw.firstPeerBucket();
-        this.bindBw = rt.bw;
-        this.bindNow = now;
-        this.bindU = Math.max(U, 0);
-        allowance = staticAllowance(core.peers, L, ks.phase, now, core.unitSpan(p.windowMs), this.binds);
-      } else if (ks.dealsUnits && now - ks.slicedAt >= p.windowMs) {
-        // Slices of a few units (L/N small: a login limit on a large service): the window's
-        // L is dealt in whole units over the sharers' slices, and this node's own admissions
-        // over the whole window may not pass the units in its slice (see wholeUnits). Only
-        // on a view whose slices have not changed for a window: each node then admitted
-        // all its window's counts under the slices every node now uses.
-        kw.countsSince(kw.cur - p.buckets, since);
-        ownRecent = since[1]!;
-        allowance = ks.unitsHi - ks.unitsLo;
-      }
-      if (ownRecent + cost > allowance) {
-        // static units this node holds come back as its own admissions leave the window
-        const retry =
-          ks.staticUnits && allowance >= cost
-            ? kw.timeToDrain(ownRecent + cost - allowance, true, now, rt.bw)
-            : core.cfg.gossipIntervalMs;
-        deny(out, 'headroom-share', 'global', Math.floor(allowance - ownRecent), retry);
+      const allowance = ks.share * H;
+      if (x !== undefined)
+        x.share = {
+          horizonMs: U,
+          recentCounts: recentAll,
+          headroom: H,
+          weight: this.weight,
+          weights: this.weights,
+          sharers: ks.sharers,
+          share: ks.share,
+          allowance,
+          ownRecent,
+        };
+      if (ownRecent + cost > allowance + 1e-9) {
+        deny(
+          out,
+          'headroom-share',
+          'global',
+          Math.floor(allowance - ownRecent),
+          this.shareRetry(ks, rt, cU, U, ownRecent, cost, H, est, now),
+        );
         return;
       }
     }
@@ -220,8 +230,9 @@ export class Rule {
       // the members named and not heard count in N
       const share = Math.floor(L / (peers.splitN + core.awaitNames.size));
       const own = kw.ownEstimate(w);
+      if (x !== undefined) x.startupHold = { share, own, untilMs: core.holdUntil - now };
       if (own + cost > share + 1e-9) {
-        deny(out, 'fallback-share', 'fallback', Math.max(0, Math.floor(share - own)), core.holdUntil - now);
+        deny(out, 'startup-hold', 'fallback', Math.max(0, Math.floor(share - own)), core.holdUntil - now);
         return;
       }
     }
@@ -231,19 +242,39 @@ export class Rule {
   }
 
   /**
-   * Static units: whether a member assignment replaced at `until` may still bind the key being
-   * decided. It does while a peer may have admitted the key under it within the window: the
-   * peers see a change up to a staleness period and the data's age after this node, so while
-   * the key's window holds a peer's counts from before then, or those counts may still be on
-   * their way (the horizon has not passed then). A key no peer admitted before the change
-   * takes the units of the members in force at once: its first request after a pod joins, or
-   * after this node started, finds its units there.
+   * When a request denied by its share would pass if nothing else arrived (the horizon staying U,
+   * the share as it is): as the horizon passes each recent bucket's end, our own counts there
+   * leave the recent ones and every count there joins the older ones the headroom is left by; once
+   * all are older, as the window sheds enough counts for the share of the headroom to hold the
+   * cost. Never (-1) when the share of the whole of L cannot.
    */
-  private assignmentBinds(until: number): boolean {
-    const cfg = this.core.cfg;
-    const b = Math.floor((until + cfg.staleAfterMs + cfg.dataDelayMs) / this.bindBw);
-    if (this.bindNow - this.bindU <= (b + 1) * this.bindBw) return true;
-    return this.bindFirst <= b;
+  private shareRetry(
+    ks: KeyState,
+    rt: PolicyRuntime,
+    cU: number,
+    U: number,
+    ownRecent: number,
+    cost: number,
+    H: number,
+    est: number,
+    now: number,
+  ): number {
+    const kw = ks.window;
+    const share = ks.share;
+    const L = rt.policy.limit;
+    if (!(share > 0) || cost > L * share + 1e-9) return -1;
+    const u = Math.max(U, 0);
+    let own = ownRecent;
+    let h = H;
+    for (let b = Math.max(cU, kw.cur - kw.k); b <= kw.cur; b++) {
+      const s = kw.slotOf(b);
+      own -= kw.own[s]!;
+      // peers' counts in the horizon's bucket already count as older
+      h -= b === cU ? kw.own[s]! : kw.sum[s]!;
+      if (own + cost <= share * h + 1e-9) return (b + 1) * rt.bw + u - now;
+    }
+    const after = (kw.cur + 1) * rt.bw + u - now;
+    return Math.max(after, kw.timeToDrain(est - L + cost / share, false, now, rt.bw));
   }
 
   /** Spend `cost` on an evaluation that allowed. */
@@ -309,7 +340,11 @@ export class Rule {
     const algo = rt.algo!;
     const store = rt.locals;
     let entry = store.get(key);
-    if (entry === undefined) {
+    if (entry === undefined && this.x !== undefined) {
+      // explain: a key not tracked here is decided as a new one would be, without creating it
+      entry = { state: algo.init(now), last: now, ref: false };
+      validateKey(key);
+    } else if (entry === undefined) {
       entry = { state: algo.init(now), last: now, ref: false };
       store.insert(validateKey(key), entry);
       // a key evicted with state left starts from at least what it had used
@@ -346,94 +381,58 @@ export class Rule {
       );
   }
 
-  /** Controlled mode: this node's demand-weighted share for a key, until the view changes. */
+  /**
+   * Controlled mode: this node's share of a key's headroom, until the view changes. Every sharer
+   * (this node and each live peer on our version of the policy) weighs its demand for the key
+   * (cost offered over a window, up to L) plus an equal part of what L has room for beyond all
+   * the demands: where the demands leave room, a node whose demand its peers have not heard yet
+   * still holds its part; where they fill L, the headroom goes by demand. This node weighs each
+   * peer by the report it holds of it, and itself by the least of its own reports any peer may
+   * hold (selfDemand). A node's share falls as any other's demand rises and rises only with its
+   * own, so every node's share is at most the one it would have on the view of the demands each
+   * node holds for itself, and those shares sum to one: the shares the nodes take sum to at most one.
+   */
   private computeShare(ks: KeyState, rt: PolicyRuntime): void {
     const W = rt.policy.windowMs;
-    // Our demand as we last gossiped it, not as it is now: the peers share the
-    // headroom by the demands they have heard, so the shares sum to one only
-    // when every node uses the same numbers. A node whose demand just rose
-    // (a restart, a new burst) waits one tick before claiming the larger share.
-    // Every demand counts for at most L, ours as well, the same on every node
-    // (so the shares still sum to one): a claim of demand backed by no counts
-    // can take at most the share of a node offering L, never starve the others.
     const L = rt.policy.limit;
     const kw = ks.window;
     const core = this.core;
-    const own = Math.min(ks.sentDemand, L);
-    let total = own;
     const live = core.peers.live;
+    const foreign = rt.foreign;
+    const ds = this.demands;
     // members on another version of the policy are not sharers: foreignReserve counts them
-    let sharers = live.length + 1;
-    if (rt.foreign.length > 0)
-      for (let i = 0; i < live.length; i++) if (rt.foreign.indexOf(live[i]!) >= 0) sharers--;
-    // Routing spread, thin slices: static units, the window's L dealt equally over the members
-    // (see staticAllowance), thin under any member assignment that may still bind. Members on
-    // another version of the policy hold units of it too: the nodes on each version then admit
-    // at most their L times their part of the members, as foreignReserve has it.
-    const statics =
-      rt.policy.routing === 'spread' && thinSlices(L, core.peers.unitMembers(core.lastNow, core.unitSpan(W)));
-    // Elsewhere, whole units are dealt by demand counted up to half a fair share, a step rather
-    // than a fade (see unitWeight): a key that every sharer keeps offering is dealt in equal
-    // slices that noisy demand does not move. Ours is aged as the peers age it.
-    const thin = !statics && thinSlices(L, sharers);
-    const cap = (UNIT_WEIGHT_CAP * L) / sharers;
-    const ownUnit = thin ? unitWeight(ks.sentDemand, ks.sentDemandAt, core.builtAt, W, cap) : 0;
-    let unitTotal = ownUnit;
-    let unitBefore = 0;
-    let beforeN = 0;
-    let reporters = 0;
+    let sharers = 1;
+    const own = selfDemand(ks, core.oldestSent - core.cfg.dataDelayMs, core.builtAt, W, L);
+    let demands = own;
     for (let i = 0; i < live.length; i++) {
       const peer = live[i]!;
-      if (rt.foreign.length > 0 && rt.foreign.indexOf(peer) >= 0) continue;
-      if (peer.before) beforeN++;
+      if (foreign.length > 0 && foreign.indexOf(peer) >= 0) continue;
       const o = peer.idx;
-      if (kw.hasOrigin(o)) {
-        const demand = kw.demandOf(o);
-        const at = kw.demandAt(o);
-        const d = reportedDemand(demand, at, peer.lastHeard, W, L);
-        if (d > 0) reporters++;
-        total += d;
-        if (thin) {
-          const u = unitWeight(demand, at, peer.lastHeard, W, cap);
-          unitTotal += u;
-          if (peer.before) unitBefore += u;
-        }
-      }
+      const d = kw.hasOrigin(o) ? faded(kw.demandOf(o), kw.demandAt(o), peer.lastHeard, W, L) : 0;
+      if (sharers > ds.length) ds.push(d);
+      else ds[sharers - 1] = d;
+      sharers++;
+      demands += d;
     }
     // Peers that left by a farewell: their last demand, fading over a window by our time (it is not
-    // renewed), still weighs in the total, though they admit nothing more. Nodes whose own reports
-    // have not reached each other yet each count theirs (see above): the departed peer's demand
-    // keeps the shares they take while their views settle as they were, not up to the whole headroom.
+    // renewed), still weighs, though they admit nothing more: the shares the live nodes take while
+    // their views settle stay as they were.
+    let gone = 0;
     const left = core.peers.left;
     for (let i = 0; i < left.length; i++) {
       const o = left[i]!.idx;
-      if (kw.hasOrigin(o)) total += reportedDemand(kw.demandOf(o), kw.demandAt(o), core.lastNow, W, L);
+      if (kw.hasOrigin(o)) gone += faded(kw.demandOf(o), kw.demandAt(o), core.lastNow, W, L);
     }
-    const share = total > 0 ? own / total : 1 / sharers;
-    ks.peerReporters = reporters;
-    ks.ownCold = !(ks.sentDemand > 0 && core.builtAt - ks.sentDemandAt < W);
+    demands += gone;
+    const room = demands < L ? (L - demands) / sharers : 0;
+    const mine = own > room ? own : room;
+    let total = mine + gone;
+    for (let i = 0; i < sharers - 1; i++) total += ds[i]! > room ? ds[i]! : room;
+    ks.share = mine / total;
+    this.weight = mine;
+    this.weights = total;
     ks.sharers = sharers;
-    ks.staticUnits = statics;
-    if (thin) {
-      // the whole units of L its slice holds: [lo, hi); the view is steady while they stay
-      const from = unitTotal > 0 ? unitBefore / unitTotal : beforeN / sharers;
-      const lo = unitEdge(from, L, ks.phase);
-      const hi = unitEdge(from + (unitTotal > 0 ? ownUnit / unitTotal : 1 / sharers), L, ks.phase);
-      if (lo !== ks.unitsLo || hi !== ks.unitsHi) {
-        ks.unitsLo = lo;
-        ks.unitsHi = hi;
-        ks.slicedAt = this.core.lastNow;
-      }
-    } else {
-      // no slices: when slices are thin again, they start their wait of a window afresh
-      ks.unitsLo = -1;
-      ks.unitsHi = -1;
-    }
-    ks.share = share;
-    // whole units by demand only where slices are thin, and on a settled view: every sharer's
-    // demand heard, ours sent
-    ks.dealsUnits = thin && own > 0 && reporters === sharers - 1;
-    ks.shareStamp = this.core.stamp;
+    ks.shareStamp = core.stamp;
   }
 
   /**
@@ -491,106 +490,6 @@ export class Rule {
   }
 }
 
-/** The weight of one request in the moving mean of PolicyRuntime.spread. */
-const SPREAD_RATE = 1 / 64;
-
-/** When L is under this many units per sharer, a settled view deals the window's L in whole units ({@link wholeUnits}). */
-const WHOLE_UNITS_BELOW = 4;
-/** Whether L holds under WHOLE_UNITS_BELOW units per sharer: slices thin enough to deal in whole units. */
-function thinSlices(L: number, sharers: number): boolean {
-  return L < WHOLE_UNITS_BELOW * sharers;
-}
-/** When whole units are dealt, a sharer's demand weighs at most this much of a fair share (L / sharers). */
-const UNIT_WEIGHT_CAP = 0.5;
-
-/**
- * The whole units of a headroom H that fall in a sharer's slice [before·H, (before + share)·H),
- * shifted by `phase`: the integers in it. Over sharers whose slices tile [0, H) (every node
- * orders them by id and sums the same shares) they add up to floor(H) or floor(H) + 1, where
- * N floors of slices under one unit would give nothing: at 64 nodes and L = 20 per window,
- * 20 nodes hold one unit each instead of none holding any. A key's phase (a hash of it)
- * decides which nodes, so different keys favour different nodes.
- */
-export function wholeUnits(before: number, share: number, H: number, phase: number): number {
-  if (!(H > 0) || !(share > 0)) return 0;
-  return unitEdge(before + share, H, phase) - unitEdge(before, H, phase);
-}
-
-/** The first whole unit of H at or past the point `at` (a fraction of H) of the slices, shifted by `phase`. */
-function unitEdge(at: number, H: number, phase: number): number {
-  return Math.floor(at * H + phase);
-}
-
-/**
- * Static units (routing spread, thin slices): the whole units of the window's L this node may
- * spend over the whole window. Every member's slice of [0, floor(L)) is an equal one, in id
- * order (the live members and this node; the stale reserve counts what a stale one may spend),
- * shifted by the key's phase, and holds the integers in it: over the
- * n members of one assignment they add up to floor(L) exactly, whatever the traffic, with no demand to hear.
- * A load balancer that spreads the keys sends a key's next request to any node, so equal
- * slices are what an exact limiter's units would be on average; where L is under one unit per
- * member, L of the members hold one each (a login limit of 20 per 10 s on 64 instances).
- *
- * The members change (a pod joins, one turns stale, as a replaced one does): own admissions made
- * under the assignment before stay in the window for W, and the other members see the change up
- * to a staleness period and the data's age apart. So a node holds the fewest units of any
- * assignment it was in within that `span` (PeerTable.unitRank): it gives up a unit at once and takes
- * a new one only once no admission under the old assignment can still be in a window. The
- * first assignment follows start-up (rank -1), which holds none: a node joining a running mesh
- * waits a window before it takes units of a key its peers, or the pod it replaces, admitted.
- * Only where a peer may have admitted the key under the assignment before (`binds`, see
- * Rule.assignmentBinds): a key no peer admitted before the change is dealt by the members in
- * force at once. The node's own admissions need no such wait: they count against its units.
- * A node with no peer live (rank -2) holds none for the whole span after, whatever the key.
- */
-export function staticAllowance(
-  peers: PeerTable,
-  L: number,
-  phase: number,
-  now: number,
-  span: number,
-  binds?: (until: number) => boolean,
-): number {
-  if (peers.unitLostNoneUntil > now - span) return 0;
-  const Lf = Math.floor(L);
-  let units = Number.POSITIVE_INFINITY;
-  const last = peers.unitRank.length - 1;
-  let i = last;
-  for (; i >= 0; i--) {
-    const until = peers.unitUntil[i]!;
-    if (until <= now - span) break;
-    const rank = peers.unitRank[i]!;
-    // No peer live (cut off): none, for the whole span, whatever the key. The node missed what
-    // its peers admitted meanwhile (until the lost messages are repaired), so no key is known
-    // to be free of it.
-    if (rank === -2) return 0;
-    // one replaced later does not bind the key: none replaced earlier does
-    if (i < last && binds !== undefined && !binds(until)) break;
-    const n = peers.unitN[i]!;
-    // Start-up binds the key: none. With the start-up share, L/N, a replaced pod's successor
-    // passed L by up to L/N at once: it sees what the pod it replaces admitted only once that
-    // pod is stale at its peers (their sync answers then carry it as a member gone), and its
-    // peers' counts from before stand for those until then (docs/scale.md).
-    if (rank < 0) return 0;
-    const u = unitEdge((rank + 1) / n, Lf, phase) - unitEdge(rank / n, Lf, phase);
-    if (u < units) units = u;
-  }
-  // assignments dropped for room: they bind as none where the oldest kept one still did
-  const lost = peers.unitLostUntil;
-  if (i < 0 && lost > now - span && (binds === undefined || binds(lost))) return 0;
-  return units;
-}
-
-/**
- * A sharer's weight in the whole-unit slices: its reported demand up to `cap`, whole while the
- * report is under a window old (aged from the message that carried it to the sharer's newest,
- * `at`), then none. A step, where the headroom's shares fade: the slices of sharers that keep
- * offering a key stay where they are, so the units settle.
- */
-function unitWeight(demand: number, reportedAt: number, at: number, W: number, cap: number): number {
-  return at - reportedAt < W ? Math.min(demand, cap) : 0;
-}
-
 function allow(out: Eval, mode: DecisionMode, remaining: number): void {
   out.allowed = true;
   out.rule = 'allow';
@@ -611,16 +510,4 @@ function deny(
   out.mode = mode;
   out.remaining = Math.max(remaining, 0);
   out.retryAfterMs = retryAfterMs < 0 ? -1 : Math.max(1, Math.ceil(retryAfterMs));
-}
-
-/**
- * A peer's reported demand for a key (cost offered over a window), fading over
- * one window after the report (made at `reportedAt`), by the report's age at `at`
- * (the peer's newest message: a peer that keeps sending without the key fades
- * it, a silent one does not).
- */
-function reportedDemand(demand: number, reportedAt: number, at: number, W: number, cap: number): number {
-  const age = at - reportedAt;
-  if (!(age < W)) return 0;
-  return Math.min(demand, cap) * (1 - age / W);
 }

@@ -54,13 +54,6 @@ export interface EngineStats {
   /** Times the policy set was replaced at runtime ({@link Engine.replacePolicies}). */
   policyReplacements: number;
   /**
-   * Per global controlled policy: the part of its requests, for keys whose demand was heard,
-   * that found a peer's demand heard: how spread the load balancer's routing looks from this
-   * node (near 1: keys land on any node; 0: each key on one). Reported only, to tell whether a
-   * policy's `routing: spread` fits; it decides nothing.
-   */
-  spread: Record<string, number>;
-  /**
    * Global policies whose window is under twice the gossip horizon (g plus the data's age on
    * arrival): there bursts on many nodes at once can pass the limit, controlled ones by a few
    * percent (a new claim of demand waits at an equal share), naive ones by much more. The
@@ -123,7 +116,6 @@ export function emptyEngineStats(): EngineStats {
     foreignVersion: {},
     foreignEntries: 0,
     policyReplacements: 0,
-    spread: {},
     slowGossip: [],
   };
 }

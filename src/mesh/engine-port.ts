@@ -3,7 +3,7 @@ import type { PeerView } from '../decision/peers.js';
 import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from '../decision/types.js';
 import type { WarnLogger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
-import type { PolicySpec, RateLimiter } from '../types.js';
+import type { Explanation, PolicySpec, RateLimiter } from '../types.js';
 
 /**
  * The part of the decision engine (src/decision/engine.ts) the network layer
@@ -17,6 +17,8 @@ import type { PolicySpec, RateLimiter } from '../types.js';
  * ({@link peerConnection}).
  */
 export interface MeshEngine extends RateLimiter {
+  /** Every term of the decision a check would make now, changing nothing (see Engine.explain). */
+  explain(policy: string, key: string, cost?: number, time?: number): Explanation;
   /** Policy-set version hash (informational: the wire carries one version per policy). */
   readonly version: string;
   /** The version of each policy in force, by name. */

@@ -2,7 +2,7 @@ import './polyfill.js';
 import type { PeerView } from '../decision/peers.js';
 import type { PolicyReplacement } from '../decision/types.js';
 import type { PolicySet } from '../policy/index.js';
-import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../types.js';
+import type { Decision, Explanation, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../types.js';
 import { MAX_PUBLISHES_IN_FLIGHT, RPC_FRAME_MESSAGES, SYNC_MAX_INBOUND_STREAMS, TOPIC } from './constants.js';
 import { defaultEngineFactory } from './default-engine.js';
 import { Discovery, systemResolver } from './discovery.js';
@@ -121,6 +121,10 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     const d = this.engine.check(policy, keys, cost);
     this.pollEarlyPublish();
     return d;
+  }
+
+  explain(policy: string, key: string, cost?: number): Explanation {
+    return this.engine.explain(policy, key, cost);
   }
 
   checkAll(

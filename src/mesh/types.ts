@@ -3,7 +3,7 @@ import type { PeerView } from '../decision/peers.js';
 import type { EngineStats, PolicyReplacement } from '../decision/types.js';
 import type { Logger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
-import type { PolicySpec, RateLimiter } from '../types.js';
+import type { Explanation, PolicySpec, RateLimiter } from '../types.js';
 import type { DirectGossipStats } from './direct-gossip.js';
 import type { DiscoveryStats } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
@@ -172,6 +172,11 @@ export interface MeshLimiter extends RateLimiter {
   /** The members as this node sees them, each with the addresses the transport is connected to it on (`addrs`). */
   peers(): PeerView[];
   stats(): MeshStats;
+  /**
+   * Every term of the decision `check` would make now for `cost` on (`policy`, `key`), as
+   * numbers, changing nothing: the counts seen, the reserves, the share, when it would pass.
+   */
+  explain(policy: string, key: string, cost?: number): Explanation;
   /** The gossip topic, `ratemesh/4` (one per wire format, whatever the policies). */
   readonly topic: string;
   /** The policy-set version in force (one hash of every policy; informational). */

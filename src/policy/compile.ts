@@ -131,7 +131,7 @@ export function compilePolicies(specs: unknown): PolicySet {
  * Defaults: scope `global`; buckets 10 (or windowMs when the window is shorter
  * than 10 ms); algorithm `gcra` (local scope); burst, queue and maxCost the
  * limit; deadlineMs the window; failureMode `open`; shadow false;
- * overAdmission `controlled`; fallback true; routing `mixed` (left out of the compiled policy).
+ * overAdmission `controlled`; fallback true.
  */
 export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const s = asFields(spec, path);
@@ -147,7 +147,7 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const maxCost = integer(s, 'maxCost', path, 1, MAX_CELLS, CELLS, limit);
 
   if (scope === 'local') {
-    for (const field of ['local', 'overAdmission', 'fallback', 'routing']) {
+    for (const field of ['local', 'overAdmission', 'fallback']) {
       if (present(s, field)) {
         fail(
           join(path, field),
@@ -196,11 +196,10 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const local = present(s, 'local') ? frontLimiter(s.local, join(path, 'local')) : undefined;
   const overAdmission = oneOf(s, 'overAdmission', path, ['controlled', 'naive'] as const, 'controlled');
   const fallback = boolean(s, 'fallback', path, true);
-  const routing = oneOf(s, 'routing', path, ['mixed', 'spread'] as const, 'mixed');
-  if (routing !== 'mixed' && overAdmission !== 'controlled')
+  if (present(s, 'routing'))
     fail(
       join(path, 'routing'),
-      'applies only to overAdmission "controlled" (the split of the headroom it shapes)',
+      'was removed: the decision rule needs no routing hint (every member holds at least its fair part of the headroom)',
       s.routing,
     );
   return Object.freeze({
@@ -215,8 +214,6 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
     maxCost,
     overAdmission,
     fallback,
-    // the default is left out: a policy that does not set it keeps the version it had
-    ...(routing === 'mixed' ? {} : { routing }),
   });
 }
 

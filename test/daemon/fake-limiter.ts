@@ -3,7 +3,7 @@ import { emptyEngineStats, type PolicyReplacement } from '../../src/decision/typ
 import { ErrorCodes, RateMeshError } from '../../src/errors.js';
 import type { MeshLimiter, MeshStats } from '../../src/mesh/types.js';
 import type { PolicySet } from '../../src/policy/index.js';
-import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../../src/types.js';
+import type { Decision, Explanation, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../../src/types.js';
 
 /**
  * A stand-in for the mesh limiter: fixed counts per (policy, key) that never
@@ -96,6 +96,31 @@ export class FakeLimiter implements MeshLimiter {
 
   policy(_name: string): Policy | undefined {
     return undefined;
+  }
+
+  /** The fake's counts as an explanation: the count so far against the limit, changing nothing. */
+  explain(policy: string, key: string, cost = 1): Explanation {
+    const limit = this.limits.get(policy);
+    if (limit === undefined)
+      throw new RateMeshError(ErrorCodes.POLICY_UNKNOWN, `no policy ${policy}`, 'policy');
+    const used = this.counts.get(`${policy}/${key}`) ?? 0;
+    const allowed = used + cost <= limit;
+    return {
+      policy,
+      key,
+      cost,
+      at: 0,
+      allowed,
+      rule: allowed ? 'allow' : 'global-limit',
+      mode: 'global',
+      reason: allowed ? 'allowed' : 'over the limit',
+      limit,
+      windowMs: 60_000,
+      remaining: Math.max(0, limit - used - (allowed ? cost : 0)),
+      retryAfterMs: allowed ? 0 : -1,
+      resetMs: 0,
+      seen: { total: used, own: used, peers: 0, unattributed: 0 },
+    };
   }
 
   check(policy: string, keys: string | readonly string[], cost = 1): Decision {

@@ -567,7 +567,6 @@ describe('GET /metrics', () => {
       peersForgotten: 300,
       evictedLive: 6,
       sketchBytes: 1310720,
-      spread: { api: 0.875 },
       slowGossip: ['api'],
     });
     const text2 = await (await fetch(`${daemon.http.url}/metrics`)).text();
@@ -583,7 +582,6 @@ describe('GET /metrics', () => {
       'ratemesh_peers_forgotten_total 300',
       'ratemesh_key_evictions_live_total 6',
       'ratemesh_eviction_sketch_bytes 1310720',
-      'ratemesh_policy_spread{policy="api"} 0.875',
       'ratemesh_policy_slow_gossip{policy="api"} 1',
     ]) {
       expect(text2).toContain(line);

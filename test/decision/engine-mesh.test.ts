@@ -364,9 +364,10 @@ describe('gossip between engines', () => {
     };
     const ctl = run('controlled');
     const naive = run('naive');
-    // measured: controlled 102, naive 180
-    expect(ctl.admitted).toBeLessThanOrEqual(L * 1.05);
-    expect(ctl.admitted).toBeGreaterThanOrEqual(L * 0.9);
+    // measured: controlled 66 (each node weighs its own rising demand by the least report its
+    // peer may hold: the burst runs with no gossip, so on its reports before it), naive 180
+    expect(ctl.admitted).toBeLessThanOrEqual(L);
+    expect(ctl.admitted).toBeGreaterThanOrEqual(L * 0.6);
     expect(ctl.rules.has('headroom-share')).toBe(true);
     expect(naive.admitted).toBeGreaterThanOrEqual(L * 1.5);
     expect([...naive.rules]).toEqual(['global-limit']);

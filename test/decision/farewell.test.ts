@@ -158,7 +158,7 @@ describe('a graceful stop: the farewell', () => {
     expect(b.check('p', 'k').allowed).toBe(true);
     b.farewell();
     const d = b.check('p', 'k');
-    expect(d).toMatchObject({ allowed: false, rule: 'fallback-share', mode: 'fallback', retryAfterMs: -1 });
+    expect(d).toMatchObject({ allowed: false, rule: 'left-mesh', mode: 'fallback', retryAfterMs: -1 });
     expect(b.check('local', 'k').allowed).toBe(true);
   });
 

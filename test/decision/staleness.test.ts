@@ -249,8 +249,8 @@ describe('a node that expects peers (restart)', () => {
     // global now; until its own demand has gone out in a tick, it claims only 1/N of the
     // headroom, and its 25 fallback admissions already fill that
     expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
-    fresh.buildGossip(); // its demand is out: the peers have none, so the whole headroom is its share
-    expect(fresh.check('p', 'k')).toMatchObject({ allowed: true, mode: 'global' });
+    fresh.buildGossip(); // its demand is out, but no peer can hold it yet: still its part of the room
+    expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
   });
 
   it('in fallback, counts it already holds still bound it by L: a restarted node that pulled a full window admits only what is left', () => {

@@ -9,7 +9,7 @@ import type { EnvoyRateLimit } from '../../src/envoy/tree.js';
 import { ErrorCodes, RateMeshError } from '../../src/errors.js';
 import type { MeshLimiter, MeshStats } from '../../src/mesh/types.js';
 import type { PolicySet } from '../../src/policy/index.js';
-import type { Decision, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../../src/types.js';
+import type { Decision, Explanation, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../../src/types.js';
 import { emptyStats } from '../daemon/fake-limiter.js';
 
 /** Parses YAML texts named a.yaml, b.yaml, ... */
@@ -100,6 +100,9 @@ export class EngineLimiter implements MeshLimiter {
   ): Decision & { outcomes: KeyOutcome[] } {
     this.guard();
     return this.engine.checkAll(pairs, cost);
+  }
+  explain(policy: string, key: string, cost?: number): Explanation {
+    return this.engine.explain(policy, key, cost);
   }
   private guard(): void {
     if (!this.running) {

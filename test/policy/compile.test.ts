@@ -362,18 +362,11 @@ describe('compilePolicy: every invalid field', () => {
       'applies only to scope "global"',
     ],
     ['local fallback', { ...local, fallback: false }, '.fallback', 'applies only to scope "global"'],
-    ['local routing', { ...local, routing: 'spread' }, '.routing', 'applies only to scope "global"'],
     [
-      'routing on naive',
-      { ...base, overAdmission: 'naive', routing: 'spread' },
+      'routing (removed)',
+      { ...base, routing: 'spread' },
       '.routing',
-      'applies only to overAdmission "controlled"',
-    ],
-    [
-      'unknown routing',
-      { ...base, routing: 'sticky' },
-      '.routing',
-      'must be one of "mixed", "spread" (got "sticky")',
+      'was removed: the decision rule needs no routing hint',
     ],
     [
       'burst on fixed-window',

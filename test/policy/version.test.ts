@@ -48,8 +48,6 @@ describe('policy set version', () => {
         maxCost: 1000,
         overAdmission: 'controlled',
         fallback: true,
-        // the default routing is left out of the compiled policy: versions from before it stay
-        routing: 'mixed',
         local: { algorithm: 'gcra', limit: 100, windowMs: 100, burst: 96 },
       },
       { ...specs[1], failureMode: 'open', maxCost: 5, deadlineMs: 60_000 },
@@ -75,7 +73,6 @@ describe('policy set version', () => {
       [{ ...api, maxCost: 1 }, login, exp],
       [{ ...api, overAdmission: 'naive' }, login, exp],
       [{ ...api, fallback: false }, login, exp],
-      [{ ...api, routing: 'spread' }, login, exp],
       [{ ...api, local: undefined }, login, exp],
       [{ ...api, local: { algorithm: 'gcra', limit: 100, windowMs: 100, burst: 97 } }, login, exp],
       [{ ...api, local: { algorithm: 'token-bucket', limit: 100, windowMs: 100, burst: 96 } }, login, exp],

@@ -48,7 +48,9 @@ describe('peer bursts late in a long bucket', () => {
     for (const at of [5_900, 5_500, 3_000, 11_950]) {
       for (const nodes of [2, 4, 8]) {
         const admitted = burstThenTraffic(nodes, at, 90);
-        expect(admitted.filter((t) => t === at).length).toBe(90);
+        // a burst on one node of a fresh key: its part of the headroom (L / N), as it cannot tell
+        // it from the same burst on every node at once
+        expect(admitted.filter((t) => t === at).length).toBeGreaterThanOrEqual(Math.floor(L / nodes));
         expect(worstRolling(admitted, W), `burst at ${at} ms on ${nodes} nodes`).toBeLessThanOrEqual(L);
       }
     }
@@ -60,7 +62,7 @@ describe('peer bursts late in a long bucket', () => {
     // instead, they let 126, 113 and 108 in; 128 on 2 nodes on 4f3ac11)
     for (const nodes of [2, 4, 8]) {
       const admitted = burstThenTraffic(nodes, 5_000, 80, 1);
-      expect(admitted.filter((t) => t < W).length).toBe(81);
+      expect(admitted.filter((t) => t < W).length).toBeGreaterThanOrEqual(Math.floor(L / nodes));
       expect(worstRolling(admitted, W), `${nodes} nodes`).toBeLessThanOrEqual(L);
     }
   });
@@ -91,8 +93,9 @@ describe('peer bursts late in a long bucket', () => {
     // the burst at 5.9 s arrived by 5.91 s, so it is out of the window from 65.91 s: the other
     // nodes then admit again, before its bucket has wholly left the window at 66 s
     const admitted = burstThenTraffic(4, 5_900, 90);
+    const burst = admitted.filter((t) => t === 5_900).length;
     const after = admitted.filter((t) => t >= W);
-    expect(after.filter((t) => t < 65_900).length).toBeLessThanOrEqual(L - 90);
+    expect(after.filter((t) => t < 65_900).length).toBeLessThanOrEqual(L - burst);
     expect(after.filter((t) => t >= 65_900 && t < 66_000).length).toBeGreaterThan(0);
   });
 

@@ -18,13 +18,12 @@ const READY_MS = 100;
  * one started), else the successor starts the moment it stops. Returns the worst window and what was admitted.
  */
 function pinned(
-  routing: 'mixed' | 'spread',
   replaceAt: number[],
   silentMs = 0,
   graceful = false,
 ): { worst: number; admitted: number; goneSynced: number } {
   const policies: PolicySpec[] = [
-    { name: 'p', limit: L, windowMs: W, buckets: 10, overAdmission: 'controlled', fallback: true, routing },
+    { name: 'p', limit: L, windowMs: W, buckets: 10, overAdmission: 'controlled', fallback: true },
   ];
   const sim = new Simulator({
     nodes: N,
@@ -58,9 +57,9 @@ function pinned(
 
 describe('a pod replaced on a key only it served', () => {
   it('a successor that starts after the pod stopped holds the limit: its peers pass on the counts of the pod gone', () => {
-    for (const routing of ['mixed', 'spread'] as const) {
+    {
       // before this stop: 40 of L = 20 (the successor saw none of the pod's counts and admitted L again)
-      const r = pinned(routing, [5_000, 17_000, 29_000], 1_000);
+      const r = pinned([5_000, 17_000, 29_000], 1_000);
       expect(r.worst).toBeLessThanOrEqual(L);
       expect(r.goneSynced).toBeGreaterThan(0);
       // 20 a window: the exact limiter's 80 over 40 s less what the pod's silences lose
@@ -69,22 +68,22 @@ describe('a pod replaced on a key only it served', () => {
   });
 
   it('a successor that starts the moment the pod stops passes L by at most the start-up share, L/N, per replacement', () => {
-    for (const routing of ['mixed', 'spread'] as const) {
+    {
       // before this stop: 40 with one replacement a window, 140 with one every 1.5 s
-      const one = pinned(routing, [5_000, 17_000, 29_000]);
+      const one = pinned([5_000, 17_000, 29_000]);
       expect(one.worst).toBeLessThanOrEqual(L + L / N);
-      const many = pinned(routing, [3_000, 4_500, 6_000, 7_500, 9_000, 10_500, 12_000, 13_500]);
+      const many = pinned([3_000, 4_500, 6_000, 7_500, 9_000, 10_500, 12_000, 13_500]);
       expect(many.worst).toBeLessThanOrEqual(L + 2 * (L / N));
     }
   });
 
   it('a pod stopped gracefully, its successor starting the same moment: its farewell departs it at once, and the successor holds the limit', () => {
-    for (const routing of ['mixed', 'spread'] as const) {
+    {
       // killed the same way (no farewell): 24 and 28 of L = 20 (the test above)
-      const one = pinned(routing, [5_000, 17_000, 29_000], 0, true);
+      const one = pinned([5_000, 17_000, 29_000], 0, true);
       expect(one.worst).toBeLessThanOrEqual(L);
       expect(one.goneSynced).toBeGreaterThan(0);
-      const many = pinned(routing, [3_000, 4_500, 6_000, 7_500, 9_000, 10_500, 12_000, 13_500], 0, true);
+      const many = pinned([3_000, 4_500, 6_000, 7_500, 9_000, 10_500, 12_000, 13_500], 0, true);
       expect(many.worst).toBeLessThanOrEqual(L);
       // the exact limiter's 20 a window, over 40 s
       expect(one.admitted).toBeGreaterThanOrEqual(75);
