@@ -264,12 +264,16 @@ describe('ratemesh CLI', () => {
     });
     expect((await fetch(`${b.url}/healthz`)).status).toBe(200);
 
-    // a fresh key on one node of two gets its part (L/N) at once and the rest once b has heard
-    // a's demand (the two-sided rule, issue 26): spend until all 10 are admitted, bounded
+    // a fresh key: a holds its half of the room at once, the rest once b can have heard its
+    // demand (a refusal says when to come back); bounded in attempts
     let admitted = 0;
-    for (let i = 0; i < 200 && admitted < 10; i++) {
-      if ((await check(a.url, { policy: 'shared', key: 'k' })).status === 200) admitted++;
-      else await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 400 && admitted < 10; i++) {
+      const r = await check(a.url, { policy: 'shared', key: 'k' });
+      if (r.status === 200) admitted++;
+      else {
+        expect(r.body).toMatchObject({ rule: 'headroom-share' });
+        await new Promise((done) => setTimeout(done, 25));
+      }
     }
     expect(admitted).toBe(10);
     // a's counts reach b by gossip: once b has merged a few of a's messages sent after the spend

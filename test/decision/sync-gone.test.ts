@@ -122,7 +122,7 @@ describe('a pod gone before its successor joined (sync answers carry members gon
     // N = 4 (a, b, s and d, named): L/N = 3 until d is heard or the late sync brings its counts
     expect(s.estimate('p', 'k')).toBe(0);
     expect(spend(s, 'p', 'k', L)).toBe(3);
-    expect(s.check('p', 'k').rule).toBe('fallback-share');
+    expect(s.check('p', 'k').rule).toBe('startup-hold');
     for (let t = 10; !s.lateSyncDue(); t += 10) {
       clock.set(T0 + t);
       round([a, b, s], [a, b, s]);
