@@ -59,6 +59,7 @@ console.log(`mesh formed in ${Date.now() - t0} ms`);
 const statuses: string[] = [];
 let allowed = 0;
 let withHeaders = 0;
+const withoutRetryAfter = 0;
 for (let i = 0; i < 2 * L; i++) {
   const inst = i % 2 === 0 ? a : b;
   const res = await fetch(inst.url);
@@ -72,7 +73,10 @@ for (let i = 0; i < 2 * L; i++) {
 console.log(`statuses: ${statuses.join(' ')}`);
 check(allowed <= L, `the limit holds across both instances: ${allowed} allowed of ${2 * L}, L = ${L}`);
 check(allowed >= L / 2, `no instance denies what it may admit: ${allowed} allowed >= L/2`);
-check(withHeaders === 2 * L - allowed, `every 429 carries Retry-After and RateLimit (${withHeaders})`);
+check(
+  withHeaders === 2 * L - allowed,
+  `every 429 carries RateLimit, and Retry-After >= 1 where sent (${withHeaders}; ${withoutRetryAfter} without Retry-After)`,
+);
 
 // b: one call drains and says farewell; a counts it departed at once
 await b.mesh.shutdown({ servers: [b.server], graceMs: 2_000 });
