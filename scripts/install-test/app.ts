@@ -59,15 +59,19 @@ console.log(`mesh formed in ${Date.now() - t0} ms`);
 const statuses: string[] = [];
 let allowed = 0;
 let withHeaders = 0;
-const withoutRetryAfter = 0;
+let withoutRetryAfter = 0;
 for (let i = 0; i < 2 * L; i++) {
   const inst = i % 2 === 0 ? a : b;
   const res = await fetch(inst.url);
   await res.arrayBuffer();
   statuses.push(`${i % 2 === 0 ? 'A' : 'B'}${res.status}`);
   if (res.status === 200) allowed++;
-  if (res.status === 429 && res.headers.get('retry-after') !== null && res.headers.has('ratelimit'))
-    withHeaders++;
+  if (res.status === 429) {
+    const retry = res.headers.get('retry-after');
+    // Retry-After is sent when a wait helps (a whole number of seconds, at least 1)
+    if (retry === null) withoutRetryAfter++;
+    if (res.headers.has('ratelimit') && (retry === null || Number(retry) >= 1)) withHeaders++;
+  }
   await new Promise((r) => setTimeout(r, 100));
 }
 console.log(`statuses: ${statuses.join(' ')}`);
