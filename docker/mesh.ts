@@ -2,7 +2,7 @@
  * The Docker mesh, end to end, from the host:
  *
  *   npm run docker:mesh -- [--nodes 8] [--delay-ms D] [--gossip-ms G] [--seconds 10]
- *                          [--drills kill,partition|none] [--skip-build] [--out file.json]
+ *                          [--drills kill,partition,rolling|none] [--skip-build] [--out file.json]
  *
  * 1. prepare  docker/prepare.sh (engine, compose, local base image when no registry)
  * 2. build    npm run build + docker/stage-app.mjs on the host, then `compose build` from a
@@ -20,6 +20,9 @@
  *                        `docker network connect --alias node`; its traffic reaches it
  *                        through a relay in its network namespace (nsenter), so its
  *                        decisions show the L/N fallback and the return to global
+ *             rolling:   every replica replaced in turn (a new one via compose --scale N+1,
+ *                        routed to once its /readyz passes, then `docker stop` of the old:
+ *                        SIGTERM drain), on a trace of 10 s per replica (lib/rolling.ts)
  *             each asserts worst rolling 1 s <= 1,020 (L + 2 %) and reports the times to
  *             fall back and to recover
  * 6. results  docker/results/docker-accuracy.json: rows of bench/accuracy.ts's shape
@@ -96,7 +99,11 @@ import {
   rates,
   rowCells,
 } from './lib/report.js';
+import { rollingDrill } from './lib/rolling.js';
 import { state, teardown } from './lib/state.js';
+
+/** The rolling drill's trace: about 10 s per replica to replace (start, ready, drain), at most 60 s. */
+const ROLLING_SECONDS = Math.min(60, Math.max(SECONDS, 10 * N));
 
 // ---------------------------------------------------------------- main
 
@@ -373,7 +380,7 @@ async function main(): Promise<number> {
 
   // 5. drills (replica 1 = trace node 0, the 40 % node)
   const drills: DrillOutcome[] = [];
-  for (const name of ['kill', 'partition'] as const) {
+  for (const name of ['kill', 'partition', 'rolling'] as const) {
     if (!DRILLS.has(name)) continue;
     const again = await waitForMesh(state.replicas, 60_000, performance.now());
     if (!again.ok)
@@ -389,7 +396,12 @@ async function main(): Promise<number> {
       checks.push(check('partition drill ran', why, 'ran', false));
       continue;
     }
-    const d = name === 'kill' ? await killDrill(trace, 0) : await partitionDrill(trace, 0);
+    const d =
+      name === 'kill'
+        ? await killDrill(trace, 0)
+        : name === 'partition'
+          ? await partitionDrill(trace, 0)
+          : await rollingDrill(dockerTrace(N, ROLLING_SECONDS));
     drills.push(d);
     const ok = d.checks.every((x) => x.ok);
     console.log(
@@ -404,6 +416,10 @@ async function main(): Promise<number> {
     console.log(`        times ${JSON.stringify(timing)}`);
     console.log(`        requests ${JSON.stringify(requests)} send lag ${JSON.stringify(send_lag_ms)}`);
     if (d.row.no_decision) console.log(`        no decision: ${d.row.no_decision}`);
+    if (Array.isArray(d.row.ready_ms))
+      console.log(
+        `        ready after start ms ${JSON.stringify(d.row.ready_ms)}, docker stop (drain) ms ${JSON.stringify(d.row.stop_ms)}, replaced ${JSON.stringify(d.row.replaced)} at ms ${JSON.stringify(d.row.replaced_at_ms)}\n        admitted per second ${JSON.stringify(d.row.admitted_per_second)}; worst 1 s by clock ${JSON.stringify(d.row.worst_1s_by)}`,
+      );
     if (Array.isArray(d.row.admitted_per_250ms))
       console.log(
         `        admitted per 250 ms (all | drilled replica): ${(d.row.admitted_per_250ms as number[]).join(' ')} | ${(d.row.drilled_admitted_per_250ms as number[]).join(' ')}`,

@@ -1,4 +1,4 @@
-/** ratemesh: the public API. Re-exports only. */
+/** ratemesh: the public API. Re-exports only (`ratemesh/express` and `ratemesh/fastify` are their own entry points). */
 export * from './algorithms/index.js';
 export { type Clock, ManualClock, systemClock } from './clock.js';
 export {
@@ -23,15 +23,41 @@ export {
 export type { PeerView } from './decision/peers.js';
 export * from './envoy/index.js';
 export { type ErrorCode, ErrorCodes, isRateMeshError, RateMeshError } from './errors.js';
-export * from './http/index.js';
+// The Express and Fastify adapters are the subpaths `ratemesh/express` and
+// `ratemesh/fastify`, so that this barrel's types import neither framework.
+export type { ProxyHeader } from './http/client-ip.js';
+export { type AdapterHooks, type FailureReason, type HttpStats, RateMeshCore } from './http/core.js';
+export {
+  formatRateLimit,
+  formatRateLimitPolicy,
+  type HeaderDraft,
+  type HeaderMember,
+  partitionKey,
+  retryAfterSeconds,
+} from './http/headers.js';
+export { type NodeGuard, rateMeshGuard } from './http/node-http.js';
+export type {
+  KeySource,
+  LimitInfo,
+  MaybePromise,
+  PolicyRef,
+  RateMeshHttpOptions,
+  RouteRule,
+} from './http/options.js';
 export * from './keys/index.js';
 export type { WarnLogger } from './logger.js';
 export {
+  type ClosableServer,
   createMeshLimiter,
+  type EmbeddedMeshLimiter,
   type Logger,
+  type MeshHealth,
   type MeshLimiter,
   type MeshLimiterOptions,
+  type MeshState,
   type MeshStats,
+  SHUTDOWN_DEFAULTS,
+  type ShutdownOptions,
   SYNC_PROTOCOL,
   TOPIC,
   TOPIC_PREFIX,

@@ -63,8 +63,8 @@ export const BATCH_MS = intArg('batch-ms', argv['batch-ms'], 0, 50);
 export const WARMUP_S = intArg('warmup-s', argv['warmup-s'], 0, 30);
 export const DRILLS = new Set(argv.drills === 'none' ? [] : argv.drills.split(',').map((s) => s.trim()));
 for (const d of DRILLS) {
-  if (d !== 'kill' && d !== 'partition') {
-    console.error(`--drills: unknown drill ${d} (kill, partition or none)`);
+  if (d !== 'kill' && d !== 'partition' && d !== 'rolling') {
+    console.error(`--drills: unknown drill ${d} (kill, partition, rolling or none)`);
     process.exit(2);
   }
 }

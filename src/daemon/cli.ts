@@ -46,14 +46,23 @@ Endpoints:
                    {"decisions":[...]}: each decided in order, each with its status
   GET  /v1/peers   peer id, multiaddrs and peers with freshness and clock offset
   GET  /v1/stats   hottest keys by admitted rate (?top=N) and mesh counters
-  GET  /healthz    200 when started with a view of the mesh, else 503 with a reason
+  GET  /livez      liveness probe: 200 while the node runs (partitions and draining
+                   included); 503 only once the limiter stopped outside a drain
+  GET  /readyz     readiness probe: 200 when the node can decide (the L/N fallback
+                   included: a single replica and the first pod are ready); 503
+                   while draining and before start
+  GET  /healthz    the mesh view: 200 when started with a view of the mesh, else 503
+                   with a reason (for monitoring, not a probe)
   GET  /metrics    Prometheus exposition
   GET  /v1/limits  the limits in force: policies with their versions, Envoy domains
                    and descriptors, the last config reload
 
 Log levels: ${LOG_LEVELS.join(', ')}. Logs are JSON lines on stdout; the line
 "ratemesh node started" carries "http" (the bound URL) and "peerId".
-SIGTERM or SIGINT drains in-flight requests, stops the node and exits 0.
+SIGTERM or SIGINT drains: /readyz fails at once, requests are still served for
+--shutdown-delay-ms (default 0; 5000 on Kubernetes), then the listeners close,
+in-flight requests finish within --drain-timeout-ms (10000), the farewell is
+sent to the peers, and the process exits 0.
 SIGHUP reloads the config (the config, policy and Envoy files are also watched):
 policies and descriptors change at once, the counts of unchanged policies are
 kept; an invalid config, or a change to a setting that needs a restart (listen
@@ -150,10 +159,13 @@ async function runNode(argv: readonly string[], io: CliIo): Promise<number> {
     }
     logger.info({ signal }, 'signal received: draining');
     // If stopping hangs, the process still ends.
-    setTimeout(() => {
-      logger.error({}, 'stop did not finish in time: exiting');
-      process.exit(EXIT.FAILURE);
-    }, config.http.drainTimeoutMs + 10_000).unref();
+    setTimeout(
+      () => {
+        logger.error({}, 'stop did not finish in time: exiting');
+        process.exit(EXIT.FAILURE);
+      },
+      (config.http.shutdownDelayMs ?? 0) + config.http.drainTimeoutMs + 10_000,
+    ).unref();
     daemon.stop().then(
       () => {
         stopped = true;

@@ -42,6 +42,11 @@ export const DAEMON_DEFAULTS = {
   maxBodyBytes: 16 * 1024,
   /** How long SIGTERM waits for in-flight requests before closing their sockets, ms. */
   drainTimeoutMs: 10_000,
+  /**
+   * How long SIGTERM keeps serving with `/readyz` failing before the listener closes, ms:
+   * the time a load balancer (Kubernetes endpoints) takes to stop routing here. 0: close at once.
+   */
+  shutdownDelayMs: 0,
   /** A client must send its request headers within this, ms (else 408 and the socket closes). */
   headersTimeoutMs: 5_000,
   /** ... and its whole request within this, ms (else 408). */
@@ -66,6 +71,8 @@ export interface DaemonConfig {
     port: number;
     maxBodyBytes: number;
     drainTimeoutMs: number;
+    /** Absent: DAEMON_DEFAULTS.shutdownDelayMs. */
+    shutdownDelayMs?: number;
     /** Absent: DAEMON_DEFAULTS.headersTimeoutMs. */
     headersTimeoutMs?: number;
     /** Absent: DAEMON_DEFAULTS.requestTimeoutMs. */
@@ -133,6 +140,16 @@ export const NODE_FLAGS = {
     env: 'RATEMESH_INSECURE',
     arg: '<true|false>',
     help: 'run on non-loopback addresses without a psk (anyone who reaches the port can join)',
+  },
+  'shutdown-delay-ms': {
+    env: 'RATEMESH_SHUTDOWN_DELAY_MS',
+    arg: '<ms>',
+    help: 'on SIGTERM, serve this long with /readyz failing before closing (Kubernetes: 5000)',
+  },
+  'drain-timeout-ms': {
+    env: 'RATEMESH_DRAIN_TIMEOUT_MS',
+    arg: '<ms>',
+    help: 'on SIGTERM, wait this long for in-flight requests before closing their connections',
   },
   'inject-delay-ms': {
     env: 'RATEMESH_INJECT_DELAY_MS',
@@ -282,6 +299,22 @@ export function loadConfig(src: ConfigSources): DaemonConfig {
   if (snapshotFile) cfg.mesh.snapshotFile = resolve(cwd, string(snapshotFile.value[0], snapshotFile.path));
   const insecure = pick('insecure');
   if (insecure) cfg.mesh.insecure = oneOf(insecure.value[0], insecure.path, ['true', 'false']) === 'true';
+  const shutdownDelay = pick('shutdown-delay-ms');
+  if (shutdownDelay)
+    cfg.http.shutdownDelayMs = integer(
+      numberText(shutdownDelay.value[0] ?? '', shutdownDelay.path),
+      shutdownDelay.path,
+      0,
+      600_000,
+    );
+  const drainTimeout = pick('drain-timeout-ms');
+  if (drainTimeout)
+    cfg.http.drainTimeoutMs = integer(
+      numberText(drainTimeout.value[0] ?? '', drainTimeout.path),
+      drainTimeout.path,
+      0,
+      600_000,
+    );
   const delay = pick('inject-delay-ms');
   if (delay) cfg.mesh.injectDelayMs = injectDelay(numberText(delay.value[0] ?? '', delay.path), delay.path);
   const loss = pick('inject-loss');
@@ -317,6 +350,7 @@ const HTTP_FIELDS = [
   'port',
   'maxBodyBytes',
   'drainTimeoutMs',
+  'shutdownDelayMs',
   'headersTimeoutMs',
   'requestTimeoutMs',
 ] as const;
@@ -362,6 +396,9 @@ function applyConfigFile(
     }
     if (h.drainTimeoutMs !== undefined) {
       cfg.http.drainTimeoutMs = integer(h.drainTimeoutMs, 'config.http.drainTimeoutMs', 0, 600_000);
+    }
+    if (h.shutdownDelayMs !== undefined) {
+      cfg.http.shutdownDelayMs = integer(h.shutdownDelayMs, 'config.http.shutdownDelayMs', 0, 600_000);
     }
     if (h.headersTimeoutMs !== undefined) {
       cfg.http.headersTimeoutMs = integer(h.headersTimeoutMs, 'config.http.headersTimeoutMs', 100, 600_000);

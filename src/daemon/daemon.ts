@@ -1,9 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { type Clock, systemClock } from '../clock.js';
-import { type RlsServer, startRlsServer } from '../envoy/grpc-server.js';
-import { rlsCallCounter } from '../envoy/metrics.js';
-import { LimitOverrides } from '../envoy/overrides.js';
-import { RlsService } from '../envoy/service.js';
+import type { RlsServer } from '../envoy/grpc-server.js';
+import type { LimitOverrides } from '../envoy/overrides.js';
+import type { RlsService } from '../envoy/service.js';
 import { ErrorCodes, isRateMeshError, RateMeshError } from '../errors.js';
 import type { Logger, MeshLimiter, MeshLimiterOptions } from '../mesh/types.js';
 import { DAEMON_DEFAULTS, type DaemonConfig } from './config.js';
@@ -63,9 +62,10 @@ export interface Daemon {
   /** The last reload, if any. */
   readonly lastReload: ReloadOutcome | undefined;
   /**
-   * Drains and stops: marks the node unhealthy, stops accepting connections,
-   * lets in-flight requests finish (closing their sockets after
-   * `http.drainTimeoutMs`), then stops the limiter. Idempotent.
+   * Drains and stops: `/readyz` fails at once (and gRPC health turns NOT_SERVING), requests
+   * are still served for `http.shutdownDelayMs`, then the listeners close, in-flight
+   * requests finish (their sockets are closed after `http.drainTimeoutMs`), and the limiter
+   * stops with its farewell. Idempotent.
    */
   stop(): Promise<void>;
 }
@@ -164,6 +164,13 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   let service: RlsService | undefined;
   let overrides: LimitOverrides | undefined;
   if (config.grpc !== undefined && config.envoy !== undefined) {
+    // Loaded only when Envoy is configured: a daemon without `grpc` never reads the RLS code.
+    const [{ startRlsServer }, { rlsCallCounter }, { RlsService }, { LimitOverrides }] = await Promise.all([
+      import('../envoy/grpc-server.js'),
+      import('../envoy/metrics.js'),
+      import('../envoy/service.js'),
+      import('../envoy/overrides.js'),
+    ]);
     const envoy = config.envoy;
     overrides = config.grpc.limitOverrides
       ? new LimitOverrides(
@@ -319,8 +326,14 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       watcher?.close();
+      // 1. readiness fails first (/readyz 503, gRPC health NOT_SERVING); requests are still
+      //    served for shutdownDelayMs, while the load balancer stops routing here
       state.draining = true;
-      logger.info({ drainTimeoutMs: config.http.drainTimeoutMs }, 'draining');
+      rls?.setServing(false);
+      const delayMs = config.http.shutdownDelayMs ?? DAEMON_DEFAULTS.shutdownDelayMs;
+      logger.info({ shutdownDelayMs: delayMs, drainTimeoutMs: config.http.drainTimeoutMs }, 'draining');
+      if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+      // 2. no new connections; in-flight requests finish within drainTimeoutMs
       const grpcStopped = rls?.stop(config.http.drainTimeoutMs);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
@@ -334,6 +347,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         server.closeIdleConnections();
       });
       await grpcStopped;
+      // 3. the farewell (the peers count this node departed at once), then nothing left open
       await limiter.stop();
       logger.info({}, 'ratemesh node stopped');
     })();

@@ -13,6 +13,8 @@ export type RouteLabel =
   | '/v1/peers'
   | '/v1/stats'
   | '/healthz'
+  | '/livez'
+  | '/readyz'
   | '/metrics'
   | '/v1/limits'
   | '/v1/explain'
@@ -337,6 +339,35 @@ export class DaemonMetrics {
         this.reset();
         for (const p of peers())
           if (Number.isFinite(p.clockOffsetMs)) this.set({ peer: p.id }, p.clockOffsetMs / 1000);
+      },
+    });
+    new Counter({
+      name: 'ratemesh_dial_failures_total',
+      help: 'Failed dials of bootstrap addresses, by reason: encryption (most likely a psk mismatch), refused, timeout, unreachable, other.',
+      labelNames: ['reason'],
+      registers,
+      collect() {
+        const s = stats();
+        this.reset();
+        for (const reason of ['encryption', 'refused', 'timeout', 'unreachable', 'other'] as const)
+          this.inc({ reason }, num(s?.discovery.dialFailures?.[reason]));
+      },
+    });
+    new Counter({
+      name: 'ratemesh_dns_errors_total',
+      help: 'Failed lookups of dns:<name>:<port> bootstrap entries.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(num(stats()?.discovery.dnsErrors));
+      },
+    });
+    new Gauge({
+      name: 'ratemesh_peers_other_topic',
+      help: 'Peers seen on another ratemesh topic (another wire format, so another ratemesh version): their gossip is not merged.',
+      registers,
+      collect() {
+        this.set(Object.keys(stats()?.otherTopics.peers ?? {}).length);
       },
     });
     new Gauge({

@@ -34,6 +34,7 @@ const RESTART_ONLY: readonly [string, (c: DaemonConfig) => unknown][] = [
   ['config.http.port', (c) => c.http.port],
   ['config.http.maxBodyBytes', (c) => c.http.maxBodyBytes],
   ['config.http.drainTimeoutMs', (c) => c.http.drainTimeoutMs],
+  ['config.http.shutdownDelayMs', (c) => c.http.shutdownDelayMs],
   ['config.http.headersTimeoutMs', (c) => c.http.headersTimeoutMs],
   ['config.http.requestTimeoutMs', (c) => c.http.requestTimeoutMs],
   ['config.mesh.listen', (c) => c.mesh.listen],

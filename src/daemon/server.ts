@@ -67,6 +67,8 @@ const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> 
   '/v1/peers': { methods: ['GET', 'HEAD'], label: '/v1/peers' },
   '/v1/stats': { methods: ['GET', 'HEAD'], label: '/v1/stats' },
   '/healthz': { methods: ['GET', 'HEAD'], label: '/healthz' },
+  '/livez': { methods: ['GET', 'HEAD'], label: '/livez' },
+  '/readyz': { methods: ['GET', 'HEAD'], label: '/readyz' },
   '/metrics': { methods: ['GET', 'HEAD'], label: '/metrics' },
   '/v1/limits': { methods: ['GET', 'HEAD'], label: '/v1/limits' },
   '/v1/explain': { methods: ['GET'], label: '/v1/explain' },
@@ -90,7 +92,7 @@ const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> 
  *   plus its `status` (200 or 429) and `retryAfter`, or for a request that is
  *   invalid `{ "status": 400, "error": {...} }` naming the field
  *   (`body.requests[3].cost`); the others are decided all the same.
- * - `GET /v1/peers`, `GET /v1/stats[?top=N]`, `GET /healthz`, `GET /metrics`.
+ * - `GET /v1/peers`, `GET /v1/stats[?top=N]`, `GET /healthz`, `GET /livez`, `GET /readyz`, `GET /metrics`.
  * - `GET /v1/limits`: the limits in force (policies with their versions, Envoy
  *   domains and descriptors when loaded, the last config reload).
  */
@@ -180,6 +182,16 @@ async function handle(
         break;
       case '/healthz': {
         const h = health(deps, state);
+        status = send(res, h.ok ? 200 : 503, h.body, state);
+        break;
+      }
+      case '/livez': {
+        const h = liveness(deps, state);
+        status = send(res, h.ok ? 200 : 503, h.body, state);
+        break;
+      }
+      case '/readyz': {
+        const h = readiness(deps, state);
         status = send(res, h.ok ? 200 : 503, h.body, state);
         break;
       }
@@ -386,7 +398,46 @@ function explainBody(deps: CheckServerDeps, query: URLSearchParams) {
   return deps.limiter.explain(policy, key, cost);
 }
 
-/** 200 when the limiter is ready and has a view of the mesh (or runs alone); 503 with the reason otherwise. */
+/**
+ * `/livez`, the liveness probe: is the process able to decide at all? 200 while the limiter
+ * runs, whatever its view of the mesh (a partition is no reason to restart), and while
+ * draining (a terminating pod is not restarted); 503 only once the limiter has stopped
+ * outside a drain (a restart is what helps then).
+ */
+function liveness(deps: CheckServerDeps, state: ServerState): { ok: boolean; body: object } {
+  const ok = state.draining || deps.limiter.ready;
+  return ok
+    ? { ok, body: { status: 'ok', draining: state.draining } }
+    : { ok, body: { status: 'unavailable', reason: 'limiter stopped', draining: false } };
+}
+
+/**
+ * `/readyz`, the readiness probe: can this node decide now? 200 when the limiter runs, in
+ * the L/N fallback too (no peer heard yet, every peer stale), so a single replica and the
+ * first pod of a Service become ready; 503 while draining (SIGTERM: readiness fails first)
+ * and before the limiter runs. The mesh view is in the body, for people.
+ */
+function readiness(deps: CheckServerDeps, state: ServerState): { ok: boolean; body: object } {
+  const peers = deps.limiter.peers();
+  const live = peers.filter((p) => !p.stale).length;
+  const view = {
+    draining: state.draining,
+    peers: { live, stale: peers.length - live },
+    fallback: fallbackActive(deps.limiter),
+  };
+  let reason: string | undefined;
+  if (state.draining) reason = 'draining: shutting down';
+  else if (!deps.limiter.ready) reason = 'limiter not started';
+  return reason === undefined
+    ? { ok: true, body: { status: 'ok', ...view } }
+    : { ok: false, body: { status: 'unavailable', reason, ...view } };
+}
+
+/**
+ * `/healthz`, the mesh view (for monitoring, not a probe: it fails during a partition and on
+ * the first pod): 200 when the limiter is ready and has a view of the mesh (or runs alone);
+ * 503 with the reason otherwise.
+ */
 function health(deps: CheckServerDeps, state: ServerState): { ok: boolean; body: object } {
   const peers = deps.limiter.peers();
   const live = peers.filter((p) => !p.stale).length;

@@ -17,9 +17,13 @@ import { type AdapterHooks, Responder, withOutcomes } from './respond.js';
 
 export type { AdapterHooks } from './respond.js';
 
+/** Headers a proxy sets; seen while trustProxy is off, they are warned about once. */
+const FORWARDED_HEADERS = ['x-forwarded-for', 'forwarded', 'x-real-ip'] as const;
+
 /** Why a request could not be decided; each is counted and logged. */
 export type FailureReason =
   | 'not-ready'
+  | 'stopped'
   | 'limiter-error'
   | 'key-error'
   | 'skip-error'
@@ -93,6 +97,8 @@ export class RateMeshCore<Req, Res> {
   /** Per-instance socket slot caching the ip key (instances may fold IPv6 differently). */
   private readonly ipKeySlot = Symbol('ratemesh.ipKey');
   private readonly respond: Responder<Req, Res>;
+  private warnedStopped = false;
+  private warnedProxy = false;
 
   constructor(options: RateMeshHttpOptions<Req, Res>, hooks: AdapterHooks<Req, Res>, allowNoRoutes = false) {
     this.config = parseOptions(options, allowNoRoutes);
@@ -208,6 +214,7 @@ export class RateMeshCore<Req, Res> {
     // Without trusted proxies the key is a function of the connection alone: computed
     // once per socket, so keep-alive requests skip parsing and folding the address.
     const socket = raw.socket as (Socket & Record<symbol, string | undefined>) | null;
+    if (cfg.trustProxy === undefined && !this.warnedProxy) this.noticeForwarded(raw.headers, socket);
     if (cfg.trustProxy === undefined && socket !== null) {
       const cached = socket[this.ipKeySlot];
       if (cached !== undefined) return cached;
@@ -218,6 +225,25 @@ export class RateMeshCore<Req, Res> {
     return this.ipKeyFromAddress(
       socket?.remoteAddress,
       cfg.trustProxy === undefined ? undefined : raw.headers[cfg.proxyHeader],
+    );
+  }
+
+  /**
+   * Forwarded headers on a request while no proxy is trusted: the server is most likely behind
+   * an ingress or load balancer, and every client then shares the proxy's per-IP key. Said
+   * once per instance (the headers are not believed, rightly: they are set by anyone).
+   */
+  private noticeForwarded(
+    headers: Record<string, string | string[] | undefined>,
+    socket: Socket | null,
+  ): void {
+    const name = FORWARDED_HEADERS.find((h) => headers[h] !== undefined);
+    if (name === undefined) return;
+    this.warnedProxy = true;
+    this.log(
+      'warn',
+      { header: name, from: socket?.remoteAddress },
+      `requests carry ${name} but trustProxy is off: every client behind that proxy shares one per-IP key (the proxy's address); set trustProxy to the proxy's CIDRs (and proxyHeader) if it is yours`,
     );
   }
 
@@ -345,7 +371,14 @@ export class RateMeshCore<Req, Res> {
     const limiter = cfg.limiter;
     let decision: Decision & { outcomes?: KeyOutcome[] };
     try {
-      if (!limiter.ready) return this.fail(req, res, route, new Failure('not-ready'));
+      if (!limiter.ready) {
+        // A mesh node that is stopping or stopped answers 503 whatever the failure mode: it
+        // is not a fault to ride out but the end of this instance, which should be drained
+        // (`shutdown()`), and forwarding would let every request through unlimited.
+        const life = (limiter as { readonly lifecycle?: unknown }).lifecycle;
+        if (life === 'stopping' || life === 'stopped') return this.stopped(res);
+        return this.fail(req, res, route, new Failure('not-ready'));
+      }
       // One pair: the single-policy check, which skips building the multi-key outcome list.
       decision =
         typeof pairs === 'string'
@@ -453,6 +486,32 @@ export class RateMeshCore<Req, Res> {
       'over_capacity',
       'Too many requests in flight; retry shortly.',
     );
+    return false;
+  }
+
+  /** A request after the limiter was stopped: 503, counted, logged once per instance. */
+  private stopped(res: Res): boolean {
+    const c = this.c;
+    c.failures.stopped = (c.failures.stopped ?? 0) + 1;
+    c.failClosed++;
+    if (!this.warnedStopped) {
+      this.warnedStopped = true;
+      this.log(
+        'warn',
+        { reason: 'stopped' },
+        'a request arrived after the mesh node stopped: answering 503 (stop the server first: mesh.shutdown({ servers }))',
+      );
+    }
+    try {
+      this.respond.unavailable(
+        res,
+        this.config.failureRetryAfter,
+        'rate_limiter_stopped',
+        'This instance is shutting down; retry.',
+      );
+    } catch {
+      // The response is already broken; nothing more can be sent.
+    }
     return false;
   }
 

@@ -98,12 +98,42 @@ function shuffle<T>(a: T[]): void {
   }
 }
 
+/** Why a dial failed (see {@link dialFailureReason}). */
+export type DialFailure = 'encryption' | 'refused' | 'timeout' | 'unreachable' | 'other';
+
 export interface DiscoveryStats {
   dials: number;
   dialErrors: number;
+  /** Failed dials by reason; `encryption` is most likely a psk mismatch. */
+  dialFailures: Partial<Record<DialFailure, number>>;
   dnsErrors: number;
   /** Addresses the last round produced (static plus resolved). */
   lastResolved: number;
+}
+
+/** Consecutive failures of one address before a refused or timed-out dial is warned about. */
+export const WARN_AFTER_FAILURES = 3;
+
+const DIAL_WARNINGS: Record<DialFailure, string> = {
+  encryption:
+    'ratemesh cannot connect to a bootstrap address: the encrypted handshake failed, most likely a psk mismatch (every member needs the same swarm key; a member without a psk cannot reach one with it)',
+  refused: 'ratemesh cannot connect to a bootstrap address: connection refused (no node listens there)',
+  timeout:
+    'ratemesh cannot connect to a bootstrap address: the dial timed out (dialTimeoutMs; a psk mismatch can also end this way)',
+  unreachable: 'ratemesh cannot connect to a bootstrap address: host or network unreachable',
+  other: 'ratemesh cannot connect to a bootstrap address',
+};
+
+/** Classifies a dial error: `encryption` (noise or pnet failed: a psk mismatch), refused, timeout, unreachable. */
+export function dialFailureReason(err: unknown): DialFailure {
+  const e = err as { name?: unknown; code?: unknown; message?: unknown; errors?: unknown };
+  const text = `${String(e?.name)} ${String(e?.code)} ${String(e?.message)}`;
+  if (/EncryptionFailed|InvalidCryptoExchange|psk|pnet|decrypt/i.test(text)) return 'encryption';
+  if (/ECONNREFUSED/.test(text)) return 'refused';
+  if (/EHOSTUNREACH|ENETUNREACH/.test(text)) return 'unreachable';
+  if (/Timeout|timed out|AbortError|aborted|ETIMEDOUT/i.test(text)) return 'timeout';
+  if (Array.isArray(e?.errors) && e.errors.length > 0) return dialFailureReason(e.errors[0]);
+  return 'other';
 }
 
 export interface DiscoveryConfig {
@@ -126,7 +156,17 @@ export interface DiscoveryConfig {
  * ones already connected and our own. Peer ids are learned on connect.
  */
 export class Discovery {
-  readonly stats: DiscoveryStats = { dials: 0, dialErrors: 0, dnsErrors: 0, lastResolved: 0 };
+  readonly stats: DiscoveryStats = {
+    dials: 0,
+    dialErrors: 0,
+    dialFailures: {},
+    dnsErrors: 0,
+    lastResolved: 0,
+  };
+  /** host:port (or the multiaddr) → consecutive failed dials and the reasons already warned about; a success forgets both. */
+  private readonly failing = new Map<string, { n: number; warned: Set<DialFailure> }>();
+  /** DNS names whose failure was warned about (until they resolve again). */
+  private readonly dnsWarned = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private round: Promise<void> | undefined;
@@ -178,9 +218,18 @@ export class Discovery {
       try {
         const ips = await this.cfg.resolve(e.name);
         for (const ip of ips) out.push({ addr: tcpMultiaddr(ip, e.port), peerId: undefined });
+        this.dnsWarned.delete(e.name);
       } catch (err) {
         this.stats.dnsErrors++;
-        this.cfg.logger.debug({ name: e.name, err: String(err) }, 'ratemesh dns lookup failed');
+        if (this.dnsWarned.has(e.name)) {
+          this.cfg.logger.debug({ name: e.name, err: String(err) }, 'ratemesh dns lookup failed');
+        } else {
+          this.dnsWarned.add(e.name);
+          this.cfg.logger.warn(
+            { name: e.name, err: String(err) },
+            'ratemesh cannot resolve a bootstrap name (retried every discovery interval; a headless Service with no pod yet resolves to nothing)',
+          );
+        }
       }
       if (!this.running) break;
     }
@@ -221,12 +270,31 @@ export class Discovery {
   private async dial(addr: Multiaddr, hp: string | undefined): Promise<void> {
     this.stats.dials++;
     const d = deadline(this.cfg.dialTimeoutMs, this.abort.signal);
+    const at = hp ?? addr.toString();
     try {
       const conn = await this.node.dial(addr, { signal: d.signal });
       if (hp !== undefined) this.learned.set(hp, conn.remotePeer.toString());
+      this.failing.delete(at);
     } catch (err) {
+      if (!this.running) return;
       this.stats.dialErrors++;
-      this.cfg.logger.debug({ addr: addr.toString(), err: String(err) }, 'ratemesh dial failed');
+      const reason = dialFailureReason(err);
+      this.stats.dialFailures[reason] = (this.stats.dialFailures[reason] ?? 0) + 1;
+      const f = this.failing.get(at) ?? { n: 0, warned: new Set<DialFailure>() };
+      f.n++;
+      this.failing.set(at, f);
+      // a psk mismatch never heals by itself: said at once; an address that refuses or times
+      // out may be a pod still starting: said once it failed WARN_AFTER_FAILURES times in a row
+      const warn = !f.warned.has(reason) && (reason === 'encryption' || f.n >= WARN_AFTER_FAILURES);
+      if (warn) {
+        f.warned.add(reason);
+        this.cfg.logger.warn(
+          { addr: addr.toString(), reason, failures: f.n, err: String(err) },
+          DIAL_WARNINGS[reason],
+        );
+      } else {
+        this.cfg.logger.debug({ addr: addr.toString(), reason, err: String(err) }, 'ratemesh dial failed');
+      }
     } finally {
       d.clear();
     }

@@ -13,17 +13,26 @@ import { peerIdOf } from './identity.js';
 import { PeerLinks } from './links.js';
 import { createMeshNode, directGossipOf, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
+import { closeServers, type ShutdownOptions, shutdownOptions, sleep } from './shutdown.js';
 import { loadSnapshot, saveSnapshot } from './snapshot-file.js';
+import { explainStartError } from './start-errors.js';
 import { SyncService } from './sync.js';
-import type { MeshLimiter, MeshLimiterOptions, MeshStats } from './types.js';
+import type {
+  EmbeddedMeshLimiter,
+  MeshHealth,
+  MeshLimiter,
+  MeshLimiterOptions,
+  MeshState,
+  MeshStats,
+} from './types.js';
 import { warmUp } from './warm.js';
 
-type State = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
+type State = MeshState;
 
 /** How long a graceful stop waits for its farewell to be handed to the links. */
 const FAREWELL_WAIT_MS = 1_000;
 
-class MeshLimiterImpl implements MeshLimiter {
+class MeshLimiterImpl implements EmbeddedMeshLimiter {
   readonly peerId: string;
   readonly topic: string;
   private readonly engine: MeshEngine;
@@ -31,6 +40,7 @@ class MeshLimiterImpl implements MeshLimiter {
   private state: State = 'idle';
   private starting: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
+  private shuttingDown: Promise<void> | undefined;
   private node: MeshNode | undefined;
   private sync: SyncService | undefined;
   private discovery: Discovery | undefined;
@@ -171,6 +181,59 @@ class MeshLimiterImpl implements MeshLimiter {
     return this.state === 'running' && this.engine.ready;
   }
 
+  get lifecycle(): MeshState {
+    return this.state;
+  }
+
+  health(): MeshHealth {
+    const state = this.state;
+    let live = 0;
+    let stale = 0;
+    let fallback = false;
+    if (state === 'running') {
+      for (const p of this.engine.peerViews(this.cfg.clock.now())) {
+        if (p.stale) stale++;
+        else live++;
+      }
+      fallback = this.engine.stats(this.cfg.clock.now()).fallback;
+    }
+    let reason: string | undefined;
+    if (this.shuttingDown !== undefined) reason = 'draining: shutting down';
+    else if (state !== 'running') reason = `node ${state}`;
+    else if (!this.engine.ready) reason = 'engine not ready';
+    const h: MeshHealth = {
+      live: state !== 'stopped',
+      ready: reason === undefined,
+      state,
+      draining: this.shuttingDown !== undefined,
+      fallback,
+      peers: { live, stale },
+    };
+    if (reason !== undefined) h.reason = reason;
+    return h;
+  }
+
+  shutdown(options?: ShutdownOptions): Promise<void> {
+    if (this.shuttingDown !== undefined) return this.shuttingDown;
+    const o = shutdownOptions(options);
+    const log = this.cfg.logger;
+    this.shuttingDown = (async () => {
+      log.info(
+        { delayMs: o.delayMs, graceMs: o.graceMs, servers: o.servers.length },
+        'ratemesh shutdown: readiness off, draining',
+      );
+      await sleep(o.delayMs);
+      const forced = await closeServers(o.servers, o.graceMs);
+      if (forced > 0)
+        log.warn(
+          { servers: forced, graceMs: o.graceMs },
+          'ratemesh shutdown: grace over, connections closed',
+        );
+      await this.stop();
+    })();
+    return this.shuttingDown;
+  }
+
   // ---- lifecycle ----
 
   start(): Promise<void> {
@@ -196,6 +259,8 @@ class MeshLimiterImpl implements MeshLimiter {
   private async doStart(): Promise<void> {
     const cfg = this.cfg;
     this.state = 'starting';
+    // a start after a shutdown serves again
+    if (this.stopping === undefined) this.shuttingDown = undefined;
     // a start after a stop: the farewell said then is taken back
     this.engine.rejoin?.();
     try {
@@ -258,7 +323,7 @@ class MeshLimiterImpl implements MeshLimiter {
     } catch (err) {
       await this.teardown();
       this.state = 'stopped';
-      throw err;
+      throw explainStartError(err, cfg.logger);
     }
   }
 
@@ -465,7 +530,10 @@ class MeshLimiterImpl implements MeshLimiter {
         this.engine.versionMismatches(now).map((m) => [m.policy, { ours: m.ours, peers: m.peers }]),
       ),
       otherTopics: { events: c.otherTopics.events, peers: { ...c.otherTopics.peers } },
-      discovery: this.discovery === undefined ? emptyDiscovery() : { ...this.discovery.stats },
+      discovery:
+        this.discovery === undefined
+          ? emptyDiscovery()
+          : { ...this.discovery.stats, dialFailures: { ...this.discovery.stats.dialFailures } },
       engine,
       ...(direct === undefined
         ? {}
@@ -479,7 +547,7 @@ function emptySync(): MeshStats['sync'] {
 }
 
 function emptyDiscovery(): MeshStats['discovery'] {
-  return { dials: 0, dialErrors: 0, dnsErrors: 0, lastResolved: 0 };
+  return { dials: 0, dialErrors: 0, dialFailures: {}, dnsErrors: 0, lastResolved: 0 };
 }
 
 /**
@@ -499,6 +567,6 @@ export function isolateForTests(limiter: MeshLimiter, on: boolean): void {
  * errors are RateMeshError CONFIG_INVALID naming the field. `check` works at
  * once and never touches the network; `start()` joins the mesh.
  */
-export function createMeshLimiter(opts: MeshLimiterOptions): MeshLimiter {
+export function createMeshLimiter(opts: MeshLimiterOptions): EmbeddedMeshLimiter {
   return new MeshLimiterImpl(parseOptions(opts));
 }

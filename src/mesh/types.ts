@@ -5,7 +5,9 @@ import type { Logger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
 import type { Explanation, PolicySpec, RateLimiter } from '../types.js';
 import type { DirectGossipStats } from './direct-gossip.js';
+import type { DiscoveryStats } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
+import type { ShutdownOptions } from './shutdown.js';
 
 export type { Logger } from '../logger.js';
 
@@ -133,10 +135,37 @@ export interface SyncStats {
 /** See {@link MeshLimiterOptions.relay}. */
 export type RelayMode = 'auto' | 'always' | 'never';
 
+/** Where a mesh node is in its life. */
+export type MeshState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
+
+/** What a liveness and a readiness probe need to know of an embedded node ({@link MeshLimiter.health}). */
+export interface MeshHealth {
+  /** The process should be kept: false only once the node is stopped (or failed to start). */
+  live: boolean;
+  /**
+   * The node can decide: running and not shutting down. True in the L/N fallback too
+   * (no peer heard yet, every peer stale), so a single replica and the first pod are ready.
+   */
+  ready: boolean;
+  state: MeshState;
+  /** `shutdown()` has begun. */
+  draining: boolean;
+  /** Deciding on the static L/N share (no fresh view of the peers). */
+  fallback: boolean;
+  peers: { live: number; stale: number };
+  /** Why `ready` is false. */
+  reason?: string;
+}
+
 /** A rate limiter that is one node of a ratemesh mesh. `check` never touches the network. */
 export interface MeshLimiter extends RateLimiter {
   start(): Promise<void>;
-  /** Leaves no handles, sockets or timers behind. */
+  /**
+   * Says farewell (the peers count this node departed at once) and leaves no handles,
+   * sockets or timers behind. After it `ready` is false and the HTTP adapters answer 503
+   * (never fail open: a stopped node cannot limit). To shut a serving instance down, use
+   * {@link EmbeddedMeshLimiter.shutdown}, which closes the servers first.
+   */
   stop(): Promise<void>;
   readonly peerId: string;
   multiaddrs(): string[];
@@ -161,6 +190,25 @@ export interface MeshLimiter extends RateLimiter {
    * ones are dropped. Takes effect for the next check and the next gossip tick.
    */
   replacePolicies(policies: readonly PolicySpec[] | PolicySet): PolicyReplacement;
+}
+
+/**
+ * What {@link createMeshLimiter} returns: a {@link MeshLimiter} with the lifecycle of
+ * an instance that embeds it (graceful shutdown, probes).
+ */
+export interface EmbeddedMeshLimiter extends MeshLimiter {
+  /**
+   * The graceful shutdown of an instance embedding this node (call it on SIGTERM), in this
+   * order: readiness turns false (`health().ready`), requests are still served for
+   * `delayMs`; each of `servers` stops accepting and its in-flight requests finish (their
+   * connections are closed after `graceMs`); then `stop()` sends the farewell, which carries
+   * what those last requests admitted. Idempotent.
+   */
+  shutdown(options?: ShutdownOptions): Promise<void>;
+  /** Liveness and readiness for probes (`/livez`, `/readyz`); see {@link MeshHealth}. */
+  health(): MeshHealth;
+  /** Where the node is in its life (the HTTP adapters answer 503 once it is `stopping` or `stopped`). */
+  readonly lifecycle: MeshState;
 }
 
 /** Counters of the network layer; the engine's own figures are under `engine`. */
@@ -203,6 +251,7 @@ export interface MeshStats {
   versionMismatch: Record<string, { ours: string; peers: Record<string, string> }>;
   /** Peers seen subscribing to another ratemesh topic (another wire format): never merged. */
   otherTopics: { events: number; peers: Record<string, string> };
-  discovery: { dials: number; dialErrors: number; dnsErrors: number; lastResolved: number };
+  /** Dials of bootstrap addresses; `dialFailures` by reason (`encryption`: most likely a psk mismatch). */
+  discovery: DiscoveryStats;
   engine: EngineStats;
 }
