@@ -30,6 +30,15 @@ export type OverAdmission = 'controlled' | 'naive';
 export type Routing = 'mixed' | 'spread';
 
 /**
+ * Where a global policy's keys are decided (docs/owner.md). `local`: every node decides alone
+ * (the decision rule, zero calls). `owner`: each key by its owner among the live members
+ * (rendezvous hashing over the membership), exactly, one round trip from any other node.
+ * `auto` (the default): `owner` while a node's fair part of L is under {@link OWNER_BELOW_UNITS}
+ * units (L < 4 N, N the live members), else `local`.
+ */
+export type Placement = 'local' | 'owner' | 'auto';
+
+/**
  * A local algorithm: `limit` cells per `windowMs` (the rate), with algorithm
  * specific extras. As user input every field is validated by the policy compiler.
  */
@@ -87,6 +96,14 @@ export interface PolicySpec {
    * all of the headroom at once.
    */
   routing?: Routing;
+  /** global scope only: where keys are decided ({@link Placement}). Default `auto`. */
+  placement?: Placement;
+  /**
+   * global scope only, keys placed on an owner: how long a node waits for the owner's answer
+   * before the policy's `failureMode` decides (`open`: this node's local rule; `closed`: deny).
+   * Default 50 ms.
+   */
+  ownerDeadlineMs?: number;
 }
 
 /** A validated policy with every default filled in. Produced only by the policy compiler. */
@@ -105,6 +122,10 @@ export interface Policy {
   readonly fallback: boolean;
   /** Absent for `mixed` (the default), so policies that do not set it keep their version. */
   readonly routing?: Exclude<Routing, 'mixed'>;
+  /** Absent for `auto` (the default), so policies that do not set it keep their version. */
+  readonly placement?: Exclude<Placement, 'auto'>;
+  /** Absent for the default (50 ms). */
+  readonly ownerDeadlineMs?: number;
 }
 
 /** How a decision was reached. */
@@ -123,7 +144,9 @@ export type DecisionRule =
   /** The local algorithm (local scope, or the front limiter) refused. */
   | 'local-limit'
   /** The cost is larger than the limit: it can never be admitted. */
-  | 'cost-exceeds-limit';
+  | 'cost-exceeds-limit'
+  /** The key's owner did not answer within the policy's ownerDeadlineMs, and the policy fails closed. */
+  | 'owner-unreachable';
 
 /** The outcome of one check. Being limited is a value, never a throw. */
 export interface Decision {
@@ -149,6 +172,34 @@ export interface Decision {
   delayMs: number;
   /** True when the deciding policy is in shadow mode. */
   shadow: boolean;
+  /** Keys placed on an owner (docs/owner.md): who owns the deciding key, and how it was decided. */
+  owner?: OwnerInfo;
+}
+
+/** How a key placed on an owner was decided (Decision.owner). */
+export interface OwnerInfo {
+  /** The member that owns the key in this node's view. */
+  id: string;
+  /**
+   * `owner`: decided here, this node being the owner, exactly (its window against L);
+   * `asked`: the owner's answer, over the authenticated link to it;
+   * `local`: decided here by the local rule (this node is the owner and the ownership is still
+   * settling, or the owner could not be asked: see `reason`).
+   */
+  decidedBy: 'owner' | 'asked' | 'local';
+  /**
+   * Why `local`: `settling` (this node owns the key since less than a hold period: a previous
+   * owner's last admissions may not have reached it), `shared` (this node owns the key and a
+   * peer reported demand for it within a window: that peer decides it by the local rule, so
+   * the owner shares the headroom by the same rule), `sync-check` (a synchronous check on a key
+   * owned elsewhere: use checkAsync), `timeout` (no answer within ownerDeadlineMs), `unreachable`
+   * (no link to the owner, or it failed), `not-owner` (the member asked is not the owner in its
+   * own view: the views disagree while the membership changes), `refused` (the owner refused
+   * the ask).
+   */
+  reason?: 'settling' | 'shared' | 'sync-check' | 'timeout' | 'unreachable' | 'not-owner' | 'refused';
+  /** `asked`: the round trip of the ask, ms (this node's clock). */
+  rttMs?: number;
 }
 
 /** One (policy, key) part of a multi-policy check, as reported back. */

@@ -52,6 +52,8 @@ const POLICY_FIELDS: readonly string[] = [
   'overAdmission',
   'fallback',
   'routing',
+  'placement',
+  'ownerDeadlineMs',
 ];
 const LOCAL_FIELDS: readonly string[] = [
   'algorithm',
@@ -71,6 +73,8 @@ const ALGORITHM_FIELDS: Readonly<Record<string, readonly AlgorithmName[]>> = {
   deadlineMs: ['leaky-bucket'],
 };
 
+/** The longest ownerDeadlineMs a policy may set: an ask waits at most this long for its owner. */
+const MAX_OWNER_DEADLINE_MS = 10_000;
 const CELLS = `a positive integer number of cells, at most ${MAX_CELLS}`;
 const WINDOW = `an integer number of milliseconds between ${MIN_WINDOW_MS} and ${MAX_WINDOW_MS}`;
 
@@ -147,7 +151,7 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const maxCost = integer(s, 'maxCost', path, 1, MAX_CELLS, CELLS, limit);
 
   if (scope === 'local') {
-    for (const field of ['local', 'overAdmission', 'fallback', 'routing']) {
+    for (const field of ['local', 'overAdmission', 'fallback', 'routing', 'placement', 'ownerDeadlineMs']) {
       if (present(s, field)) {
         fail(
           join(path, field),
@@ -203,6 +207,17 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
       'applies only to overAdmission "controlled" (the split of the headroom it shapes)',
       s.routing,
     );
+  // owner placement (issue 27, docs/owner.md); the defaults are left out of the compiled policy
+  const placement = oneOf(s, 'placement', path, ['auto', 'local', 'owner'] as const, 'auto');
+  const ownerDeadlineMs = integer(
+    s,
+    'ownerDeadlineMs',
+    path,
+    1,
+    MAX_OWNER_DEADLINE_MS,
+    `an integer number of milliseconds between 1 and ${MAX_OWNER_DEADLINE_MS}`,
+    50,
+  );
   return Object.freeze({
     name,
     scope,
@@ -217,6 +232,8 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
     fallback,
     // the default is left out: a policy that does not set it keeps the version it had
     ...(routing === 'mixed' ? {} : { routing }),
+    ...(placement === 'auto' ? {} : { placement }),
+    ...(ownerDeadlineMs === 50 ? {} : { ownerDeadlineMs }),
   });
 }
 
