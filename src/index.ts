@@ -30,6 +30,7 @@ export {
   createMeshLimiter,
   type Logger,
   type MeshLimiter,
+  type OwnerMeshLimiter,
   type MeshLimiterOptions,
   type MeshStats,
   SYNC_PROTOCOL,

@@ -241,4 +241,26 @@ export interface RateLimiter {
   policy(name: string): Policy | undefined;
   /** Whether the limiter can decide now (started and not failed). */
   readonly ready: boolean;
+  /**
+   * {@link check} for keys that may be decided by their owner on another node (placement
+   * `owner`, or `auto` on thin keys; docs/owner.md): asks the owner over the mesh and resolves
+   * with its answer, or, past the policy's `ownerDeadlineMs`, with the policy's failure mode.
+   * Resolves at once, with no call, for keys decided here. Never rejects on a limit; invalid
+   * input rejects with a RateMeshError as `check` throws. Absent on limiters without owners.
+   */
+  checkAsync?(policy: string, keys: string | readonly string[], cost?: number): Promise<Decision>;
+  /**
+   * For the HTTP middleware, the daemon and the Envoy RLS: the decision at once (as `check` for
+   * one pair, `checkAll` for more) when every key is decided here, else a promise of the owners'
+   * answers (as {@link checkAllAsync}). Dense keys so pay no promise.
+   */
+  checkOrAsk?(
+    pairs: readonly PolicyKey[],
+    cost?: number | readonly number[],
+  ): (Decision & { outcomes?: KeyOutcome[] }) | Promise<Decision & { outcomes: KeyOutcome[] }>;
+  /** {@link checkAll} for pairs whose keys may be decided by their owner (see {@link checkAsync}). */
+  checkAllAsync?(
+    pairs: readonly PolicyKey[],
+    cost?: number | readonly number[],
+  ): Promise<Decision & { outcomes: KeyOutcome[] }>;
 }

@@ -8,6 +8,7 @@ export { SYNC_PROTOCOL } from './sync.js';
 export type {
   Logger,
   MeshLimiter,
+  OwnerMeshLimiter,
   MeshLimiterOptions,
   MeshStats,
   RelayMode,
