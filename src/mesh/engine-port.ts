@@ -1,9 +1,9 @@
 import type { Clock } from '../clock.js';
+import type { OwnerStats } from '../decision/owner.js';
 import type { PeerView } from '../decision/peers.js';
 import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from '../decision/types.js';
 import type { WarnLogger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
-import type { OwnerStats } from '../decision/owner.js';
 import type { Decision, PolicySpec, RateLimiter } from '../types.js';
 
 /**

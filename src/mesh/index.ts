@@ -8,8 +8,8 @@ export { SYNC_PROTOCOL } from './sync.js';
 export type {
   Logger,
   MeshLimiter,
-  OwnerMeshLimiter,
   MeshLimiterOptions,
   MeshStats,
+  OwnerMeshLimiter,
   RelayMode,
 } from './types.js';

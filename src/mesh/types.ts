@@ -1,13 +1,13 @@
 import type { Clock } from '../clock.js';
+import type { OwnerStats } from '../decision/owner.js';
 import type { PeerView } from '../decision/peers.js';
 import type { EngineStats, PolicyReplacement } from '../decision/types.js';
 import type { Logger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
-import type { OwnerStats } from '../decision/owner.js';
 import type { Decision, KeyOutcome, PolicyKey, PolicySpec, RateLimiter } from '../types.js';
 import type { DirectGossipStats } from './direct-gossip.js';
-import type { OwnerServiceStats } from './owner-service.js';
 import type { EngineFactory } from './engine-port.js';
+import type { OwnerServiceStats } from './owner-service.js';
 
 export type { Logger } from '../logger.js';
 
