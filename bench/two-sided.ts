@@ -1,0 +1,636 @@
+/**
+ * Both errors of the decision rule, per row (issue 26): on the same arrivals, three limiters
+ * side by side — `default` (the policy as a user writes it: name, limit, window; every other
+ * option the default), `naive` (`overAdmission: 'naive'`) and `exact` (an exact sliding-window
+ * log over the arrivals, slidingLogAdmits). The mesh is the user's default too (defaultMesh:
+ * g = 100 ms, d = 10 ms, gossip to every member); the production engine decides in the
+ * simulator. Columns: false denials (% of what the exact limiter admits that this one denied;
+ * also within each key's first window and after it), the worst rolling window − L (worst over
+ * keys), admitted / exact, admitted / the local ceiling (localCeilingAdmits), calls to other
+ * nodes per request and the latency they add (0 while every decision is local: fed by a
+ * CostProbe), and the denials by `rule`.
+ *
+ *   npm run bench:two-sided [-- --rows <substring>] [--nodes 2,3,8] [--out FILE] [--all]
+ *
+ * Families run whole (the rows of a family that share a run are key classes of one policy in
+ * one simulated mesh: one service's accounts, say), so a row's figures never depend on which
+ * other rows were asked for. A run whose estimated wall time at a node count passes the budget
+ * (the gossip of N nodes costs about N² per simulated second) is skipped and listed unless
+ * `--all`. Writes bench/results/two-sided.json (or `--out`).
+ */
+import { execSync, fork } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Prng } from '../src/sim/prng.js';
+import { seedTrace } from '../src/sim/trace.js';
+import {
+  type Arrivals,
+  addKey,
+  burstsKey,
+  type CostProbe,
+  defaultMesh,
+  emptyArrivals,
+  exactFlags,
+  figuresOf,
+  firstWindowFlags,
+  type LimiterRun,
+  LOCAL_DECISIONS,
+  localCeiling,
+  push,
+  ruleHistogram,
+  runSim,
+  sortArrivals,
+  steadyKey,
+  type TwoSidedFigures,
+} from '../src/sim/two-sided.js';
+import type { PolicySpec } from '../src/types.js';
+import { printTable } from './table.js';
+
+/** A simulated mesh run: one policy, arrivals whose keys are classed into the run's rows. */
+interface RunDef {
+  family: string;
+  /** Row names, by key class. */
+  rows: string[];
+  limit: number;
+  windowMs: number;
+  /** Runs at LARGE nodes and up without `--all`. */
+  large?: boolean;
+  /** Node counts it runs at, if not every one asked for. */
+  only?: (n: number) => boolean;
+  /** Simulated seconds at `n` nodes (the cost estimate). */
+  seconds(n: number): number;
+  /** The arrivals at `n` nodes, and each key's class (an index into `rows`). */
+  build(n: number): { arrivals: Arrivals; keyClass: number[] };
+  /** Node counts it also runs at when `--nodes` is not given. */
+  extraNodes?: number[];
+  /** Nodes of the local ceiling at `n` (default n: arrivals spread over every node). */
+  ceilingNodes?: (n: number) => number;
+  /** What the rows' traffic is, at `n` nodes (printed). */
+  describe(n: number): string;
+}
+
+const NODE_COUNTS = [2, 3, 8, 32, 64, 256];
+/** What a request costs beyond a local decision (calls/req, +ms): nothing while every decision is local. */
+const PROBE: CostProbe = LOCAL_DECISIONS;
+/** Node counts from which only the runs marked `large` run, unless `--all`. */
+const LARGE = 256;
+/**
+ * CPU seconds per simulated second per N^2.5, about (gossip to every member: N² deliveries a
+ * tick, each dearer with more members): measured 42 s a simulated second at 256 nodes with a
+ * key at 500/s, 1.3 s at 64. Only the skipped list's estimates and the order of the jobs use it.
+ */
+const COST_PER_N25 = 4e-5;
+
+/**
+ * Accounts per class (steady, bursty) at `n` nodes: the engine's per-key gossip work grows with
+ * nodes × keys, so fewer where there are more nodes (about 15 ms of CPU per node and account
+ * over the run's 100 s, both limiters): 2,000 at 2 nodes, 600 at 8, 75 at 64.
+ */
+function population(n: number): number {
+  return Math.max(10, Math.min(2000, Math.round(4800 / n / 5) * 5));
+}
+
+/** Login and SMS users at `n` nodes (their keys live shorter: cheaper). */
+function users(n: number): number {
+  return Math.max(50, Math.min(2000, Math.round(16000 / n / 10) * 10));
+}
+
+/** Heavy accounts at `n` nodes: a quarter of the others. */
+function heavyAccounts(n: number): number {
+  return Math.max(1, Math.ceil(population(n) / 4));
+}
+
+const S = 1000;
+const MIN = 60 * S;
+/** Simulated seconds of the accounts run: every key's first minute and 20-40 s after it. */
+const ACCOUNT_SECONDS = 100;
+
+function globalRun(
+  name: string,
+  segments: (n: number) => [rate: number, fromMs: number, toMs: number][],
+  large = false,
+): RunDef {
+  const seconds = (n: number) => (n >= LARGE ? 2 : 10);
+  return {
+    family: 'global',
+    large,
+    rows: [name],
+    limit: 1000,
+    windowMs: S,
+    seconds,
+    build(n) {
+      const a = emptyArrivals();
+      const k = addKey(a, 'global');
+      const prng = new Prng(11);
+      for (const [rate, from, to] of segments(seconds(n) * S)) steadyKey(a, k, rate, from, to, n, prng);
+      return { arrivals: a, keyClass: [0] };
+    },
+    describe: (n) =>
+      `one key, L = 1,000 per 1 s, ${segments(seconds(n) * S)
+        .map(([r, f, t]) => `${r}/s over ${f / S}-${t / S} s`)
+        .join(', then ')}, evenly spaced, nodes drawn uniformly`,
+  };
+}
+
+const accountsRun: RunDef = {
+  family: 'accounts',
+  rows: ['steady 0.5L', 'bursty 30 per 40 s', 'heavy 3L'],
+  limit: 100,
+  windowMs: MIN,
+  seconds: () => ACCOUNT_SECONDS,
+  build(n) {
+    const a = emptyArrivals();
+    const keyClass: number[] = [];
+    const prng = new Prng(21);
+    const end = ACCOUNT_SECONDS * S;
+    const A = population(n);
+    for (let i = 0; i < A; i++) {
+      keyClass.push(0);
+      steadyKey(a, addKey(a, `steady-${i}`), 50 / 60, prng.next() * 20 * S, end, n, prng);
+    }
+    for (let i = 0; i < A; i++) {
+      keyClass.push(1);
+      burstsKey(a, addKey(a, `bursty-${i}`), 30, 40 * S, prng.next() * 20 * S, end, n, prng);
+    }
+    for (let i = 0; i < heavyAccounts(n); i++) {
+      keyClass.push(2);
+      steadyKey(a, addKey(a, `heavy-${i}`), 5, prng.next() * 20 * S, end, n, prng);
+    }
+    return { arrivals: sortArrivals(a), keyClass };
+  },
+  describe: (n) =>
+    `one policy L = 100 per min, ${population(n)} steady accounts at 50/min, ${population(n)} sending 30 at once every 40 s, ` +
+    `${heavyAccounts(n)} at 300/min; each key new (starts in the first 20 s), ${ACCOUNT_SECONDS} s, nodes drawn uniformly`,
+};
+
+/** Keys per class of the burst rows at `n` nodes. */
+const burstKeys = (n: number) => (n >= LARGE ? 2 : 20);
+
+const burstsRun: RunDef = {
+  family: 'bursts',
+  rows: ['fresh keys', 'warm keys (5 earlier)'],
+  limit: 50,
+  windowMs: 10 * S,
+  large: true,
+  seconds: (n) => 2.2 + burstKeys(n) * 0.4,
+  build(n) {
+    const a = emptyArrivals();
+    const keyClass: number[] = [];
+    const prng = new Prng(31);
+    const K = burstKeys(n);
+    for (let j = 0; j < K; j++) {
+      keyClass.push(0);
+      const k = addKey(a, `fresh-${j}`);
+      const at = 500 + 400 * j;
+      burstsKey(a, k, 300, S, at, at + 1, n, prng, 15, j % n);
+    }
+    for (let j = 0; j < K; j++) {
+      keyClass.push(1);
+      const k = addKey(a, `warm-${j}`);
+      const at = 2000 + 400 * j + 200;
+      for (let m = 0; m < 5; m++) push(a, at - 1000 + 100 * m, Math.floor(prng.next() * n), k);
+      burstsKey(a, k, 300, S, at, at + 1, n, prng, 15, j % n);
+    }
+    return { arrivals: sortArrivals(a), keyClass };
+  },
+  describe: (n) =>
+    `L = 50 per 10 s, ${burstKeys(n)} keys per class, each 300 requests within 15 ms round-robin over the nodes; ` +
+    'warm keys had 5 requests (nodes drawn uniformly, 100 ms apart) from 1 s before',
+};
+
+/** Users making attempts at uniform nodes, and attackers spraying every node at once. */
+function usersAndAttackers(
+  family: string,
+  limit: number,
+  windowMs: number,
+  attempts: { count: number; apartMs: number; startWithinMs: number },
+  attack: { everyMs: number; forMs: number },
+  end: number,
+): RunDef {
+  const ATTACKERS = 5;
+  return {
+    family,
+    rows: [
+      `users ${attempts.count} attempts ${attempts.apartMs / S} s apart`,
+      'attacker on every node at once',
+    ],
+    limit,
+    windowMs,
+    seconds: () => end / S,
+    build(n) {
+      const a = emptyArrivals();
+      const keyClass: number[] = [];
+      const prng = new Prng(41);
+      for (let i = 0; i < users(n); i++) {
+        keyClass.push(0);
+        const k = addKey(a, `user-${i}`);
+        const t0 = prng.next() * attempts.startWithinMs;
+        for (let j = 0; j < attempts.count; j++)
+          push(a, t0 + j * attempts.apartMs, Math.floor(prng.next() * n), k);
+      }
+      for (let v = 0; v < ATTACKERS; v++) {
+        keyClass.push(1);
+        const k = addKey(a, `target-${v}`);
+        const t0 = 2 * S + 3 * S * v;
+        burstsKey(a, k, n, attack.everyMs, t0, t0 + attack.forMs, n, prng, 0, 0);
+      }
+      return { arrivals: sortArrivals(a), keyClass };
+    },
+    describe: (n) =>
+      `L = ${limit} per ${windowMs >= 3_600_000 ? `${windowMs / 3_600_000} h` : `${windowMs / MIN} min`}, ${users(n)} users ` +
+      `(first attempt in the first ${attempts.startWithinMs / S} s, nodes drawn uniformly); ${ATTACKERS} attacked keys, ` +
+      `one attempt at every node at once every ${attack.everyMs / S} s for ${attack.forMs / S} s`,
+  };
+}
+
+function ownRun(lo: number, hi: number): RunDef {
+  const seconds = (n: number) => (n >= LARGE ? 5 : 20);
+  return {
+    family: 'own batches',
+    rows: [`k = 10, gaps ${lo}-${hi} ms`],
+    limit: 1000,
+    windowMs: S,
+    seconds,
+    ceilingNodes: () => 1,
+    extraNodes: [1],
+    build(n) {
+      const a = emptyArrivals();
+      const k = addKey(a, 'hot');
+      const prng = new Prng(7);
+      const end = seconds(n) * S;
+      let t = 0;
+      let sent = 0;
+      for (let step = 0; step < 1e6; step++) {
+        t += lo + prng.next() * (hi - lo);
+        if (t >= end) break;
+        const due = Math.floor(t * 2) - sent;
+        sent += due;
+        for (let i = 0; i < due; i++) push(a, t, 0, k);
+      }
+      return { arrivals: a, keyClass: [0] };
+    },
+    describe: (n) =>
+      `one key, L = 1,000 per 1 s (k = 10, the default), 2,000/s due, all at node 0, decided in batches at gaps ` +
+      `drawn from [${lo}, ${hi}] ms, ${seconds(n)} s (bench:own-bursts)`,
+  };
+}
+
+const seedRun: RunDef = {
+  family: 'seed trace',
+  rows: ['8 nodes 40/20/10/10/5/5/5/5 %'],
+  limit: 1000,
+  windowMs: S,
+  only: (n) => n === 8,
+  seconds: () => 10,
+  build() {
+    const tr = seedTrace();
+    const a = emptyArrivals();
+    const k = addKey(a, 'global');
+    for (let i = 0; i < tr.t.length; i++) push(a, tr.t[i]!, tr.node[i]!, k);
+    return { arrivals: a, keyClass: [0] };
+  },
+  describe: () =>
+    'the seed trace: 20,000 requests at 2,000/s, L = 1,000 per 1 s (k = 10, the default); 8 nodes only',
+};
+
+const RUNS: RunDef[] = [
+  globalRun('0.5L', (e) => [[500, 0, e]]),
+  globalRun('0.9L', (e) => [[900, 0, e]], true),
+  globalRun('2L', (e) => [[2000, 0, e]]),
+  globalRun('step 0.5L to 2L', (e) => [
+    [500, 0, e / 2],
+    [2000, e / 2, e],
+  ]),
+  accountsRun,
+  burstsRun,
+  usersAndAttackers(
+    'login',
+    5,
+    MIN,
+    { count: 3, apartMs: 10 * S, startWithinMs: 30 * S },
+    { everyMs: S, forMs: 60 * S },
+    75 * S,
+  ),
+  ownRun(2, 30),
+  ownRun(10, 120),
+  usersAndAttackers(
+    'sms',
+    3,
+    3_600_000,
+    { count: 3, apartMs: 30 * S, startWithinMs: 15 * S },
+    { everyMs: 2 * S, forMs: 40 * S },
+    75 * S,
+  ),
+  seedRun,
+];
+
+type Limiter = 'default' | 'naive' | 'exact';
+
+interface ResultRow extends TwoSidedFigures {
+  family: string;
+  row: string;
+  nodes: number;
+  limiter: Limiter;
+  limit: number;
+  window_ms: number;
+  seconds: number;
+  /** Denials by rule (default and naive). */
+  denials_by_rule: Record<string, number>;
+}
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+function policyOf(limiter: 'default' | 'naive', r: RunDef): PolicySpec {
+  const p: PolicySpec = { name: 'p', limit: r.limit, windowMs: r.windowMs };
+  return limiter === 'naive' ? { ...p, overAdmission: 'naive' } : p;
+}
+
+function rulesText(h: Record<string, number>): string {
+  const e = Object.entries(h).sort((x, y) => y[1] - x[1]);
+  return e.length === 0 ? '-' : e.map(([k, v]) => `${k} ${v}`).join(', ');
+}
+
+/** CPU s of one limiter's run, estimated: the gossip of its nodes, and the accounts' keys (about 7.5 ms per node and account). */
+function estimate(run: RunDef, n: number): number {
+  const keys = run.family === 'accounts' ? 0.0075 * n * (2 * population(n) + heavyAccounts(n)) : 0;
+  return COST_PER_N25 * n ** 2.5 * run.seconds(n) + keys;
+}
+
+/** One simulator run of a limiter: a run definition at a node count. */
+interface Job {
+  run: number;
+  nodes: number;
+  limiter: 'default' | 'naive';
+}
+
+/** What a worker sends back. */
+interface JobResult {
+  job: Job;
+  result: LimiterRun;
+  wall_s: number;
+  /** CPU time of the job (user + system), s: on a busy machine less than its wall time. */
+  cpu_s: number;
+}
+
+function runJob(job: Job): JobResult {
+  const t0 = performance.now();
+  const c0 = process.cpuUsage();
+  const run = RUNS[job.run]!;
+  const { arrivals } = run.build(job.nodes);
+  const result = runSim(defaultMesh(job.nodes), policyOf(job.limiter, run), arrivals, PROBE);
+  const c = process.cpuUsage(c0);
+  return { job, result, wall_s: (performance.now() - t0) / 1000, cpu_s: (c.user + c.system) / 1e6 };
+}
+
+/** Run `jobs` on `parallel` child processes (this file with --worker), calling `done` as each ends. */
+async function runJobs(jobs: Job[], parallel: number, done: (r: JobResult) => void): Promise<void> {
+  if (parallel <= 1) {
+    for (const j of jobs) done(runJob(j));
+    return;
+  }
+  const file = fileURLToPath(import.meta.url);
+  let next = 0;
+  const worker = () =>
+    new Promise<void>((res, rej) => {
+      const child = fork(file, ['--worker'], { execArgv: process.execArgv, serialization: 'advanced' });
+      const feed = () => {
+        if (next >= jobs.length) {
+          child.disconnect();
+          return;
+        }
+        child.send(jobs[next++]!);
+      };
+      child.on('message', (m: JobResult) => {
+        done(m);
+        feed();
+      });
+      child.on('error', rej);
+      child.on('exit', (code) => (code === 0 ? res() : rej(new Error(`worker exited with ${code}`))));
+      feed();
+    });
+  await Promise.all(Array.from({ length: Math.min(parallel, jobs.length) }, worker));
+}
+
+function worker(): void {
+  process.on('message', (job: Job) => {
+    process.send!(runJob(job));
+  });
+}
+
+async function main(): Promise<void> {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const out = resolve(arg('out') ?? join(here, 'results', 'two-sided.json'));
+  const match = arg('rows');
+  const nodesArg = arg('nodes');
+  const nodeCounts = nodesArg === undefined ? NODE_COUNTS : nodesArg.split(',').map(Number);
+  const parallel = Number(arg('jobs') ?? Math.min(2, availableParallelism()));
+  const all = process.argv.includes('--all');
+  const skipped: { family: string; rows: string[]; nodes: number; estimated_s: number }[] = [];
+  const selected = (family: string, row: string) => match === undefined || `${family}/${row}`.includes(match);
+  const jobs: Job[] = [];
+  RUNS.forEach((run, r) => {
+    if (!run.rows.some((x) => selected(run.family, x))) return;
+    for (const n of [...(nodesArg === undefined ? (run.extraNodes ?? []) : []), ...nodeCounts]) {
+      if (run.only !== undefined && !run.only(n)) continue;
+      const est = estimate(run, n);
+      if (n >= LARGE && run.large !== true && !all) {
+        skipped.push({ family: run.family, rows: run.rows, nodes: n, estimated_s: Math.round(est) });
+        continue;
+      }
+      for (const limiter of ['default', 'naive'] as const) jobs.push({ run: r, nodes: n, limiter });
+    }
+  });
+  // the longest first (a pool of processes finishes sooner); the output does not depend on the order
+  jobs.sort((a, b) => estimate(RUNS[b.run]!, b.nodes) - estimate(RUNS[a.run]!, a.nodes));
+  let commit = 'unknown';
+  try {
+    commit = execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
+  } catch {
+    // not a git checkout
+  }
+  const t0 = performance.now();
+  const results = new Map<string, JobResult>();
+  const id = (j: Omit<Job, 'limiter'>, l: string) => `${j.run}/${j.nodes}/${l}`;
+  let finished = 0;
+  await runJobs(jobs, parallel, (r) => {
+    results.set(id(r.job, r.job.limiter), r);
+    finished++;
+    const run = RUNS[r.job.run]!;
+    process.stderr.write(
+      `[${finished}/${jobs.length}] ${run.family} ${run.rows.join(' + ')} N = ${r.job.nodes} ${r.job.limiter}: ` +
+        `${r.cpu_s.toFixed(1)} s CPU, ${r.wall_s.toFixed(1)} s wall (${((performance.now() - t0) / 1000).toFixed(0)} s in)\n`,
+    );
+  });
+  const elapsed = (performance.now() - t0) / 1000;
+
+  console.log(
+    `bench:two-sided at ${commit}: default (the policy as written: name, limit, window), naive (overAdmission 'naive'), ` +
+      'exact (a sliding-window log over the same arrivals); simulator g = 100 ms, d = 10 ms, every member expected, ' +
+      'gossip to every member.\nfalse den %: of the requests the exact limiter admits on the same arrivals, the % this limiter denied ' +
+      `(1st W: arrivals in their key's first window; after: the rest); on an over row (the exact limiter denies some) it also ` +
+      'counts admitting other arrivals than the exact one. worst - L: the worst rolling window over keys, minus L. ' +
+      'adm/ceiling: admitted against localCeilingAdmits (mean of 5 draws). calls/req, +ms: calls to other nodes and added latency.',
+  );
+  const rows: ResultRow[] = [];
+  const cpuByFamily: Record<string, number> = {};
+  const wallByFamily: Record<string, number> = {};
+  const families = [...new Set(RUNS.map((r) => r.family))];
+  for (const family of families) {
+    const cells: (string | number)[][] = [];
+    const notes = new Set<string>();
+    RUNS.forEach((run, r) => {
+      if (run.family !== family) return;
+      for (const n of [...(nodesArg === undefined ? (run.extraNodes ?? []) : []), ...nodeCounts]) {
+        const def = results.get(id({ run: r, nodes: n }, 'default'));
+        const nai = results.get(id({ run: r, nodes: n }, 'naive'));
+        if (def === undefined || nai === undefined) continue;
+        cpuByFamily[family] = (cpuByFamily[family] ?? 0) + def.cpu_s + nai.cpu_s;
+        wallByFamily[family] = (wallByFamily[family] ?? 0) + def.wall_s + nai.wall_s;
+        notes.add(`N = ${n}: ${run.describe(n)}`);
+        const { arrivals, keyClass } = run.build(n);
+        const exact = exactByKey(arrivals, run.limit, run.windowMs);
+        const firstW = firstWindowFlags(arrivals, run.windowMs);
+        const sims = { default: def.result, naive: nai.result };
+        for (let c = 0; c < run.rows.length; c++) {
+          if (!selected(family, run.rows[c]!)) continue;
+          const only = new Uint8Array(arrivals.t.length);
+          for (let i = 0; i < only.length; i++) if (keyClass[arrivals.key[i]!] === c) only[i] = 1;
+          const byKey: number[][] = arrivals.keys.map(() => []);
+          for (let i = 0; i < only.length; i++) if (only[i]) byKey[arrivals.key[i]!]!.push(arrivals.t[i]!);
+          const ceiling = localCeiling(byKey, run.limit, run.windowMs, run.ceilingNodes?.(n) ?? n);
+          for (const limiter of ['default', 'naive', 'exact'] as const) {
+            const sim = limiter === 'exact' ? undefined : sims[limiter];
+            const f = figuresOf(
+              arrivals,
+              sim?.admitted ?? exact,
+              only,
+              exact,
+              firstW,
+              ceiling,
+              run.limit,
+              run.windowMs,
+              sim?.calls,
+              sim?.latencyMs,
+            );
+            const row: ResultRow = {
+              family,
+              row: run.rows[c]!,
+              nodes: n,
+              limiter,
+              limit: run.limit,
+              window_ms: run.windowMs,
+              seconds: run.seconds(n),
+              ...f,
+              denials_by_rule: sim === undefined ? {} : ruleHistogram(sim, only),
+            };
+            rows.push(row);
+            const first = limiter === 'default';
+            cells.push([
+              first ? row.row : '',
+              first ? n : '',
+              first ? (row.exact < row.requests ? 'over' : 'under') : '',
+              limiter,
+              row.requests,
+              row.false_denials_pct.toFixed(2),
+              row.false_denials_first_w_pct.toFixed(2),
+              row.false_denials_after_pct.toFixed(2),
+              row.worst_window_minus_l,
+              row.admitted_vs_exact.toFixed(4),
+              row.admitted_vs_ceiling.toFixed(4),
+              row.calls_per_request,
+              row.added_latency_ms,
+              limiter === 'exact' ? '' : rulesText(row.denials_by_rule),
+            ]);
+          }
+        }
+      }
+    });
+    if (cells.length === 0) continue;
+    console.log(
+      `\n== ${family} (simulations: ${(cpuByFamily[family] ?? 0).toFixed(1)} s of CPU, ${(wallByFamily[family] ?? 0).toFixed(1)} s wall)`,
+    );
+    for (const note of notes) console.log(`  ${note}`);
+    printTable(
+      [
+        'row',
+        'N',
+        'load',
+        'limiter',
+        'requests',
+        'false den %',
+        '1st W %',
+        'after %',
+        'worst - L',
+        'adm/exact',
+        'adm/ceiling',
+        'calls/req',
+        '+ms',
+        'denials by rule',
+      ],
+      cells,
+    );
+  }
+  if (skipped.length > 0) {
+    console.log(
+      `\nnot run at ${LARGE} nodes and up (CPU per limiter estimated; --all runs them):\n` +
+        skipped
+          .map((s) => `  ${s.family} (${s.rows.join(', ')}) N = ${s.nodes}: about ${s.estimated_s} s`)
+          .join('\n'),
+    );
+  }
+  const cpu = Object.entries(cpuByFamily).map(([k, v]) => [k, Math.round(v * 10) / 10] as const);
+  const wall = Object.entries(wallByFamily).map(([k, v]) => [k, Math.round(v * 10) / 10] as const);
+  console.log(
+    `\nsimulations by family, CPU s: ${cpu.map(([k, v]) => `${k} ${v}`).join(', ')}; wall s (summed over processes): ` +
+      `${wall.map(([k, v]) => `${k} ${v}`).join(', ')}; ` +
+      `${elapsed.toFixed(0)} s elapsed on ${Math.min(parallel, jobs.length)} processes`,
+  );
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(
+    out,
+    `${JSON.stringify(
+      {
+        commit,
+        node: process.version,
+        cpu_s_by_family: Object.fromEntries(cpu),
+        wall_s_by_family: Object.fromEntries(wall),
+        elapsed_s: Math.round(elapsed),
+        skipped,
+        rows,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  console.log(`wrote ${out}`);
+}
+
+/** The exact limiter's flags over `a`, key by key. */
+function exactByKey(a: Arrivals, limit: number, windowMs: number): Uint8Array {
+  const idx: number[][] = a.keys.map(() => []);
+  for (let i = 0; i < a.t.length; i++) idx[a.key[i]!]!.push(i);
+  const flags = new Uint8Array(a.t.length);
+  for (const list of idx) {
+    const f = exactFlags(
+      list.map((i) => a.t[i]!),
+      limit,
+      windowMs,
+    );
+    list.forEach((i, j) => {
+      flags[i] = f[j]!;
+    });
+  }
+  return flags;
+}
+
+if (process.argv.includes('--worker')) worker();
+else
+  main().catch((e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  });
