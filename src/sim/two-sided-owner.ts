@@ -11,7 +11,11 @@ import type { Arrivals, LimiterRun } from './two-sided.js';
  * or for the deadline). An admission is placed at its arrival (an ask's is spent at the owner d
  * later), as for every other limiter of the bench.
  */
-export function runOwnerSim(opts: Omit<SimOptions, 'policies'>, policy: PolicySpec, arrivals: Arrivals): LimiterRun {
+export function runOwnerSim(
+  opts: Omit<SimOptions, 'policies'>,
+  policy: PolicySpec,
+  arrivals: Arrivals,
+): LimiterRun {
   const s = new OwnerSim({ ...opts, policies: [policy] });
   const n = arrivals.t.length;
   const run: LimiterRun = {
