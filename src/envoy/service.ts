@@ -126,10 +126,31 @@ export class RlsService {
     this.unknownDomain = opts.unknownDomain ?? 'error';
   }
 
+  /**
+   * {@link shouldRateLimit}, asking the owner of a descriptor key that another node owns (owner
+   * placement, issue 27): the result at once when every key is decided here, else a promise.
+   */
+  shouldRateLimitOrAsk(request: unknown): RlsResult | Promise<RlsResult> {
+    try {
+      const r = this.decide(request, true);
+      return r instanceof Promise ? r.catch((err: unknown) => this.failed(err)) : r;
+    } catch (err) {
+      return this.failed(err);
+    }
+  }
+
+  private failed(err: unknown): RlsResult {
+    if (isRateMeshError(err, ErrorCodes.NOT_STARTED)) {
+      return { ok: false, code: 'UNAVAILABLE', message: 'the rate limiter is not running' };
+    }
+    if (isRateMeshError(err)) return { ok: false, code: 'INVALID_ARGUMENT', message: err.message };
+    return { ok: false, code: 'INTERNAL', message: 'internal error' };
+  }
+
   /** Decides one `RateLimitRequest`. */
   shouldRateLimit(request: unknown): RlsResult {
     try {
-      return this.decide(request);
+      return this.decide(request, false) as RlsResult;
     } catch (err) {
       if (isRateMeshError(err, ErrorCodes.NOT_STARTED)) {
         return { ok: false, code: 'UNAVAILABLE', message: 'the rate limiter is not running' };
@@ -139,7 +160,12 @@ export class RlsService {
     }
   }
 
-  private decide(request: unknown): RlsResult {
+  /** `ask`: a key owned elsewhere may be asked of its owner (a promise); `given`: the decision, already made. */
+  private decide(
+    request: unknown,
+    ask: boolean,
+    given?: Decision & { outcomes: KeyOutcome[] },
+  ): RlsResult | Promise<RlsResult> {
     if (typeof request !== 'object' || request === null)
       return invalid('request', 'must be a RateLimitRequest');
     const req = request as Record<string, unknown>;
@@ -255,7 +281,16 @@ export class RlsService {
       // A descriptor with requests_per_unit 0 refuses the request: look at the others without spending.
       if (zeroBlocks) costs.fill(0);
       const started = performance.now();
-      const decision = this.limiter.checkAll(pairs, costs);
+      // ---- owner placement (issue 27): asked of the owner, the answer comes back here as `given`
+      let decision = given;
+      if (decision === undefined) {
+        const asked = ask ? this.limiter.checkOrAsk?.(pairs, costs) : undefined;
+        if (asked instanceof Promise) return asked.then((d) => this.decide(request, false, d));
+        decision =
+          (asked as (Decision & { outcomes: KeyOutcome[] }) | undefined) ??
+          this.limiter.checkAll(pairs, costs);
+      }
+      // ---- end of owner placement
       const seconds = (performance.now() - started) / 1000;
       outcomes = decision.outcomes;
       spent = !zeroBlocks && decision.allowed;
