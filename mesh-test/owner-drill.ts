@@ -6,7 +6,7 @@
  * window of each attacked key against L), how long the attacked key took to be decided exactly
  * again, and the latency checkAsync added (p50, p99: asked decisions, and every decision).
  *
- *   npx tsx mesh-test/owner-drill.ts [--nodes 8] [--users 200] [--seconds 20] [--kill-at 8]
+ *   npx tsx mesh-test/owner-drill.ts [--nodes 8] [--users 200] [--seconds 20] [--kill-at 8] [--deadline-ms 50]
  *
  * Exits non-zero when the attacker passes L in a window or the key is not decided exactly
  * again within 1 s. Writes mesh-test/results/owner-drill.json.
@@ -27,6 +27,7 @@ const { values } = parseArgs({
     users: { type: 'string', default: '200' },
     seconds: { type: 'string', default: '20' },
     'kill-at': { type: 'string', default: '8' },
+    'deadline-ms': { type: 'string', default: '50' },
   },
 });
 const N = Number(values.nodes);
@@ -35,7 +36,10 @@ const SECONDS = Number(values.seconds);
 const KILL_AT = Number(values['kill-at']) * 1000;
 const L = 5;
 const W = 60_000;
-const POLICIES: PolicySpec[] = [{ name: 'login', limit: L, windowMs: W }];
+const DEADLINE = Number(values['deadline-ms']);
+const POLICIES: PolicySpec[] = [
+  { name: 'login', limit: L, windowMs: W, ...(DEADLINE === 50 ? {} : { ownerDeadlineMs: DEADLINE }) },
+];
 const here = dirname(fileURLToPath(import.meta.url));
 
 function quantile(xs: number[], q: number): number {
@@ -199,6 +203,8 @@ async function main(): Promise<void> {
     users: USERS,
     seconds: SECONDS,
     kill_at_s: KILL_AT / 1000,
+    owner_deadline_ms: DEADLINE,
+    load_average: loadavg()[0],
     killed: ownerId,
     decisions: all.length,
     attacker: { attempts: attack.length, admitted: attackAdmitted.length, worst_window: worst, limit: L },
@@ -222,7 +228,7 @@ async function main(): Promise<void> {
   const r3 = (x: number) => Math.round(x * 1000) / 1000;
   console.log(
     `owner drill (load average ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} CPUs): ${N} processes on loopback, login L = ${L}/min (placement auto), ${USERS} users x 3 attempts 5 s apart, ` +
-      `an attacker on every node every 200 ms for ${SECONDS} s, the owner of its key killed (SIGKILL) at ${KILL_AT / 1000} s\n` +
+      `an attacker on every node every 200 ms for ${SECONDS} s, the owner of its key killed (SIGKILL) at ${KILL_AT / 1000} s, ownerDeadlineMs ${DEADLINE}\n` +
       `  attacker: ${attack.length} attempts, ${attackAdmitted.length} admitted, worst window ${worst} (L = ${L})\n` +
       `  attacked key decided exactly again ${firstExact} ms after the kill\n` +
       `  users: ${falseDenied} false denials of ${exactAdmitted} the exact log admits (${report.users_false_denials.pct} %); ` +
