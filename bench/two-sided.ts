@@ -54,6 +54,7 @@ import {
   steadyKey,
   type TwoSidedFigures,
 } from '../src/sim/two-sided.js';
+import { runOwnerSim } from '../src/sim/two-sided-owner.js';
 import type { PolicySpec } from '../src/types.js';
 import { printTable } from './table.js';
 
@@ -335,7 +336,8 @@ const RUNS: RunDef[] = [
   seedRun,
 ];
 
-type Limiter = 'default' | 'naive' | 'exact';
+/** `auto`: the default policy with owner placement on (issue 27: thin keys decided by their owner). */
+type Limiter = 'default' | 'auto' | 'naive' | 'exact';
 
 interface ResultRow extends TwoSidedFigures {
   family: string;
@@ -356,7 +358,7 @@ function arg(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
-function policyOf(limiter: 'default' | 'naive', r: RunDef): PolicySpec {
+function policyOf(limiter: 'default' | 'auto' | 'naive', r: RunDef): PolicySpec {
   const p: PolicySpec = { name: 'p', limit: r.limit, windowMs: r.windowMs };
   return limiter === 'naive' ? { ...p, overAdmission: 'naive' } : p;
 }
@@ -376,7 +378,7 @@ function estimate(run: RunDef, n: number): number {
 interface Job {
   run: number;
   nodes: number;
-  limiter: 'default' | 'naive';
+  limiter: 'default' | 'auto' | 'naive';
 }
 
 /** What a worker sends back. */
@@ -393,7 +395,10 @@ function runJob(job: Job): JobResult {
   const c0 = process.cpuUsage();
   const run = RUNS[job.run]!;
   const { arrivals } = run.build(job.nodes);
-  const result = runSim(defaultMesh(job.nodes), policyOf(job.limiter, run), arrivals, PROBE);
+  const result =
+    job.limiter === 'auto'
+      ? runOwnerSim(defaultMesh(job.nodes), policyOf(job.limiter, run), arrivals)
+      : runSim(defaultMesh(job.nodes), policyOf(job.limiter, run), arrivals, PROBE);
   const c = process.cpuUsage(c0);
   return { job, result, wall_s: (performance.now() - t0) / 1000, cpu_s: (c.user + c.system) / 1e6 };
 }
@@ -459,7 +464,7 @@ async function main(): Promise<void> {
         skipped.push({ family: run.family, rows: run.rows, nodes: n, estimated_s: Math.round(est) });
         continue;
       }
-      for (const limiter of ['default', 'naive'] as const) jobs.push({ run: r, nodes: n, limiter });
+      for (const limiter of ['default', 'auto', 'naive'] as const) jobs.push({ run: r, nodes: n, limiter });
     }
   });
   // the longest first (a pool of processes finishes sooner); the output does not depend on the order
@@ -492,14 +497,15 @@ async function main(): Promise<void> {
     const family = run.family;
     for (const n of [...(nodesArg === undefined ? (run.extraNodes ?? []) : []), ...nodeCounts]) {
       const def = results.get(id({ run: r, nodes: n }, 'default'));
+      const aut = results.get(id({ run: r, nodes: n }, 'auto'));
       const nai = results.get(id({ run: r, nodes: n }, 'naive'));
-      if (def === undefined || nai === undefined) continue;
-      cpuByFamily[family] = round1((cpuByFamily[family] ?? 0) + def.cpu_s + nai.cpu_s);
-      wallByFamily[family] = round1((wallByFamily[family] ?? 0) + def.wall_s + nai.wall_s);
+      if (def === undefined || aut === undefined || nai === undefined) continue;
+      cpuByFamily[family] = round1((cpuByFamily[family] ?? 0) + def.cpu_s + aut.cpu_s + nai.cpu_s);
+      wallByFamily[family] = round1((wallByFamily[family] ?? 0) + def.wall_s + aut.wall_s + nai.wall_s);
       const { arrivals, keyClass } = run.build(n);
       const exact = exactByKey(arrivals, run.limit, run.windowMs);
       const firstW = firstWindowFlags(arrivals, run.windowMs);
-      const sims = { default: def.result, naive: nai.result };
+      const sims = { default: def.result, auto: aut.result, naive: nai.result };
       for (let c = 0; c < run.rows.length; c++) {
         if (!selected(family, run.rows[c]!)) continue;
         const only = new Uint8Array(arrivals.t.length);
@@ -507,7 +513,7 @@ async function main(): Promise<void> {
         const byKey: number[][] = arrivals.keys.map(() => []);
         for (let i = 0; i < only.length; i++) if (only[i]) byKey[arrivals.key[i]!]!.push(arrivals.t[i]!);
         const ceiling = localCeiling(byKey, run.limit, run.windowMs, run.ceilingNodes?.(n) ?? n);
-        for (const limiter of ['default', 'naive', 'exact'] as const) {
+        for (const limiter of ['default', 'auto', 'naive', 'exact'] as const) {
           const sim = limiter === 'exact' ? undefined : sims[limiter];
           const f = figuresOf(
             arrivals,
@@ -590,7 +596,7 @@ function mergeReports(reports: Report[]): Report {
       run,
       r.nodes,
       RUNS[run]?.rows.indexOf(r.row) ?? 0,
-      ['default', 'naive', 'exact'].indexOf(r.limiter),
+      ['default', 'auto', 'naive', 'exact'].indexOf(r.limiter),
     ];
   };
   const rows = [...byId.values()].sort((a, b) => {
@@ -626,7 +632,9 @@ function families(): string[] {
 /** Print a report: a header, one table per family (a line per row, node count and limiter), the runs left out, the times. */
 function printReport(rep: Report): void {
   console.log(
-    `bench:two-sided at ${rep.commit}: default (the policy as written: name, limit, window), naive (overAdmission 'naive'), ` +
+    `bench:two-sided at ${rep.commit}: default (the policy as written: name, limit, window; every decision local), ` +
+      "auto (the same policy on a mesh that asks owners: placement 'auto' puts L < 4 N on the key's owner, docs/owner.md), " +
+      "naive (overAdmission 'naive'), " +
       'exact (a sliding-window log over the same arrivals); simulator g = 100 ms, d = 10 ms, every member expected, ' +
       'gossip to every member.\nfalse den %: of the requests the exact limiter admits on the same arrivals, the % this limiter denied ' +
       `(1st W: arrivals in their key's first window; after: the rest); on an over row (the exact limiter denies some) it also ` +

@@ -56,6 +56,7 @@ export {
   type MeshLimiterOptions,
   type MeshState,
   type MeshStats,
+  type OwnerMeshLimiter,
   SHUTDOWN_DEFAULTS,
   type ShutdownOptions,
   SYNC_PROTOCOL,

@@ -23,6 +23,15 @@ export type FailureMode = 'open' | 'closed';
 export type OverAdmission = 'controlled' | 'naive';
 
 /**
+ * Where a global policy's keys are decided (docs/owner.md). `local`: every node decides alone
+ * (the decision rule, zero calls). `owner`: each key by its owner among the live members
+ * (rendezvous hashing over the membership), exactly, one round trip from any other node.
+ * `auto` (the default): `owner` while a node's fair part of L is under {@link OWNER_BELOW_UNITS}
+ * units (L < 4 N, N the live members), else `local`.
+ */
+export type Placement = 'local' | 'owner' | 'auto';
+
+/**
  * A local algorithm: `limit` cells per `windowMs` (the rate), with algorithm
  * specific extras. As user input every field is validated by the policy compiler.
  */
@@ -73,6 +82,14 @@ export interface PolicySpec {
   overAdmission?: OverAdmission;
   /** global scope only: fall back to L/N when the view of peers is stale. Default true. */
   fallback?: boolean;
+  /** global scope only: where keys are decided ({@link Placement}). Default `auto`. */
+  placement?: Placement;
+  /**
+   * global scope only, keys placed on an owner: how long a node waits for the owner's answer
+   * before the policy's `failureMode` decides (`open`: this node's local rule; `closed`: deny).
+   * Default 50 ms.
+   */
+  ownerDeadlineMs?: number;
 }
 
 /** A validated policy with every default filled in. Produced only by the policy compiler. */
@@ -89,6 +106,10 @@ export interface Policy {
   readonly maxCost: number;
   readonly overAdmission: OverAdmission;
   readonly fallback: boolean;
+  /** Absent for `auto` (the default), so policies that do not set it keep their version. */
+  readonly placement?: Exclude<Placement, 'auto'>;
+  /** Absent for the default (50 ms). */
+  readonly ownerDeadlineMs?: number;
 }
 
 /** How a decision was reached. */
@@ -111,7 +132,9 @@ export type DecisionRule =
   /** This node has said its farewell (a graceful stop): it decides no global policy. */
   | 'left-mesh'
   /** Just joined: a member its peers named is not heard yet, so it holds the start-up share L/N. */
-  | 'startup-hold';
+  | 'startup-hold'
+  /** The key's owner did not answer within the policy's ownerDeadlineMs, and the policy fails closed. */
+  | 'owner-unreachable';
 
 /**
  * Every term of one decision ({@link Engine.explain}), as numbers: what this node has seen, what
@@ -161,6 +184,8 @@ export interface Explanation {
   fallback?: { share: number; own: number };
   /** Just joined, a named member not heard: the start-up share. */
   startupHold?: { share: number; own: number; untilMs: number };
+  /** A key placed on its owner (docs/owner.md): the member that owns it in this node's view. */
+  owner?: string;
 }
 
 /** The outcome of one check. Being limited is a value, never a throw. */
@@ -187,6 +212,34 @@ export interface Decision {
   delayMs: number;
   /** True when the deciding policy is in shadow mode. */
   shadow: boolean;
+  /** Keys placed on an owner (docs/owner.md): who owns the deciding key, and how it was decided. */
+  owner?: OwnerInfo;
+}
+
+/** How a key placed on an owner was decided (Decision.owner). */
+export interface OwnerInfo {
+  /** The member that owns the key in this node's view. */
+  id: string;
+  /**
+   * `owner`: decided here, this node being the owner, exactly (its window against L);
+   * `asked`: the owner's answer, over the authenticated link to it;
+   * `local`: decided here by the local rule (this node is the owner and the ownership is still
+   * settling, or the owner could not be asked: see `reason`).
+   */
+  decidedBy: 'owner' | 'asked' | 'local';
+  /**
+   * Why `local`: `settling` (this node owns the key since less than a hold period: a previous
+   * owner's last admissions may not have reached it), `shared` (this node owns the key and a
+   * peer reported demand for it within a window: that peer decides it by the local rule, so
+   * the owner shares the headroom by the same rule), `sync-check` (a synchronous check on a key
+   * owned elsewhere: use checkAsync), `timeout` (no answer within ownerDeadlineMs), `unreachable`
+   * (no link to the owner, or it failed), `not-owner` (the member asked is not the owner in its
+   * own view: the views disagree while the membership changes), `refused` (the owner refused
+   * the ask).
+   */
+  reason?: 'settling' | 'shared' | 'sync-check' | 'timeout' | 'unreachable' | 'not-owner' | 'refused';
+  /** `asked`: the round trip of the ask, ms (this node's clock). */
+  rttMs?: number;
 }
 
 /** One (policy, key) part of a multi-policy check, as reported back. */
@@ -228,4 +281,26 @@ export interface RateLimiter {
   policy(name: string): Policy | undefined;
   /** Whether the limiter can decide now (started and not failed). */
   readonly ready: boolean;
+  /**
+   * {@link check} for keys that may be decided by their owner on another node (placement
+   * `owner`, or `auto` on thin keys; docs/owner.md): asks the owner over the mesh and resolves
+   * with its answer, or, past the policy's `ownerDeadlineMs`, with the policy's failure mode.
+   * Resolves at once, with no call, for keys decided here. Never rejects on a limit; invalid
+   * input rejects with a RateMeshError as `check` throws. Absent on limiters without owners.
+   */
+  checkAsync?(policy: string, keys: string | readonly string[], cost?: number): Promise<Decision>;
+  /**
+   * For the HTTP middleware, the daemon and the Envoy RLS: the decision at once (as `check` for
+   * one pair, `checkAll` for more) when every key is decided here, else a promise of the owners'
+   * answers (as {@link checkAllAsync}). Dense keys so pay no promise.
+   */
+  checkOrAsk?(
+    pairs: readonly PolicyKey[],
+    cost?: number | readonly number[],
+  ): (Decision & { outcomes?: KeyOutcome[] }) | Promise<Decision & { outcomes: KeyOutcome[] }>;
+  /** {@link checkAll} for pairs whose keys may be decided by their owner (see {@link checkAsync}). */
+  checkAllAsync?(
+    pairs: readonly PolicyKey[],
+    cost?: number | readonly number[],
+  ): Promise<Decision & { outcomes: KeyOutcome[] }>;
 }

@@ -242,7 +242,7 @@ async function check(
   req: IncomingMessage,
   res: ServerResponse,
 ): Promise<number> {
-  const d = decide(deps, parseCheck(await readJson(req, deps.maxBodyBytes)));
+  const d = await decide(deps, parseCheck(await readJson(req, deps.maxBodyBytes)));
   const headers: Record<string, string> = {};
   if (d.retryAfter !== undefined) headers['retry-after'] = String(d.retryAfter);
   return send(res, d.status, d.body, state, headers);
@@ -278,7 +278,7 @@ async function checkBatch(
   const decisions: object[] = new Array(list.length);
   for (let i = 0; i < list.length; i++) {
     try {
-      const d = decide(deps, parseCheck(list[i], `body.requests[${i}]`));
+      const d = await decide(deps, parseCheck(list[i], `body.requests[${i}]`));
       decisions[i] = {
         status: d.status,
         ...(d.retryAfter === undefined ? {} : { retryAfter: d.retryAfter }),
@@ -303,17 +303,24 @@ async function checkBatch(
 }
 
 /** One decision: the limiter's answer, counted in the metrics and hot keys, as a status and a JSON body. */
-function decide(
+async function decide(
   deps: CheckServerDeps,
   request: CheckRequest,
-): { status: number; body: object; retryAfter: number | undefined } {
+): Promise<{ status: number; body: object; retryAfter: number | undefined }> {
   const started = performance.now();
   let decision: Decision & { outcomes?: KeyOutcome[] };
   try {
-    if (request.kind === 'one') {
-      decision = deps.limiter.check(request.policy, request.keys, request.cost);
+    // owner placement (issue 27): keys owned on another node are asked of their owner
+    const limiter = deps.limiter;
+    if (limiter.checkOrAsk !== undefined) {
+      const pairs: readonly (readonly [string, string])[] =
+        request.kind === 'one' ? request.keys.map((k) => [request.policy, k] as const) : request.pairs;
+      const asked = limiter.checkOrAsk(pairs, request.cost);
+      decision = asked instanceof Promise ? await asked : asked;
+    } else if (request.kind === 'one') {
+      decision = limiter.check(request.policy, request.keys, request.cost);
     } else {
-      decision = deps.limiter.checkAll(request.pairs, request.cost);
+      decision = limiter.checkAll(request.pairs, request.cost);
     }
   } catch (err) {
     throw inRequest(err, request);

@@ -1,11 +1,13 @@
 import type { Clock } from '../clock.js';
 import { peekGossipReach, type WirePolicy } from '../crdt/codec.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
+import { validateKey } from '../keys/key.js';
 import { checkCost, type PolicySet } from '../policy/index.js';
 import type {
   Decision,
   Explanation,
   KeyOutcome,
+  OwnerInfo,
   Policy,
   PolicyKey,
   PolicySpec,
@@ -14,6 +16,8 @@ import type {
 import { EngineCore, type PolicyRuntime } from './core.js';
 import { Gossip } from './gossip.js';
 import { type EngineOptions, parseEngineOptions, policySetOf } from './options.js';
+// owner placement (issue 27): see the block "owner placement" below and owner.ts
+import { type OwnerStats, Owners } from './owner.js';
 import type { PeerView } from './peers.js';
 import { replacePolicies, versionMismatches } from './replace.js';
 import { type Eval, newEval, Rule } from './rule.js';
@@ -49,6 +53,8 @@ export class Engine implements RateLimiter {
   private readonly sync: Sync;
   private readonly cur: Eval = newEval();
   private readonly clock: Clock;
+  /** Owner placement (owner.ts): who owns a thin key, and the owner's exact decision. */
+  private readonly owners: Owners;
 
   constructor(opts: EngineOptions) {
     const cfg = parseEngineOptions(opts);
@@ -56,6 +62,7 @@ export class Engine implements RateLimiter {
     this.rule = new Rule(this.core);
     this.gossip = new Gossip(this.core);
     this.sync = new Sync(this.core, this.gossip);
+    this.owners = new Owners(this.core, this.rule);
     this.nodeId = cfg.nodeId;
     this.clock = cfg.clock;
     this.gossipIntervalMs = cfg.gossipIntervalMs;
@@ -157,6 +164,13 @@ export class Engine implements RateLimiter {
     };
     this.rule.explainInto(rt, key, cost, now, newEval(), x);
     x.reason = explainReason(x);
+    // a key placed on an owner (issue 27): who owns it in this view; a check here would ask it
+    if (p.placement !== 'local' && this.owners.placed(rt)) {
+      const owner = this.owners.ownerOf(rt, key, now);
+      x.owner = owner;
+      if (owner !== this.nodeId)
+        x.reason = `asked of the key's owner ${owner}; this node's own rule: ${x.reason}`;
+    }
     return x;
   }
 
@@ -185,9 +199,19 @@ export class Engine implements RateLimiter {
     const now = core.at(time);
     if (typeof keys === 'string') {
       const e = this.cur;
-      this.rule.evaluate(rt, keys, cost, now, e);
-      if (e.allowed) this.rule.commit(e, cost, now);
-      return this.finish(e, e.allowed || rt.policy.shadow);
+      // owner placement (issue 27): a key placed on an owner is evaluated by owner.ts
+      const info =
+        rt.policy.placement !== 'local' && this.owners.placed(rt)
+          ? this.owners.evaluate(rt, keys, cost, now, e)
+          : undefined;
+      if (info === undefined) this.rule.evaluate(rt, keys, cost, now, e);
+      if (e.allowed) {
+        this.rule.commit(e, cost, now);
+        if (info !== undefined) this.owners.committed(e, cost, now);
+      }
+      const d = this.finish(e, e.allowed || rt.policy.shadow);
+      if (info !== undefined) d.owner = info;
+      return d;
     }
     if (!Array.isArray(keys) || keys.length === 0) {
       throw new RateMeshError(ErrorCodes.KEY_INVALID, 'must be a key or a non-empty array of keys', 'keys');
@@ -275,10 +299,15 @@ export class Engine implements RateLimiter {
     let best: Eval | undefined;
     let blocked = false;
     const evals: Eval[] = [];
+    // owner placement (issue 27): per pair, how a key placed on an owner was evaluated
+    let infos: (OwnerInfo | undefined)[] | undefined;
     for (let i = 0; i < n; i++) {
       const rt = rtAt(i);
       const e = newEval();
-      this.rule.evaluate(rt, keyAt(i), costAt(i), now, e);
+      if (rt.policy.placement !== 'local' && this.owners.placed(rt)) {
+        if (infos === undefined) infos = new Array<OwnerInfo | undefined>(n);
+        infos[i] = this.owners.evaluate(rt, keyAt(i), costAt(i), now, e);
+      } else this.rule.evaluate(rt, keyAt(i), costAt(i), now, e);
       evals.push(e);
       if (!e.allowed) {
         // the first refusing pair decides, a blocking one before a shadow one
@@ -296,7 +325,10 @@ export class Engine implements RateLimiter {
     if (!blocked) {
       for (let i = 0; i < n; i++) {
         const c = costAt(i);
-        if (evals[i]!.allowed && c > 0) this.rule.commit(evals[i]!, c, now);
+        if (evals[i]!.allowed && c > 0) {
+          this.rule.commit(evals[i]!, c, now);
+          if (infos?.[i] !== undefined) this.owners.committed(evals[i]!, c, now);
+        }
       }
     } else {
       for (const ev of evals) {
@@ -324,8 +356,14 @@ export class Engine implements RateLimiter {
         });
       }
     }
-    if (worst !== undefined) return this.finish(worst, !blocked, blocked ? retry : worst.retryAfterMs);
-    return this.finish(best!, true);
+    const decider = worst ?? best!;
+    const d =
+      worst !== undefined
+        ? this.finish(worst, !blocked, blocked ? retry : worst.retryAfterMs)
+        : this.finish(best!, true);
+    const info = infos?.[evals.indexOf(decider)];
+    if (info !== undefined) d.owner = info;
+    return d;
   }
 
   /** Turn an evaluation into the Decision value and count it. */
@@ -392,6 +430,7 @@ export class Engine implements RateLimiter {
    */
   buildGossip(now?: number, reach?: number): Uint8Array {
     const t = this.time(now);
+    this.owners.refreshView(t); // owner placement (issue 27): date changes of the live members
     // once left, a message that made the peers count this node live again would have them keep a share for it
     if (this.core.left) {
       const bye = this.gossip.farewell(t, reach);
@@ -449,7 +488,10 @@ export class Engine implements RateLimiter {
    * so it takes no offset sample.
    */
   receiveGossip(from: string, bytes: Uint8Array, now?: number, relayed = false): ReceiveResult {
-    return this.gossip.receive(from, bytes, this.time(now), relayed);
+    const t = this.time(now);
+    const r = this.gossip.receive(from, bytes, t, relayed);
+    this.owners.refreshView(t); // owner placement (issue 27): date changes of the live members
+    return r;
   }
 
   /** A request for a peer's full state; carries our time for the clock-offset estimate. */
@@ -568,6 +610,141 @@ export class Engine implements RateLimiter {
       slowGossip,
     };
   }
+
+  // ---- owner placement (issue 27: owner.ts, docs/owner.md) -------------------------------
+
+  /**
+   * The member that owns (`policy`, `key`) when the key is placed on an owner other than this
+   * node (ask it: {@link answerAsk} there); undefined when this node decides it (a local
+   * placement, a local-scope policy, this node the owner, or an unknown policy: `check` tells).
+   */
+  remoteOwner(policy: string, key: string, now?: number): string | undefined {
+    const rt = this.core.rtByName.get(policy);
+    if (rt === undefined || rt.policy.placement === 'local' || !this.owners.placed(rt)) return undefined;
+    const owner = this.owners.ownerOf(rt, key, this.time(now));
+    return owner === this.nodeId ? undefined : owner;
+  }
+
+  /**
+   * An ask from member `from` (the transport's authenticated peer): decide `cost` on (`policy`,
+   * `key`) as its owner and spend it here when allowed (cost 0: look without spending). Refused
+   * with a reason, nothing spent, when `from` is not a live member, the input is bad, the policy
+   * is not placed on owners, or this node is not the key's owner in its own view (`not-owner`).
+   */
+  answerAsk(
+    from: string,
+    policy: string,
+    key: string,
+    cost: number,
+    now?: number,
+  ): Decision | { refused: string } {
+    const owners = this.owners;
+    const t = this.time(now);
+    const refuse = (reason: string): { refused: string } => {
+      owners.refuse(reason);
+      return { refused: reason };
+    };
+    const peer = this.core.peers.get(from);
+    if (peer === undefined || !peer.member) return refuse('not-member');
+    const rt = this.core.rtByName.get(policy);
+    if (rt === undefined) return refuse('bad-policy');
+    if (rt.policy.placement === 'local' || !owners.placed(rt)) return refuse('not-placed');
+    try {
+      validateKey(key);
+    } catch {
+      return refuse('bad-key');
+    }
+    try {
+      if (cost !== 0) checkCost(cost, rt.policy);
+    } catch {
+      return refuse('bad-cost');
+    }
+    if (owners.ownerOf(rt, key, t) !== this.nodeId) return refuse('not-owner');
+    const e = newEval();
+    const info = owners.evaluate(rt, key, cost, t, e);
+    if (e.allowed && cost > 0) {
+      this.rule.commit(e, cost, t);
+      owners.committed(e, cost, t);
+    }
+    owners.stats.answered++;
+    const d = this.finish(e, e.allowed || rt.policy.shadow);
+    d.owner = info;
+    return d;
+  }
+
+  /**
+   * Decide (`policy`, `key`) here without its owner's answer (`reason`: timeout, unreachable,
+   * not-owner, refused): the policy's failure mode decides. `closed`: denied, rule
+   * `owner-unreachable`, Retry-After one hold period (a change of owner is settled by then);
+   * `open`: the local rule decides (it never passes L on its own). Counted in ownerStats().
+   */
+  decideWithoutOwner(
+    policy: string,
+    key: string,
+    cost: number,
+    reason: NonNullable<OwnerInfo['reason']>,
+    now?: number,
+  ): Decision {
+    const rt = this.core.rtByName.get(policy);
+    if (rt === undefined || rt.policy.placement === 'local' || !this.owners.placed(rt))
+      return this.checkAt(this.time(now), policy, key, cost);
+    const t = this.time(now);
+    checkCost(cost, rt.policy);
+    const owners = this.owners;
+    if (rt.policy.failureMode === 'closed') {
+      owners.stats.fallback[reason] = (owners.stats.fallback[reason] ?? 0) + 1;
+      owners.stats.failedClosed++;
+      const e = newEval();
+      e.rt = rt;
+      e.key = validateKey(key);
+      e.allowed = false;
+      e.rule = 'owner-unreachable';
+      e.mode = 'global';
+      e.remaining = 0;
+      e.retryAfterMs = Math.ceil(owners.holdMs);
+      e.resetMs = 0;
+      e.delayMs = 0;
+      const d = this.finish(e, rt.policy.shadow);
+      d.owner = { id: owners.ownerOf(rt, key, t), decidedBy: 'local', reason };
+      return d;
+    }
+    const e = newEval();
+    const info = owners.evaluate(rt, key, cost, t, e, reason);
+    if (e.allowed) {
+      this.rule.commit(e, cost, t);
+      owners.committed(e, cost, t);
+    }
+    const d = this.finish(e, e.allowed || rt.policy.shadow);
+    d.owner = info;
+    return d;
+  }
+
+  /**
+   * Turn owner placement on: the caller's transport carries asks to owners (a mesh node with the
+   * owner protocol, the simulator's OwnerSim) and routes checks of keys owned elsewhere through
+   * them. Off by default: an engine that only answers synchronous checks decides every key by
+   * the local rule (no node could ask an owner, and an owner deciding alone beside nodes that
+   * decide by the local rule would not count what they admit unseen).
+   */
+  enableOwnerPlacement(on = true): void {
+    this.owners.enabled = on;
+  }
+
+  /**
+   * Key the owner hash with a secret every member holds (the mesh's psk): who owns which key is
+   * then unknown to anyone without it (docs/security.md). Set before the first decision.
+   */
+  setOwnerSecret(secret: Uint8Array): void {
+    this.owners.setSecret(secret);
+  }
+
+  /** Counters of owner placement: decisions as owner, settling, asks answered and refused, fallbacks. */
+  ownerStats(): OwnerStats {
+    const s = this.owners.stats;
+    return { ...s, refused: { ...s.refused }, fallback: { ...s.fallback } };
+  }
+
+  // ---- end of owner placement --------------------------------------------------------------
 
   /** This node's estimate of the global count for a key now (for tests and tools). */
   estimate(policy: string, key: string): number {
@@ -720,5 +897,7 @@ function explainReason(x: Explanation): string {
     }
     case 'local-limit':
       return 'the local algorithm refused (local scope, or the front limiter)';
+    case 'owner-unreachable':
+      return "the key's owner did not answer within the policy's ownerDeadlineMs, and the policy fails closed";
   }
 }

@@ -16,6 +16,7 @@ import { GrpcStatus } from './grpc-status.js';
 import {
   MESSAGE_PREFIX,
   type Method,
+  type Reply,
   type ServerStream,
   type ServerStreamMethod,
   startGrpcServer,
@@ -132,6 +133,14 @@ const ERROR_STATUS: Readonly<Record<RlsErrorCode, number>> = {
 export async function startRlsServer(opts: RlsServerOptions): Promise<RlsServer> {
   const { service, logger } = opts;
 
+  const replyOf = (result: RlsResult): Reply => {
+    if (result.ok) return { frame: encodeRateLimitResponse(result.response, MESSAGE_PREFIX) };
+    const code = ERROR_STATUS[result.code];
+    if (code === GrpcStatus.INTERNAL) logger.error({ message: result.message }, 'ShouldRateLimit failed');
+    else logger.debug({ code: result.code, message: result.message }, 'ShouldRateLimit refused');
+    return { code, message: result.message };
+  };
+
   const shouldRateLimit: UnaryMethod = {
     kind: 'unary',
     call(message) {
@@ -142,7 +151,10 @@ export async function startRlsServer(opts: RlsServerOptions): Promise<RlsServer>
       }
       let result: RlsResult;
       try {
-        result = service.shouldRateLimit(req.value);
+        // owner placement (issue 27): a descriptor key owned on another node is asked of its owner
+        const asked = service.shouldRateLimitOrAsk(req.value);
+        if (asked instanceof Promise) return asked.then((r) => replyOf(r));
+        result = asked;
         if (result.ok) return { frame: encodeRateLimitResponse(result.response, MESSAGE_PREFIX) };
       } catch (err) {
         // shouldRateLimit answers errors as values; this is only a last guard.
@@ -152,10 +164,7 @@ export async function startRlsServer(opts: RlsServerOptions): Promise<RlsServer>
         );
         return { code: GrpcStatus.INTERNAL, message: 'internal error' };
       }
-      const code = ERROR_STATUS[result.code];
-      if (code === GrpcStatus.INTERNAL) logger.error({ message: result.message }, 'ShouldRateLimit failed');
-      else logger.debug({ code: result.code, message: result.message }, 'ShouldRateLimit refused');
-      return { code, message: result.message };
+      return replyOf(result);
     },
     ...(opts.onCall === undefined ? {} : { done: opts.onCall }),
   };

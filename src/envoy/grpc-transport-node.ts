@@ -190,28 +190,35 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
         return;
       }
       if (method.kind === 'unary') {
-        let reply: Reply;
+        const send = (reply: Reply): void => {
+          if (stream.destroyed || stream.closed) return;
+          if ('frame' in reply) {
+            const frame = reply.frame;
+            frame[0] = 0;
+            frame.writeUInt32BE(frame.length - MESSAGE_PREFIX, 1);
+            try {
+              stream.respond(OK_HEADERS, RESPOND_MESSAGES);
+              stream.on('wantTrailers', sendOkTrailers);
+              stream.end(frame);
+            } catch {
+              return;
+            }
+            done?.(GrpcStatus.OK);
+          } else {
+            trailersOnly(stream, reply.code, reply.message);
+            done?.(reply.code);
+          }
+        };
+        const internal: Reply = { code: GrpcStatus.INTERNAL, message: 'internal error' };
+        let reply: Reply | Promise<Reply>;
         try {
           reply = method.call(message);
         } catch {
-          reply = { code: GrpcStatus.INTERNAL, message: 'internal error' };
+          reply = internal;
         }
-        if ('frame' in reply) {
-          const frame = reply.frame;
-          frame[0] = 0;
-          frame.writeUInt32BE(frame.length - MESSAGE_PREFIX, 1);
-          try {
-            stream.respond(OK_HEADERS, RESPOND_MESSAGES);
-            stream.on('wantTrailers', sendOkTrailers);
-            stream.end(frame);
-          } catch {
-            return;
-          }
-          done?.(GrpcStatus.OK);
-        } else {
-          trailersOnly(stream, reply.code, reply.message);
-          done?.(reply.code);
-        }
+        // a key placed on its owner answers when the owner does (issue 27)
+        if (reply instanceof Promise) reply.then(send, () => send(internal));
+        else send(reply);
         return;
       }
       serverStream(stream, method, message);

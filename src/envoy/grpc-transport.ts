@@ -39,8 +39,11 @@ export type Reply = { frame: Buffer } | { code: number; message: string };
 /** A unary method: one request message, one reply. */
 export interface UnaryMethod {
   kind: 'unary';
-  /** Answers the request message (the bytes after the prefix). Synchronous; should not throw. */
-  call(message: Buffer): Reply;
+  /**
+   * Answers the request message (the bytes after the prefix); should not throw. Synchronous, or
+   * (owner placement, issue 27: a key asked of its owner on another node) a promise of the reply.
+   */
+  call(message: Buffer): Reply | Promise<Reply>;
   /** Told of the status each of this method's calls was answered with (the transport's own refusals too). */
   done?(code: number): void;
 }
@@ -328,12 +331,24 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
         return;
       }
       if (method.kind === 'server-stream') return serverStream(stream, method, message);
-      let reply: Reply;
+      let pending: Reply | Promise<Reply>;
       try {
-        reply = method.call(message);
+        pending = method.call(message);
       } catch {
-        reply = { code: GrpcStatus.INTERNAL, message: 'internal error' };
+        pending = { code: GrpcStatus.INTERNAL, message: 'internal error' };
       }
+      // owner placement (issue 27): a reply that comes later is sent when it comes
+      if (pending instanceof Promise) {
+        void pending.then(
+          (r) => (stream.closed ? undefined : reply(r)),
+          () => (stream.closed ? undefined : reply({ code: GrpcStatus.INTERNAL, message: 'internal error' })),
+        );
+        return;
+      }
+      reply(pending);
+    };
+
+    const reply = (reply: Reply): void => {
       if ('frame' in reply) {
         const frame = reply.frame;
         frame[0] = 0;

@@ -197,10 +197,31 @@ export class RlsService {
     this.countHits = opts.countHits ?? 'every';
   }
 
+  /**
+   * {@link shouldRateLimit}, asking the owner of a descriptor key that another node owns (owner
+   * placement, issue 27): the result at once when every key is decided here, else a promise.
+   */
+  shouldRateLimitOrAsk(request: unknown): RlsResult | Promise<RlsResult> {
+    try {
+      const r = this.decide(request, true);
+      return r instanceof Promise ? r.catch((err: unknown) => this.failed(err)) : r;
+    } catch (err) {
+      return this.failed(err);
+    }
+  }
+
+  private failed(err: unknown): RlsResult {
+    if (isRateMeshError(err, ErrorCodes.NOT_STARTED)) {
+      return { ok: false, code: 'UNAVAILABLE', message: 'the rate limiter is not running' };
+    }
+    if (isRateMeshError(err)) return { ok: false, code: 'INVALID_ARGUMENT', message: err.message };
+    return { ok: false, code: 'INTERNAL', message: 'internal error' };
+  }
+
   /** Decides one `RateLimitRequest`. */
   shouldRateLimit(request: unknown): RlsResult {
     try {
-      return this.decide(request);
+      return this.decide(request, false) as RlsResult;
     } catch (err) {
       if (isRateMeshError(err, ErrorCodes.NOT_STARTED)) {
         return { ok: false, code: 'UNAVAILABLE', message: 'the rate limiter is not running' };
@@ -210,7 +231,12 @@ export class RlsService {
     }
   }
 
-  private decide(request: unknown): RlsResult {
+  /** `ask`: a key owned elsewhere may be asked of its owner (a promise); `given`: the decision, already made. */
+  private decide(
+    request: unknown,
+    ask: boolean,
+    given?: Decision & { outcomes: KeyOutcome[] },
+  ): RlsResult | Promise<RlsResult> {
     if (typeof request !== 'object' || request === null)
       return invalid('request', 'must be a RateLimitRequest');
     const req = request as Record<string, unknown>;
@@ -333,7 +359,14 @@ export class RlsService {
       const started = performance.now();
       let decision: Decision & { outcomes: KeyOutcome[] };
       const mode = this.countHits;
-      if (mode !== 'when-allowed' && canCount(this.limiter)) {
+      if (given !== undefined) {
+        // ---- owner placement (issue 27): the owner's answer, all or nothing
+        decision = given;
+        const spent = decision.allowed;
+        counted = (j) => spent && costs[j]! > 0;
+      } else if (mode !== 'when-allowed' && canCount(this.limiter)) {
+        // Counting every hit as the anchor does (its default) is a local decision: owners answer
+        // all or nothing, so keys placed on owners are asked only with countHits: when-allowed.
         decision = this.limiter.checkAllCounted(pairs, costs, mode === 'every' ? 'every' : 'refused', zero);
         const o = decision.outcomes;
         if (mode === 'every') counted = (j) => costs[j]! > 0;
@@ -342,8 +375,14 @@ export class RlsService {
           counted = (j) => costs[j]! > 0 && (!anyOver || o[j]!.limited);
         }
       } else {
+        const lookOnly = zeroBlocks ? costs.map(() => 0) : costs;
+        // ---- owner placement (issue 27): asked of the owner, the answer comes back here as `given`
+        const asked = ask && !zeroBlocks ? this.limiter.checkOrAsk?.(pairs, costs) : undefined;
+        if (asked instanceof Promise) return asked.then((d) => this.decide(request, false, d));
         // all or nothing: a descriptor with requests_per_unit 0 refuses the request, so look without spending
-        decision = this.limiter.checkAll(pairs, zeroBlocks ? costs.map(() => 0) : costs);
+        decision =
+          (asked as (Decision & { outcomes: KeyOutcome[] }) | undefined) ??
+          this.limiter.checkAll(pairs, lookOnly);
         const spent = !zeroBlocks && decision.allowed;
         counted = (j) => spent && costs[j]! > 0;
       }

@@ -364,6 +364,7 @@ export class RateMeshCore<Req, Res> {
     res: Res,
     route: CompiledRoute<Req>,
     pairs: PolicyKey[] | string,
+    given?: Decision & { outcomes?: KeyOutcome[] },
   ): boolean | Promise<boolean> {
     const c = this.c;
     if (pairs.length === 0) return this.skipped();
@@ -371,21 +372,37 @@ export class RateMeshCore<Req, Res> {
     const limiter = cfg.limiter;
     let decision: Decision & { outcomes?: KeyOutcome[] };
     try {
-      if (!limiter.ready) {
-        // A mesh node that is stopping or stopped answers 503 whatever the failure mode: it
-        // is not a fault to ride out but the end of this instance, which should be drained
-        // (`shutdown()`), and forwarding would let every request through unlimited.
-        const life = (limiter as { readonly lifecycle?: unknown }).lifecycle;
-        if (life === 'stopping' || life === 'stopped') return this.stopped(res);
-        return this.fail(req, res, route, new Failure('not-ready'));
+      if (given !== undefined) decision = given;
+      else {
+        if (!limiter.ready) {
+          // A mesh node that is stopping or stopped answers 503 whatever the failure mode: it
+          // is not a fault to ride out but the end of this instance, which should be drained
+          // (`shutdown()`), and forwarding would let every request through unlimited.
+          const life = (limiter as { readonly lifecycle?: unknown }).lifecycle;
+          if (life === 'stopping' || life === 'stopped') return this.stopped(res);
+          return this.fail(req, res, route, new Failure('not-ready'));
+        }
+        // ---- owner placement (issue 27): keys owned on another node are asked of their owner;
+        // the answer comes back into this method as `given` (dense keys stay synchronous)
+        const asked =
+          limiter.checkOrAsk === undefined
+            ? undefined
+            : limiter.checkOrAsk(typeof pairs === 'string' ? [[route.bindings[0]!.policy, pairs]] : pairs);
+        if (asked instanceof Promise)
+          return asked.then(
+            (d) => this.decide(req, res, route, pairs, d),
+            (err: unknown) => this.fail(req, res, route, new Failure('limiter-error', err)),
+          );
+        // ---- end of owner placement
+        // One pair: the single-policy check, which skips building the multi-key outcome list.
+        decision =
+          asked ??
+          (typeof pairs === 'string'
+            ? limiter.check(route.bindings[0]!.policy, pairs)
+            : pairs.length === 1
+              ? limiter.check(pairs[0]![0], pairs[0]![1])
+              : limiter.checkAll(pairs));
       }
-      // One pair: the single-policy check, which skips building the multi-key outcome list.
-      decision =
-        typeof pairs === 'string'
-          ? limiter.check(route.bindings[0]!.policy, pairs)
-          : pairs.length === 1
-            ? limiter.check(pairs[0]![0], pairs[0]![1])
-            : limiter.checkAll(pairs);
     } catch (err) {
       return this.fail(req, res, route, new Failure('limiter-error', err));
     }

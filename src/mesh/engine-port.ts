@@ -1,9 +1,10 @@
 import type { Clock } from '../clock.js';
+import type { OwnerStats } from '../decision/owner.js';
 import type { PeerView } from '../decision/peers.js';
 import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from '../decision/types.js';
 import type { WarnLogger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
-import type { Explanation, PolicySpec, RateLimiter } from '../types.js';
+import type { Decision, Explanation, PolicySpec, RateLimiter } from '../types.js';
 
 /**
  * The part of the decision engine (src/decision/engine.ts) the network layer
@@ -67,6 +68,30 @@ export interface MeshEngine extends RateLimiter {
   /** The members, as this node sees them. */
   peerViews(now?: number): PeerView[];
   stats(now?: number): EngineStats;
+  // ---- owner placement (issue 27, src/decision/owner.ts); optional: an engine without it decides every key here
+  /** The member that owns (policy, key) when it is decided on another node; undefined: decided here. */
+  remoteOwner?(policy: string, key: string, now?: number): string | undefined;
+  /** Decide an ask from member `from` as the key's owner (or refuse it, nothing spent). */
+  answerAsk?(
+    from: string,
+    policy: string,
+    key: string,
+    cost: number,
+    now?: number,
+  ): Decision | { refused: string };
+  /** Decide here without the owner's answer: the policy's failure mode. */
+  decideWithoutOwner?(
+    policy: string,
+    key: string,
+    cost: number,
+    reason: 'timeout' | 'unreachable' | 'not-owner' | 'refused',
+    now?: number,
+  ): Decision;
+  /** Owner placement on (asks can travel) or off. */
+  enableOwnerPlacement?(on?: boolean): void;
+  /** Key the owner hash with the mesh's psk. */
+  setOwnerSecret?(secret: Uint8Array): void;
+  ownerStats?(): OwnerStats;
 }
 
 /** What the engine is built from. */

@@ -14,5 +14,6 @@ export type {
   MeshLimiterOptions,
   MeshState,
   MeshStats,
+  OwnerMeshLimiter,
   RelayMode,
 } from './types.js';

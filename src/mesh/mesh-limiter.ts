@@ -3,7 +3,15 @@ import type { PeerView } from '../decision/peers.js';
 import type { PolicyReplacement } from '../decision/types.js';
 import type { CountingLimiter, CountMode } from '../envoy/counting.js';
 import type { PolicySet } from '../policy/index.js';
-import type { Decision, Explanation, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../types.js';
+import type {
+  Decision,
+  Explanation,
+  KeyOutcome,
+  OwnerInfo,
+  Policy,
+  PolicyKey,
+  PolicySpec,
+} from '../types.js';
 import { MAX_PUBLISHES_IN_FLIGHT, RPC_FRAME_MESSAGES, SYNC_MAX_INBOUND_STREAMS, TOPIC } from './constants.js';
 import { defaultEngineFactory } from './default-engine.js';
 import { Discovery, systemResolver } from './discovery.js';
@@ -13,6 +21,7 @@ import { peerIdOf } from './identity.js';
 import { PeerLinks } from './links.js';
 import { createMeshNode, directGossipOf, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
+import { type AskFailure, type OwnerAnswer, OwnerService } from './owner-service.js';
 import { closeServers, type ShutdownOptions, shutdownOptions, sleep } from './shutdown.js';
 import { loadSnapshot, saveSnapshot } from './snapshot-file.js';
 import { explainStartError } from './start-errors.js';
@@ -24,6 +33,7 @@ import type {
   MeshLimiterOptions,
   MeshState,
   MeshStats,
+  OwnerMeshLimiter,
 } from './types.js';
 import { warmUp } from './warm.js';
 
@@ -43,6 +53,8 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   private shuttingDown: Promise<void> | undefined;
   private node: MeshNode | undefined;
   private sync: SyncService | undefined;
+  /** Owner placement (issue 27): asks to the owners of thin keys, answers as owner. */
+  private owners: OwnerService | undefined;
   private discovery: Discovery | undefined;
   private tickTimer: NodeJS.Timeout | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -72,6 +84,8 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       relayHops: cfg.relayHops,
       logger: cfg.logger,
     });
+    // owner placement: who owns which key is keyed with the psk, unknown without it (docs/security.md)
+    if (cfg.psk !== undefined) this.engine.setOwnerSecret?.(cfg.psk);
     this.topic = TOPIC;
     this.counters = {
       gossip: {
@@ -159,6 +173,166 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   policy(name: string): Policy | undefined {
     return this.engine.policy(name);
   }
+
+  // ---- owner placement (issue 27, docs/owner.md): async checks that may ask an owner ----
+
+  checkAsync(policy: string, keys: string | readonly string[], cost = 1): Promise<Decision> {
+    try {
+      if (typeof keys !== 'string') {
+        if (!Array.isArray(keys) || keys.length === 0) return Promise.resolve(this.check(policy, keys, cost));
+        return this.checkAllAsync(
+          keys.map((k) => [policy, k] as const),
+          cost,
+        );
+      }
+      const owner = this.remoteOwnerOf(policy, keys);
+      if (owner === undefined) return Promise.resolve(this.check(policy, keys, cost));
+      return this.askOne(owner, policy, keys, cost);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  checkOrAsk(
+    pairs: readonly PolicyKey[],
+    cost: number | readonly number[] = 1,
+  ): (Decision & { outcomes?: KeyOutcome[] }) | Promise<Decision & { outcomes: KeyOutcome[] }> {
+    if (this.owners !== undefined && Array.isArray(pairs))
+      for (const pr of pairs)
+        if (
+          Array.isArray(pr) &&
+          typeof pr[0] === 'string' &&
+          typeof pr[1] === 'string' &&
+          this.remoteOwnerOf(pr[0], pr[1]) !== undefined
+        )
+          return this.checkAllAsync(pairs, cost);
+    if (Array.isArray(pairs) && pairs.length === 1 && typeof cost === 'number' && Array.isArray(pairs[0]))
+      return this.check(pairs[0][0], pairs[0][1], cost);
+    return this.checkAll(pairs, cost);
+  }
+
+  async checkAllAsync(
+    pairs: readonly PolicyKey[],
+    cost: number | readonly number[] = 1,
+  ): Promise<Decision & { outcomes: KeyOutcome[] }> {
+    const costs = typeof cost === 'number' ? undefined : cost;
+    const remote: number[] = [];
+    const owners: string[] = [];
+    if (Array.isArray(pairs)) {
+      for (let i = 0; i < pairs.length; i++) {
+        const pr = pairs[i];
+        if (!Array.isArray(pr) || typeof pr[0] !== 'string' || typeof pr[1] !== 'string') continue;
+        const owner = this.remoteOwnerOf(pr[0], pr[1]);
+        if (owner !== undefined) {
+          remote.push(i);
+          owners.push(owner);
+        }
+      }
+    }
+    // every key decided here (or input the sync check refuses with a clear error)
+    if (remote.length === 0) return this.checkAll(pairs, cost);
+    const costAt = (i: number): number => (costs === undefined ? (cost as number) : costs[i]!);
+    // 1. the keys decided here, looked at without spending: a refusal spends nowhere
+    const localIdx: number[] = [];
+    for (let i = 0; i < pairs.length; i++) if (!remote.includes(i)) localIdx.push(i);
+    if (localIdx.length > 0) {
+      const peek = this.engine.checkAll(
+        localIdx.map((i) => pairs[i]!),
+        localIdx.map(() => 0),
+      );
+      if (!peek.allowed) return peek;
+    }
+    // 2. each owner decides and spends its key (all at once; a refusal of one leaves the others'
+    //    spending counted: over-counted, never under-counted)
+    const remoteDecisions = await Promise.all(
+      remote.map((i, j) => {
+        const c = costAt(i);
+        return c === 0
+          ? this.askOne(owners[j]!, pairs[i]![0], pairs[i]![1], 0)
+          : this.askOne(owners[j]!, pairs[i]![0], pairs[i]![1], c);
+      }),
+    );
+    // 3. the keys decided here spend, unless an owner refused
+    const refused = remoteDecisions.find((d) => !d.allowed);
+    let local: (Decision & { outcomes: KeyOutcome[] }) | undefined;
+    if (localIdx.length > 0) {
+      local = this.engine.checkAll(
+        localIdx.map((i) => pairs[i]!),
+        localIdx.map((i) => (refused !== undefined ? 0 : costAt(i))),
+      );
+      this.pollEarlyPublish();
+    }
+    const outcomes: KeyOutcome[] = new Array(pairs.length);
+    localIdx.forEach((i, j) => {
+      outcomes[i] = local!.outcomes[j]!;
+    });
+    remote.forEach((i, j) => {
+      const d = remoteDecisions[j]!;
+      const p = this.engine.policy(d.policy);
+      outcomes[i] = {
+        policy: d.policy,
+        key: d.key,
+        limit: d.limit,
+        windowMs: p?.windowMs ?? 0,
+        remaining: d.remaining,
+        resetMs: d.resetMs,
+        retryAfterMs: d.limited ? d.retryAfterMs : 0,
+        limited: d.limited,
+        shadow: d.shadow,
+      };
+    });
+    const decider = refused ?? (local !== undefined && !local.allowed ? local : undefined);
+    if (decider !== undefined) return { ...decider, outcomes };
+    // allowed: the pair with the least room decides, as checkAll has it
+    let best: Decision = remoteDecisions[0]!;
+    for (const d of remoteDecisions) if (d.remaining / d.limit < best.remaining / best.limit) best = d;
+    if (local !== undefined && local.remaining / local.limit < best.remaining / best.limit) best = local;
+    return { ...best, outcomes };
+  }
+
+  /** The member owning (policy, key) when it is decided elsewhere; undefined while not running. */
+  private remoteOwnerOf(policy: string, key: string): string | undefined {
+    if (this.owners === undefined || this.state !== 'running') return undefined;
+    return this.engine.remoteOwner?.(policy, key, this.cfg.clock.now());
+  }
+
+  /** Ask `owner` to decide `cost` on (policy, key); without an answer the policy's failure mode decides. */
+  private async askOne(owner: string, policy: string, key: string, cost: number): Promise<Decision> {
+    const p = this.engine.policy(policy);
+    const service = this.owners;
+    if (p === undefined || service === undefined) return this.check(policy, key, cost);
+    const r: OwnerAnswer | AskFailure = await service.ask(owner, policy, key, cost, p.ownerDeadlineMs ?? 50);
+    if (typeof r === 'string') {
+      const d =
+        this.engine.decideWithoutOwner?.(policy, key, cost === 0 ? 1 : cost, r, this.cfg.clock.now()) ??
+        this.engine.check(policy, key, cost === 0 ? 1 : cost);
+      this.pollEarlyPublish();
+      return d;
+    }
+    const info: OwnerInfo = {
+      id: owner,
+      decidedBy: 'asked',
+      ...(r.reason === undefined ? {} : { reason: r.reason }),
+      rttMs: Math.round(r.rttMs * 1000) / 1000,
+    };
+    return {
+      allowed: !r.limited || p.shadow,
+      limited: r.limited,
+      policy,
+      key,
+      rule: r.rule,
+      mode: 'global',
+      limit: p.limit,
+      remaining: r.remaining,
+      retryAfterMs: r.limited ? r.retryAfterMs : 0,
+      resetMs: r.resetMs,
+      delayMs: 0,
+      shadow: p.shadow,
+      owner: info,
+    };
+  }
+
+  // ---- end of owner placement ----
 
   get policyVersion(): string {
     return this.engine.version;
@@ -300,6 +474,17 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
         cfg.logger,
       );
       await this.sync.start();
+      // owner placement (issue 27): the ask protocol, then the engine may place keys on owners
+      if (this.engine.answerAsk !== undefined) {
+        const engine = this.engine as Required<Pick<MeshEngine, 'answerAsk'>>;
+        this.owners = new OwnerService(
+          node,
+          { answerAsk: (f, p, k, c, n) => engine.answerAsk(f, p, k, c, n) },
+          () => cfg.clock.now(),
+          cfg.logger,
+        );
+        await this.owners.start();
+      }
       await node.start();
       pubsub.subscribe(this.topic);
       this.discovery = new Discovery(node, {
@@ -312,6 +497,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       });
       loadSnapshot(this.engine, cfg.snapshotFile, cfg.logger, cfg.clock.now());
       this.state = 'running';
+      if (this.owners !== undefined) this.engine.enableOwnerPlacement?.(true);
       this.tickTimer = setInterval(this.onTick, cfg.gossipIntervalMs);
       this.sweepTimer = setInterval(this.links.onSweep, Math.min(1_000, Math.max(50, cfg.departAfterMs / 4)));
       this.discovery.start();
@@ -399,6 +585,10 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       node.removeEventListener('peer:disconnect', this.links.onPeerDisconnect);
       pubsub.topicValidators.delete(this.topic);
     }
+    // owner placement off: every key decided here again (asks cannot travel)
+    this.engine.enableOwnerPlacement?.(false);
+    await this.owners?.stop();
+    this.owners = undefined;
     await this.sync?.stop();
     await node?.stop();
     this.node = undefined;
@@ -534,6 +724,16 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
         this.discovery === undefined
           ? emptyDiscovery()
           : { ...this.discovery.stats, dialFailures: { ...this.discovery.stats.dialFailures } },
+      ...(this.owners === undefined
+        ? {}
+        : {
+            owner: {
+              ...this.owners.stats,
+              failed: { ...this.owners.stats.failed },
+              dropped: { ...this.owners.stats.dropped },
+              ...(this.engine.ownerStats === undefined ? {} : { engine: this.engine.ownerStats() }),
+            },
+          }),
       engine,
       ...(direct === undefined
         ? {}

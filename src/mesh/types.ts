@@ -1,12 +1,14 @@
 import type { Clock } from '../clock.js';
+import type { OwnerStats } from '../decision/owner.js';
 import type { PeerView } from '../decision/peers.js';
 import type { EngineStats, PolicyReplacement } from '../decision/types.js';
 import type { Logger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
-import type { Explanation, PolicySpec, RateLimiter } from '../types.js';
+import type { Decision, Explanation, KeyOutcome, PolicyKey, PolicySpec, RateLimiter } from '../types.js';
 import type { DirectGossipStats } from './direct-gossip.js';
 import type { DiscoveryStats } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
+import type { OwnerServiceStats } from './owner-service.js';
 import type { ShutdownOptions } from './shutdown.js';
 
 export type { Logger } from '../logger.js';
@@ -193,10 +195,30 @@ export interface MeshLimiter extends RateLimiter {
 }
 
 /**
+ * A mesh limiter made by createMeshLimiter: a {@link MeshLimiter} whose async checks are always there.
+ * (MeshLimiter keeps them optional, as RateLimiter does, so test doubles need not have them.)
+ */
+export interface OwnerMeshLimiter extends MeshLimiter {
+  /**
+   * Owner placement (docs/owner.md): `check` for keys that may be owned by another member. A key
+   * decided here resolves at once with no call; one owned elsewhere is asked of its owner over
+   * the mesh (one round trip, batched per link), and past the policy's `ownerDeadlineMs` takes
+   * the policy's failure mode (`Decision.owner` says which). Before `start()` every key is
+   * decided here by the local rule.
+   */
+  checkAsync(policy: string, keys: string | readonly string[], cost?: number): Promise<Decision>;
+  /** {@link checkAsync} for several (policy, key) pairs, all-or-nothing as `checkAll`. */
+  checkAllAsync(
+    pairs: readonly PolicyKey[],
+    cost?: number | readonly number[],
+  ): Promise<Decision & { outcomes: KeyOutcome[] }>;
+}
+
+/**
  * What {@link createMeshLimiter} returns: a {@link MeshLimiter} with the lifecycle of
  * an instance that embeds it (graceful shutdown, probes).
  */
-export interface EmbeddedMeshLimiter extends MeshLimiter {
+export interface EmbeddedMeshLimiter extends OwnerMeshLimiter {
   /**
    * The graceful shutdown of an instance embedding this node (call it on SIGTERM), in this
    * order: readiness turns false (`health().ready`), requests are still served for
@@ -243,6 +265,8 @@ export interface MeshStats {
   dropped: Record<string, number>;
   injected: { delayMs: number; loss: number; delayed: number; dropped: number };
   sync: SyncStats;
+  /** Owner placement: the ask protocol's counters and the engine's (decided as owner, fallbacks by reason). */
+  owner?: OwnerServiceStats & { engine?: OwnerStats };
   /**
    * Per policy: the members that run another version of it than ours (peer id
    * → their version). Their counts for that policy are not merged and each

@@ -52,6 +52,8 @@ const POLICY_FIELDS: readonly string[] = [
   'overAdmission',
   'fallback',
   'routing',
+  'placement',
+  'ownerDeadlineMs',
 ];
 const LOCAL_FIELDS: readonly string[] = [
   'algorithm',
@@ -71,6 +73,8 @@ const ALGORITHM_FIELDS: Readonly<Record<string, readonly AlgorithmName[]>> = {
   deadlineMs: ['leaky-bucket'],
 };
 
+/** The longest ownerDeadlineMs a policy may set: an ask waits at most this long for its owner. */
+const MAX_OWNER_DEADLINE_MS = 10_000;
 const CELLS = `a positive integer number of cells, at most ${MAX_CELLS}`;
 const WINDOW = `an integer number of milliseconds between ${MIN_WINDOW_MS} and ${MAX_WINDOW_MS}`;
 
@@ -147,7 +151,7 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
   const maxCost = integer(s, 'maxCost', path, 1, MAX_CELLS, CELLS, limit);
 
   if (scope === 'local') {
-    for (const field of ['local', 'overAdmission', 'fallback']) {
+    for (const field of ['local', 'overAdmission', 'fallback', 'placement', 'ownerDeadlineMs']) {
       if (present(s, field)) {
         fail(
           join(path, field),
@@ -202,6 +206,17 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
       'was removed: the decision rule needs no routing hint (every member holds at least its fair part of the headroom)',
       s.routing,
     );
+  // owner placement (issue 27, docs/owner.md); the defaults are left out of the compiled policy
+  const placement = oneOf(s, 'placement', path, ['auto', 'local', 'owner'] as const, 'auto');
+  const ownerDeadlineMs = integer(
+    s,
+    'ownerDeadlineMs',
+    path,
+    1,
+    MAX_OWNER_DEADLINE_MS,
+    `an integer number of milliseconds between 1 and ${MAX_OWNER_DEADLINE_MS}`,
+    50,
+  );
   return Object.freeze({
     name,
     scope,
@@ -214,6 +229,9 @@ export function compilePolicy(spec: unknown, path = 'policies[0]'): Policy {
     maxCost,
     overAdmission,
     fallback,
+    // the defaults are left out: a policy that does not set them keeps the version it had
+    ...(placement === 'auto' ? {} : { placement }),
+    ...(ownerDeadlineMs === 50 ? {} : { ownerDeadlineMs }),
   });
 }
 

@@ -212,6 +212,13 @@ export class Simulator {
     return d;
   }
 
+  // ---- owner placement (issue 27): src/sim/owner-sim.ts asks owners over these links ----
+  /** Publish node `node`'s message now if its engine asks for an early publish (as {@link request} does). */
+  publishIfEarly(node: number): void {
+    if (this.opts.earlyPublish !== false && this.engines[node]!.wantsEarlyPublish()) this.publish(node);
+  }
+  // ---- end of owner placement ----
+
   private scheduleTick(node: number, t: number): void {
     this.at(t, () => {
       this.publish(node);

@@ -483,3 +483,36 @@ describe('compilePolicy: every invalid field', () => {
     expect(key.message.length).toBeLessThan(400);
   });
 });
+
+describe('placement (issue 27)', () => {
+  it('defaults to auto, left out of the compiled policy (versions unchanged)', () => {
+    const p = compilePolicy({ name: 'login', limit: 5, windowMs: 60_000 });
+    expect(p.placement).toBeUndefined();
+    expect(p.ownerDeadlineMs).toBeUndefined();
+  });
+  it('keeps local and owner, and a deadline other than the default', () => {
+    expect(compilePolicy({ name: 'a', limit: 5, windowMs: 1000, placement: 'owner' }).placement).toBe(
+      'owner',
+    );
+    expect(compilePolicy({ name: 'a', limit: 5, windowMs: 1000, placement: 'local' }).placement).toBe(
+      'local',
+    );
+    expect(compilePolicy({ name: 'a', limit: 5, windowMs: 1000, ownerDeadlineMs: 20 }).ownerDeadlineMs).toBe(
+      20,
+    );
+  });
+  it('refuses other placements, bad deadlines, and both on a local-scope policy', () => {
+    expect(() => compilePolicy({ name: 'a', limit: 5, windowMs: 1000, placement: 'remote' })).toThrow(
+      /placement/,
+    );
+    expect(() => compilePolicy({ name: 'a', limit: 5, windowMs: 1000, ownerDeadlineMs: 0 })).toThrow(
+      /ownerDeadlineMs/,
+    );
+    expect(() => compilePolicy({ name: 'a', limit: 5, windowMs: 1000, ownerDeadlineMs: 1.5 })).toThrow(
+      /ownerDeadlineMs/,
+    );
+    expect(() =>
+      compilePolicy({ name: 'a', scope: 'local', limit: 5, windowMs: 1000, placement: 'owner' }),
+    ).toThrow(/placement/);
+  });
+});

@@ -1,0 +1,179 @@
+import { describe, expect, it } from 'vitest';
+import { ManualClock } from '../../src/clock.js';
+import { Engine } from '../../src/decision/engine.js';
+import { OWNER_BELOW_UNITS, score } from '../../src/decision/owner.js';
+import type { PolicySpec } from '../../src/types.js';
+
+const T0 = 1.7e12;
+
+/** Two engines that have heard each other (gossip both ways, a few ticks). */
+function pair(policies: PolicySpec[]): { a: Engine; b: Engine; clock: ManualClock } {
+  const clock = new ManualClock(T0);
+  const a = new Engine({ nodeId: 'a', clock, policies, gossipIntervalMs: 10, expectedDelayMs: 1 });
+  const b = new Engine({ nodeId: 'b', clock, policies, gossipIntervalMs: 10, expectedDelayMs: 1 });
+  a.enableOwnerPlacement();
+  b.enableOwnerPlacement();
+  for (let i = 0; i < 100; i++) {
+    clock.advance(10);
+    b.receiveGossip('a', a.buildGossip());
+    a.receiveGossip('b', b.buildGossip());
+  }
+  return { a, b, clock };
+}
+
+/** Advance `ms`, gossiping both ways every 10 ms (the peers stay live). */
+function run(a: Engine, b: Engine, clock: ManualClock, ms: number): void {
+  for (let t = 0; t < ms; t += 10) {
+    clock.advance(Math.min(10, ms - t));
+    b.receiveGossip('a', a.buildGossip());
+    a.receiveGossip('b', b.buildGossip());
+  }
+}
+
+function ownedBy(e: Engine, other: string, policy: string): string {
+  for (let u = 0; u < 1_000; u++) if (e.remoteOwner(policy, `k${u}`) === other) return `k${u}`;
+  throw new Error('no key owned by the other');
+}
+
+describe('owner placement in the engine (issue 27)', () => {
+  it('auto puts a policy on owners while L < 4 N, and keeps it local from there', () => {
+    expect(OWNER_BELOW_UNITS).toBe(4);
+    const { a } = pair([
+      { name: 'thin', limit: 7, windowMs: 60_000 },
+      { name: 'dense', limit: 8, windowMs: 60_000 },
+      { name: 'forced', limit: 1_000, windowMs: 1_000, placement: 'owner' },
+      { name: 'never', limit: 1, windowMs: 1_000, placement: 'local' },
+    ]);
+    // N = 2: 7 < 8 is thin, 8 is not
+    const thin = new Set<string | undefined>();
+    const dense = new Set<string | undefined>();
+    const forced = new Set<string | undefined>();
+    const never = new Set<string | undefined>();
+    for (let u = 0; u < 50; u++) {
+      thin.add(a.remoteOwner('thin', `k${u}`));
+      dense.add(a.remoteOwner('dense', `k${u}`));
+      forced.add(a.remoteOwner('forced', `k${u}`));
+      never.add(a.remoteOwner('never', `k${u}`));
+    }
+    expect(thin).toEqual(new Set([undefined, 'b']));
+    expect(forced).toEqual(new Set([undefined, 'b']));
+    expect(dense).toEqual(new Set([undefined]));
+    expect(never).toEqual(new Set([undefined]));
+    expect(a.check('dense', 'k1').owner).toBeUndefined();
+  });
+
+  it('both nodes agree on every owner; the split is about even', () => {
+    const { a, b } = pair([{ name: 'login', limit: 5, windowMs: 60_000 }]);
+    let onA = 0;
+    for (let u = 0; u < 2_000; u++) {
+      const k = `user:${u}`;
+      const ofA = a.remoteOwner('login', k) ?? 'a';
+      const ofB = b.remoteOwner('login', k) ?? 'b';
+      expect(ofA).toBe(ofB);
+      if (ofA === 'a') onA++;
+    }
+    expect(onA).toBeGreaterThan(850);
+    expect(onA).toBeLessThan(1_150);
+  });
+
+  it('off unless enabled: a plain engine decides every key by the local rule, as before', () => {
+    const clock = new ManualClock(T0);
+    const e = new Engine({ nodeId: 'x', clock, policies: [{ name: 'login', limit: 5, windowMs: 60_000 }] });
+    expect(e.remoteOwner('login', 'u')).toBeUndefined();
+    expect(e.check('login', 'u').owner).toBeUndefined();
+  });
+
+  it('the settled owner decides exactly: L admitted, the next denied with the time its first leaves', () => {
+    const { a, b, clock } = pair([{ name: 'login', limit: 5, windowMs: 60_000 }]);
+    let key = '';
+    for (let u = 0; u < 1_000; u++)
+      if (a.remoteOwner('login', `own${u}`) === undefined) {
+        key = `own${u}`;
+        break;
+      }
+    const first = clock.now();
+    for (let i = 0; i < 5; i++) {
+      const d = a.check('login', key);
+      expect(d.allowed).toBe(true);
+      expect(d.owner).toEqual({ id: 'a', decidedBy: 'owner' });
+      run(a, b, clock, 1_000);
+    }
+    const d = a.check('login', key);
+    expect(d.allowed).toBe(false);
+    expect(d.rule).toBe('global-limit');
+    // exact: the first attempt leaves the window 60 s after it was made
+    expect(d.retryAfterMs).toBe(first + 60_000 - clock.now());
+    run(a, b, clock, d.retryAfterMs - 1);
+    expect(a.check('login', key).allowed).toBe(false);
+    run(a, b, clock, 1);
+    expect(a.check('login', key).allowed).toBe(true);
+  });
+
+  it('answers asks only as the owner, from a live member, with valid input; counts each refusal', () => {
+    const { a, b } = pair([{ name: 'login', limit: 5, windowMs: 60_000 }]);
+    const onB = ownedBy(a, 'b', 'login');
+    const onA = ownedBy(b, 'a', 'login');
+    const ok = b.answerAsk('a', 'login', onB, 1);
+    expect('refused' in ok).toBe(false);
+    if (!('refused' in ok)) expect(ok.owner).toEqual({ id: 'b', decidedBy: 'owner' });
+    expect(b.answerAsk('a', 'login', onA, 1)).toEqual({ refused: 'not-owner' });
+    expect(b.answerAsk('mallory', 'login', onB, 1)).toEqual({ refused: 'not-member' });
+    expect(b.answerAsk('a', 'nope', onB, 1)).toEqual({ refused: 'bad-policy' });
+    expect(b.answerAsk('a', 'login', '', 1)).toEqual({ refused: 'bad-key' });
+    expect(b.answerAsk('a', 'login', 'x'.repeat(600), 1)).toEqual({ refused: 'bad-key' });
+    expect(b.answerAsk('a', 'login', onB, 1.5)).toEqual({ refused: 'bad-cost' });
+    expect(b.answerAsk('a', 'login', onB, -1)).toEqual({ refused: 'bad-cost' });
+    expect(b.answerAsk('a', 'login', onB, 6)).toEqual({ refused: 'bad-cost' });
+    expect(b.ownerStats().refused).toEqual({
+      'not-owner': 1,
+      'not-member': 1,
+      'bad-policy': 1,
+      'bad-key': 2,
+      'bad-cost': 3,
+    });
+    // a look (cost 0) spends nothing
+    const peek = b.answerAsk('a', 'login', onB, 0);
+    expect('refused' in peek).toBe(false);
+    expect(b.estimate('login', onB)).toBe(1);
+  });
+
+  it('a sync check of a key owned elsewhere says it could not ask: decided by the local rule', () => {
+    const { a } = pair([{ name: 'login', limit: 5, windowMs: 60_000 }]);
+    const onB = ownedBy(a, 'b', 'login');
+    const d = a.check('login', onB);
+    expect(d.owner).toEqual({ id: 'b', decidedBy: 'local', reason: 'sync-check' });
+  });
+
+  it('the psk keys the hash: the same members own keys differently with and without it', () => {
+    const { a, b } = pair([{ name: 'login', limit: 5, windowMs: 60_000 }]);
+    const before = Array.from({ length: 64 }, (_, u) => a.remoteOwner('login', `u${u}`) ?? 'a');
+    a.setOwnerSecret(new Uint8Array([1, 2, 3]));
+    b.setOwnerSecret(new Uint8Array([1, 2, 3]));
+    const after = Array.from({ length: 64 }, (_, u) => a.remoteOwner('login', `u${u}`) ?? 'a');
+    const afterB = Array.from({ length: 64 }, (_, u) => b.remoteOwner('login', `u${u}`) ?? 'b');
+    expect(after).toEqual(afterB);
+    expect(after).not.toEqual(before);
+  });
+
+  it('rendezvous scores spread: each of 8 members wins about an eighth of keys', () => {
+    const members = Array.from({ length: 8 }, (_, i) => (Math.imul(i + 1, 0x9e3779b1) ^ 0x5bd1e995) >>> 0);
+    const wins = new Array<number>(8).fill(0);
+    for (let k = 0; k < 8_000; k++) {
+      const h = Math.imul(k + 17, 0x85ebca6b) >>> 0;
+      let best = -1;
+      let at = 0;
+      members.forEach((m, i) => {
+        const s = score(h, m);
+        if (s > best) {
+          best = s;
+          at = i;
+        }
+      });
+      wins[at]!++;
+    }
+    for (const w of wins) {
+      expect(w).toBeGreaterThan(800);
+      expect(w).toBeLessThan(1_200);
+    }
+  });
+});
