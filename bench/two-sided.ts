@@ -11,7 +11,7 @@
  * CostProbe), and the denials by `rule`.
  *
  *   npm run bench:two-sided [-- --rows <substring>] [--nodes 2,3,8] [--out FILE] [--all] [--jobs P]
- *   npm run bench:two-sided -- --print a.json[,b.json]   (saved reports as printed, merged)
+ *   npm run bench:two-sided -- --print a.json[,b.json] [--out FILE]   (saved reports as printed, merged)
  *
  * A run is one policy in one simulated mesh; the rows that share a run are classes of its keys
  * (one service's accounts: steady, bursty, heavy), so a row's figures never depend on which
@@ -437,7 +437,13 @@ async function main(): Promise<void> {
   const print = arg('print');
   if (print !== undefined) {
     // saved reports, as a run prints them
-    printReport(mergeReports(print.split(',').map((f) => JSON.parse(readFileSync(f, 'utf8')) as Report)));
+    const merged = mergeReports(print.split(',').map((f) => JSON.parse(readFileSync(f, 'utf8')) as Report));
+    printReport(merged);
+    const to = arg('out');
+    if (to !== undefined) {
+      writeFileSync(resolve(to), `${JSON.stringify(merged, null, 2)}\n`);
+      console.log(`wrote ${resolve(to)}`);
+    }
     return;
   }
   const here = dirname(fileURLToPath(import.meta.url));
@@ -640,7 +646,14 @@ function printReport(rep: Report): void {
       `\n== ${family} (simulations: ${(rep.cpu_s_by_family[family] ?? 0).toFixed(1)} s of CPU, ` +
         `${(rep.wall_s_by_family[family] ?? 0).toFixed(1)} s wall)`,
     );
-    for (const note of new Set(rows.map((r) => `N = ${r.nodes}: ${r.traffic}`))) console.log(`  ${note}`);
+    // each traffic once, with the node counts it ran at
+    const traffic = new Map<string, number[]>();
+    for (const r of rows) {
+      const ns = traffic.get(r.traffic) ?? [];
+      if (!ns.includes(r.nodes)) ns.push(r.nodes);
+      traffic.set(r.traffic, ns);
+    }
+    for (const [t, ns] of traffic) console.log(`  N = ${ns.join(', ')}: ${t}`);
     printTable(
       [
         'row',
