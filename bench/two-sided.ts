@@ -12,6 +12,8 @@
  *
  *   npm run bench:two-sided [-- --rows <substring>] [--nodes 2,3,8] [--out FILE] [--all] [--jobs P]
  *   npm run bench:two-sided -- --print a.json[,b.json] [--out FILE]   (saved reports as printed, merged)
+ *   ... --cache DIR [--cached-only]   (each job's result kept in DIR as it ends, taken from there
+ *     by a later run: a run cut short keeps what it finished; --cached-only runs nothing new)
  *
  * A run is one policy in one simulated mesh; the rows that share a run are classes of its keys
  * (one service's accounts: steady, bursty, heavy), so a row's figures never depend on which
@@ -28,10 +30,11 @@
  * Writes bench/results/two-sided.json (or `--out`).
  */
 import { execSync, fork } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { deserialize, serialize } from 'node:v8';
 import { Prng } from '../src/sim/prng.js';
 import { seedTrace } from '../src/sim/trace.js';
 import {
@@ -478,13 +481,33 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   const results = new Map<string, JobResult>();
   const id = (j: Omit<Job, 'limiter'>, l: string) => `${j.run}/${j.nodes}/${l}`;
+  // --cache DIR: each job's result is kept there as it ends and taken from there on a later run
+  // (a run cut short keeps what it finished; one tree per directory: nothing checks the code)
+  const cache = arg('cache');
+  const cacheFile = (j: Job) => {
+    const run = RUNS[j.run]!;
+    const name = `${run.family}-${run.rows.join('+')}-${j.nodes}-${j.limiter}`.replace(
+      /[^A-Za-z0-9.+-]+/g,
+      '_',
+    );
+    return join(resolve(cache!), `${name}.v8`);
+  };
+  const toRun: Job[] = [];
+  for (const j of jobs) {
+    if (cache !== undefined && existsSync(cacheFile(j))) {
+      const r = deserialize(readFileSync(cacheFile(j))) as JobResult;
+      results.set(id(j, j.limiter), { ...r, job: j });
+    } else if (!process.argv.includes('--cached-only')) toRun.push(j);
+  }
+  if (cache !== undefined) mkdirSync(resolve(cache), { recursive: true });
   let finished = 0;
-  await runJobs(jobs, parallel, (r) => {
+  await runJobs(toRun, parallel, (r) => {
     results.set(id(r.job, r.job.limiter), r);
+    if (cache !== undefined) writeFileSync(cacheFile(r.job), serialize(r));
     finished++;
     const run = RUNS[r.job.run]!;
     process.stderr.write(
-      `[${finished}/${jobs.length}] ${run.family} ${run.rows.join(' + ')} N = ${r.job.nodes} ${r.job.limiter}: ` +
+      `[${finished}/${toRun.length}] ${run.family} ${run.rows.join(' + ')} N = ${r.job.nodes} ${r.job.limiter}: ` +
         `${r.cpu_s.toFixed(1)} s CPU, ${r.wall_s.toFixed(1)} s wall (${((performance.now() - t0) / 1000).toFixed(0)} s in)\n`,
     );
   });
