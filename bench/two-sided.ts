@@ -633,7 +633,7 @@ function mergeReports(reports: Report[]): Report {
       for (const [k, v] of Object.entries(pick(rep))) out[k] = round1((out[k] ?? 0) + v);
     return out;
   };
-  const ran = new Set(rows.map((r) => `${r.family}/${r.nodes}`));
+  const ran = new Set(rows.map((r) => `${r.family}/${r.row}/${r.nodes}`));
   return {
     commit: [...new Set(reports.map((r) => r.commit))].join(', '),
     node: [...new Set(reports.map((r) => r.node))].join(', '),
@@ -641,7 +641,9 @@ function mergeReports(reports: Report[]): Report {
     wall_s_by_family: add((r) => r.wall_s_by_family),
     elapsed_s: reports.reduce((s, r) => s + r.elapsed_s, 0),
     processes: Math.max(...reports.map((r) => r.processes ?? 2)),
-    skipped: reports.flatMap((r) => r.skipped).filter((s) => !ran.has(`${s.family}/${s.nodes}`)),
+    skipped: reports
+      .flatMap((r) => r.skipped)
+      .filter((s) => !s.rows.some((row) => ran.has(`${s.family}/${row}/${s.nodes}`))),
     rows,
   };
 }
@@ -718,7 +720,12 @@ function printReport(rep: Report): void {
     console.log(
       `\nnot run at ${LARGE} nodes and up (CPU per limiter estimated; --all runs them):\n` +
         rep.skipped
-          .map((s) => `  ${s.family} (${s.rows.join(', ')}) N = ${s.nodes}: about ${s.estimated_s} s`)
+          .map((s) => {
+            // the estimate of this tree (a saved report may hold an older one)
+            const run = RUNS.find((r) => r.family === s.family && r.rows[0] === s.rows[0]);
+            const est = run === undefined ? s.estimated_s : Math.round(estimate(run, s.nodes));
+            return `  ${s.family} (${s.rows.join(', ')}) N = ${s.nodes}: about ${est} s`;
+          })
           .join('\n'),
     );
   }
