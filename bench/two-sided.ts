@@ -11,7 +11,9 @@
  * CostProbe), and the denials by `rule`.
  *
  *   npm run bench:two-sided [-- --rows <substring>] [--nodes 2,3,8] [--out FILE] [--all] [--jobs P]
- *   npm run bench:two-sided -- --print a.json[,b.json]   (saved reports as printed, merged)
+ *   npm run bench:two-sided -- --print a.json[,b.json] [--out FILE]   (saved reports as printed, merged)
+ *   ... --cache DIR [--cached-only]   (each job's result kept in DIR as it ends, taken from there
+ *     by a later run: a run cut short keeps what it finished; --cached-only runs nothing new)
  *
  * A run is one policy in one simulated mesh; the rows that share a run are classes of its keys
  * (one service's accounts: steady, bursty, heavy), so a row's figures never depend on which
@@ -20,18 +22,19 @@
  * seed trace at 8 only), as two jobs (default, naive) on P child processes (default 2); the
  * exact limiter and the ceiling are computed from the arrivals. Keys per class fall with N
  * (population(): the engine's gossip work grows with nodes × keys). At 256 nodes, where the
- * gossip to every member costs about 42 s of CPU a simulated second, only the runs marked
- * `large` go (the global key at 0.9 L for 2 s, the bursts on 2 keys per class); the others are
+ * gossip to every member costs about 10 s of CPU a simulated second, only the runs marked
+ * `large` go (the global key for 2 s, the bursts on 2 keys per class); the others are
  * listed with their estimated cost and run with `--all`. Each job's CPU and wall time are
  * printed (on a shared machine the wall time overstates the cost). Deterministic: seeded
  * arrivals, seeded simulator; a run's output depends on nothing but its arguments.
  * Writes bench/results/two-sided.json (or `--out`).
  */
 import { execSync, fork } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { deserialize, serialize } from 'node:v8';
 import { Prng } from '../src/sim/prng.js';
 import { seedTrace } from '../src/sim/trace.js';
 import {
@@ -88,10 +91,10 @@ const PROBE: CostProbe = LOCAL_DECISIONS;
 const LARGE = 256;
 /**
  * CPU seconds per simulated second per N^2.5, about (gossip to every member: N² deliveries a
- * tick, each dearer with more members): measured 42 s a simulated second at 256 nodes with a
- * key at 500/s, 1.3 s at 64. Only the skipped list's estimates and the order of the jobs use it.
+ * tick, each dearer with more members): measured about 10 s of CPU a simulated second at 256
+ * nodes with a key at 900/s. Only the skipped list's estimates and the order of the jobs use it.
  */
-const COST_PER_N25 = 4e-5;
+const COST_PER_N25 = 1e-5;
 
 /**
  * Accounts per class (steady, bursty) at `n` nodes: the engine's per-key gossip work grows with
@@ -120,12 +123,11 @@ const ACCOUNT_SECONDS = 100;
 function globalRun(
   name: string,
   segments: (n: number) => [rate: number, fromMs: number, toMs: number][],
-  large = false,
 ): RunDef {
   const seconds = (n: number) => (n >= LARGE ? 2 : 10);
   return {
     family: 'global',
-    large,
+    large: true,
     rows: [name],
     limit: 1000,
     windowMs: S,
@@ -307,7 +309,7 @@ const seedRun: RunDef = {
 
 const RUNS: RunDef[] = [
   globalRun('0.5L', (e) => [[500, 0, e]]),
-  globalRun('0.9L', (e) => [[900, 0, e]], true),
+  globalRun('0.9L', (e) => [[900, 0, e]]),
   globalRun('2L', (e) => [[2000, 0, e]]),
   globalRun('step 0.5L to 2L', (e) => [
     [500, 0, e / 2],
@@ -368,9 +370,9 @@ function rulesText(h: Record<string, number>): string {
   return e.length === 0 ? '-' : e.map(([k, v]) => `${k} ${v}`).join(', ');
 }
 
-/** CPU s of one limiter's run, estimated: the gossip of its nodes, and the accounts' keys (about 7.5 ms per node and account). */
+/** CPU s of one limiter's run, estimated: the gossip of its nodes, and the accounts' keys (about 1.5 ms per node and account). */
 function estimate(run: RunDef, n: number): number {
-  const keys = run.family === 'accounts' ? 0.0075 * n * (2 * population(n) + heavyAccounts(n)) : 0;
+  const keys = run.family === 'accounts' ? 0.0015 * n * (2 * population(n) + heavyAccounts(n)) : 0;
   return COST_PER_N25 * n ** 2.5 * run.seconds(n) + keys;
 }
 
@@ -442,7 +444,13 @@ async function main(): Promise<void> {
   const print = arg('print');
   if (print !== undefined) {
     // saved reports, as a run prints them
-    printReport(mergeReports(print.split(',').map((f) => JSON.parse(readFileSync(f, 'utf8')) as Report)));
+    const merged = mergeReports(print.split(',').map((f) => JSON.parse(readFileSync(f, 'utf8')) as Report));
+    printReport(merged);
+    const to = arg('out');
+    if (to !== undefined) {
+      writeFileSync(resolve(to), `${JSON.stringify(merged, null, 2)}\n`);
+      console.log(`wrote ${resolve(to)}`);
+    }
     return;
   }
   const here = dirname(fileURLToPath(import.meta.url));
@@ -478,13 +486,33 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   const results = new Map<string, JobResult>();
   const id = (j: Omit<Job, 'limiter'>, l: string) => `${j.run}/${j.nodes}/${l}`;
+  // --cache DIR: each job's result is kept there as it ends and taken from there on a later run
+  // (a run cut short keeps what it finished; one tree per directory: nothing checks the code)
+  const cache = arg('cache');
+  const cacheFile = (j: Job) => {
+    const run = RUNS[j.run]!;
+    const name = `${run.family}-${run.rows.join('+')}-${j.nodes}-${j.limiter}`.replace(
+      /[^A-Za-z0-9.+-]+/g,
+      '_',
+    );
+    return join(resolve(cache!), `${name}.v8`);
+  };
+  const toRun: Job[] = [];
+  for (const j of jobs) {
+    if (cache !== undefined && existsSync(cacheFile(j))) {
+      const r = deserialize(readFileSync(cacheFile(j))) as JobResult;
+      results.set(id(j, j.limiter), { ...r, job: j });
+    } else if (!process.argv.includes('--cached-only')) toRun.push(j);
+  }
+  if (cache !== undefined) mkdirSync(resolve(cache), { recursive: true });
   let finished = 0;
-  await runJobs(jobs, parallel, (r) => {
+  await runJobs(toRun, parallel, (r) => {
     results.set(id(r.job, r.job.limiter), r);
+    if (cache !== undefined) writeFileSync(cacheFile(r.job), serialize(r));
     finished++;
     const run = RUNS[r.job.run]!;
     process.stderr.write(
-      `[${finished}/${jobs.length}] ${run.family} ${run.rows.join(' + ')} N = ${r.job.nodes} ${r.job.limiter}: ` +
+      `[${finished}/${toRun.length}] ${run.family} ${run.rows.join(' + ')} N = ${r.job.nodes} ${r.job.limiter}: ` +
         `${r.cpu_s.toFixed(1)} s CPU, ${r.wall_s.toFixed(1)} s wall (${((performance.now() - t0) / 1000).toFixed(0)} s in)\n`,
     );
   });
@@ -611,7 +639,7 @@ function mergeReports(reports: Report[]): Report {
       for (const [k, v] of Object.entries(pick(rep))) out[k] = round1((out[k] ?? 0) + v);
     return out;
   };
-  const ran = new Set(rows.map((r) => `${r.family}/${r.nodes}`));
+  const ran = new Set(rows.map((r) => `${r.family}/${r.row}/${r.nodes}`));
   return {
     commit: [...new Set(reports.map((r) => r.commit))].join(', '),
     node: [...new Set(reports.map((r) => r.node))].join(', '),
@@ -619,7 +647,9 @@ function mergeReports(reports: Report[]): Report {
     wall_s_by_family: add((r) => r.wall_s_by_family),
     elapsed_s: reports.reduce((s, r) => s + r.elapsed_s, 0),
     processes: Math.max(...reports.map((r) => r.processes ?? 2)),
-    skipped: reports.flatMap((r) => r.skipped).filter((s) => !ran.has(`${s.family}/${s.nodes}`)),
+    skipped: reports
+      .flatMap((r) => r.skipped)
+      .filter((s) => !s.rows.some((row) => ran.has(`${s.family}/${row}/${s.nodes}`))),
     rows,
   };
 }
@@ -648,7 +678,14 @@ function printReport(rep: Report): void {
       `\n== ${family} (simulations: ${(rep.cpu_s_by_family[family] ?? 0).toFixed(1)} s of CPU, ` +
         `${(rep.wall_s_by_family[family] ?? 0).toFixed(1)} s wall)`,
     );
-    for (const note of new Set(rows.map((r) => `N = ${r.nodes}: ${r.traffic}`))) console.log(`  ${note}`);
+    // each traffic once, with the node counts it ran at
+    const traffic = new Map<string, number[]>();
+    for (const r of rows) {
+      const ns = traffic.get(r.traffic) ?? [];
+      if (!ns.includes(r.nodes)) ns.push(r.nodes);
+      traffic.set(r.traffic, ns);
+    }
+    for (const [t, ns] of traffic) console.log(`  N = ${ns.join(', ')}: ${t}`);
     printTable(
       [
         'row',
@@ -691,7 +728,12 @@ function printReport(rep: Report): void {
     console.log(
       `\nnot run at ${LARGE} nodes and up (CPU per limiter estimated; --all runs them):\n` +
         rep.skipped
-          .map((s) => `  ${s.family} (${s.rows.join(', ')}) N = ${s.nodes}: about ${s.estimated_s} s`)
+          .map((s) => {
+            // the estimate of this tree (a saved report may hold an older one)
+            const run = RUNS.find((r) => r.family === s.family && r.rows[0] === s.rows[0]);
+            const est = run === undefined ? s.estimated_s : Math.round(estimate(run, s.nodes));
+            return `  ${s.family} (${s.rows.join(', ')}) N = ${s.nodes}: about ${est} s`;
+          })
           .join('\n'),
     );
   }
