@@ -875,8 +875,8 @@ function explainReason(x: Explanation): string {
     case 'fallback-share': {
       const f = x.fallback;
       return f === undefined
-        ? 'every peer is stale: this node keeps its own counts within L/N'
-        : `every peer is stale: own counts ${n(f.own)} + cost ${x.cost} pass this node's part of L, L/N = ${n(f.share)}`;
+        ? 'every peer is stale or not heard yet: this node keeps its own counts within L/N'
+        : `every peer is stale or not heard yet: own counts ${n(f.own)} + cost ${x.cost} pass this node's part of L, L/N = ${n(f.share)}`;
     }
     case 'startup-hold': {
       const h = x.startupHold;
