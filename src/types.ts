@@ -298,6 +298,8 @@ export interface RateLimiter {
     pairs: readonly PolicyKey[],
     cost?: number | readonly number[],
   ): (Decision & { outcomes?: KeyOutcome[] }) | Promise<Decision & { outcomes: KeyOutcome[] }>;
+  /** Whether any of `pairs` is decided now by its owner on another node (owner placement; absent without owners). */
+  ownedElsewhere?(pairs: readonly PolicyKey[]): boolean;
   /** {@link checkAll} for pairs whose keys may be decided by their owner (see {@link checkAsync}). */
   checkAllAsync?(
     pairs: readonly PolicyKey[],

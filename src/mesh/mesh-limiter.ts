@@ -197,15 +197,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     pairs: readonly PolicyKey[],
     cost: number | readonly number[] = 1,
   ): (Decision & { outcomes?: KeyOutcome[] }) | Promise<Decision & { outcomes: KeyOutcome[] }> {
-    if (this.owners !== undefined && Array.isArray(pairs))
-      for (const pr of pairs)
-        if (
-          Array.isArray(pr) &&
-          typeof pr[0] === 'string' &&
-          typeof pr[1] === 'string' &&
-          this.remoteOwnerOf(pr[0], pr[1]) !== undefined
-        )
-          return this.checkAllAsync(pairs, cost);
+    if (this.ownedElsewhere(pairs)) return this.checkAllAsync(pairs, cost);
     if (Array.isArray(pairs) && pairs.length === 1 && typeof cost === 'number' && Array.isArray(pairs[0]))
       return this.check(pairs[0][0], pairs[0][1], cost);
     return this.checkAll(pairs, cost);
@@ -288,6 +280,19 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     for (const d of remoteDecisions) if (d.remaining / d.limit < best.remaining / best.limit) best = d;
     if (local !== undefined && local.remaining / local.limit < best.remaining / best.limit) best = local;
     return { ...best, outcomes };
+  }
+
+  ownedElsewhere(pairs: readonly PolicyKey[]): boolean {
+    if (this.owners === undefined || !Array.isArray(pairs)) return false;
+    for (const pr of pairs)
+      if (
+        Array.isArray(pr) &&
+        typeof pr[0] === 'string' &&
+        typeof pr[1] === 'string' &&
+        this.remoteOwnerOf(pr[0], pr[1]) !== undefined
+      )
+        return true;
+    return false;
   }
 
   /** The member owning (policy, key) when it is decided elsewhere; undefined while not running. */

@@ -33,7 +33,8 @@ describe('Envoy RLS, a descriptor key owned on another node (issue 27)', () => {
     const cfg = config(YAML);
     const limiter = new AskingLimiter(cfg.policies);
     await limiter.start();
-    const service = new RlsService({ config: cfg, limiter });
+    // owners answer all or nothing: keys placed on owners are asked under countHits 'when-allowed'
+    const service = new RlsService({ config: cfg, limiter, countHits: 'when-allowed' });
     const codes: string[] = [];
     for (let i = 0; i < 4; i++) {
       const p = service.shouldRateLimitOrAsk(req('alice'));
@@ -50,7 +51,8 @@ describe('Envoy RLS, a descriptor key owned on another node (issue 27)', () => {
     const cfg = config(YAML);
     const limiter = new EngineLimiter(cfg.policies);
     void limiter.start();
-    const service = new RlsService({ config: cfg, limiter });
+    // owners answer all or nothing: keys placed on owners are asked under countHits 'when-allowed'
+    const service = new RlsService({ config: cfg, limiter, countHits: 'when-allowed' });
     const r = service.shouldRateLimitOrAsk(req('bob'));
     expect(r).not.toBeInstanceOf(Promise);
   });
