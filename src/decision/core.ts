@@ -174,7 +174,6 @@ export class EngineCore {
       foreign: [],
       foreignAt: [],
       foreignVer: [],
-      // the guard on new claims is the controlled rule's; the warning is for every global policy
     } as unknown as PolicyRuntime;
     rt.windows = new KeyStore<KeyState>(this.budget, {
       isExpired: (ks) => this.windowExpired(rt, ks),
@@ -216,11 +215,9 @@ export class EngineCore {
   }
 
   /**
-   * Warns once per policy and window where gossip is slow (see {@link slowGossip}). Measured on
-   * the seed trace, a warm mesh (bench:slow-gossip), controlled: without the guard on new claims
-   * (at e28dda4), L + 5.9 % at 8 nodes with g = W / 2 and L + 7.3 % at 32 relay nodes with
-   * g + D = 0.94 W; with it, within L + 1 % there and L + 3.4 % at g = W; L + 0.7 % or less
-   * below half a window. Naive policies are warned about too (they have no guard).
+   * Warns once per policy and window where gossip is slow (see {@link slowGossip}): a burst
+   * after a lull on every node passes L by up to 6.3 % there (test/sim/slow-gossip.test.ts,
+   * docs/decision-rule.md, known costs), naive policies by more.
    */
   private warnSlowGossip(): void {
     for (const rt of this.rtByWire) {

@@ -75,8 +75,6 @@ export interface PeerState {
   policies: readonly { name: string; version: string }[];
   /** Since when (ours) the transport has reported no connection to it; +Infinity while connected or never reported. */
   linkLostAt: number;
-  /** Its id sorts before ours: every node orders the members the same way when it splits a headroom into whole units. */
-  readonly before: boolean;
   /**
    * The live peers ordered by when their newest data was sent, oldest first (EngineCore's
    * horizon): its neighbours in that order, valid while `order` is the core's current one.
@@ -120,8 +118,7 @@ export class PeerTable {
   /**
    * Peers that left by a farewell and were heard within {@link leftKeepMs}: no members, but their
    * counts are still in the windows, so they stay in the N that L is split by ({@link splitN}),
-   * as they would have as stale members, and in the static units' assignment for as long as a
-   * peer that missed the farewell keeps them there.
+   * as they would have as stale members.
    */
   left: PeerState[] = [];
   /** How long a peer that left stays in {@link left}: while its counts may be in a window (set by the engine, as it keeps a departed peer). */
@@ -185,7 +182,6 @@ export class PeerTable {
     p = {
       id,
       idx,
-      before: id < this.selfId,
       member: false,
       gone: false,
       lastHeard: Number.NEGATIVE_INFINITY,

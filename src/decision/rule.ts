@@ -35,16 +35,17 @@ export function newEval(): Eval {
 }
 
 /**
- * The decision rule, over the windowed counter's queries and the peer view (README, "How a
- * node decides"). For a global policy with limit L:
+ * The decision rule, over the windowed counter's queries and the peer view (docs/decision-rule.md).
+ * For a global policy with limit L:
  * - estimate E = sliding-window-counter sum over all origins;
  * - naive: admit when E + cost <= L;
  * - controlled (default): everything live peers admitted more than U ago has
  *   reached us (U = the longest any live peer has gone unseen); what they
  *   admitted since is unknown. The headroom left for the last U ms, L - E_old,
- *   is shared by demand (offered cost, which every node gossips), and this node
- *   admits only while its own admissions in the last U ms stay within its share.
- *   Summed over the nodes that is at most L;
+ *   is shared (computeShare: by demand, each sharer holding at least its part of
+ *   the room L leaves), and this node admits only while its own admissions in
+ *   the last U ms stay within its share. The shares sum to at most one, so the
+ *   nodes' recent admissions stay within the headroom: at most L;
  * - every member stale, or still starting and not all expected peers heard (and
  *   fallback on): admit while own counts + cost <= L/N;
  * - some members stale: each stale peer counts as spending max(seen + unseen,

@@ -56,7 +56,7 @@ export interface EngineStats {
   /**
    * Global policies whose window is under twice the gossip horizon (g plus the data's age on
    * arrival): there bursts on many nodes at once can pass the limit, controlled ones by a few
-   * percent (a new claim of demand waits at an equal share), naive ones by much more. The
+   * percent, naive ones by much more. The
    * engine also warns once per policy.
    */
   slowGossip: string[];
