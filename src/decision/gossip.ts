@@ -472,16 +472,18 @@ export function validateEntries(
 }
 
 /**
- * This node's demand for a key in cost per window: what it was offered in the
- * window, scaled up while the key is younger than a window so that nodes that
- * compare demands compare rates.
+ * This node's demand for a key in cost per window: what it was offered in the window, and while
+ * the key is younger than a window, at least the rate its arrivals so far show, scaled to a window
+ * from the first: (offered − 1) · W / age. The first arrival says nothing of a rate (one request
+ * on a new key is not a window's worth of them: it would claim all the room its peers' first
+ * requests need), a burst does (its cost at once is its whole window's demand).
  */
 function demandPerWindow(ks: KeyState, now: number, W: number, bw: number): number {
   const kw = ks.window;
   const w = Math.min(1, 1 - (now - kw.cur * bw) / bw);
   const offered = kw.offeredEstimate(w);
   const age = now - ks.created;
-  return age >= W ? offered : (offered * W) / Math.max(age, bw);
+  return age >= W ? offered : Math.max(offered, ((offered - 1) * W) / Math.max(age, bw));
 }
 
 function isValidKey(key: string): boolean {
