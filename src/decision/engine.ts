@@ -238,37 +238,8 @@ export class Engine implements RateLimiter {
     pairs: readonly PolicyKey[],
     cost: number | readonly number[] = 1,
   ): Decision & { outcomes: KeyOutcome[] } {
-    if (!Array.isArray(pairs) || pairs.length === 0) {
-      throw new RateMeshError(
-        ErrorCodes.KEY_INVALID,
-        'must be a non-empty array of [policy, key] pairs',
-        'pairs',
-      );
-    }
     const costs = typeof cost === 'number' ? undefined : cost;
-    if (costs !== undefined && (!Array.isArray(costs) || costs.length !== pairs.length)) {
-      throw new RateMeshError(
-        ErrorCodes.COST_INVALID,
-        `a list of costs must hold one cost per pair (${pairs.length})`,
-        'cost',
-      );
-    }
-    const rts: PolicyRuntime[] = [];
-    for (let i = 0; i < pairs.length; i++) {
-      const pair = pairs[i];
-      const rt = Array.isArray(pair) ? this.core.rtByName.get(pair[0]) : undefined;
-      if (rt === undefined) {
-        throw new RateMeshError(
-          ErrorCodes.POLICY_UNKNOWN,
-          `no policy named ${JSON.stringify(String(Array.isArray(pair) ? pair[0] : pair))}`,
-          `pairs[${i}]`,
-        );
-      }
-      // In a list of costs, 0 evaluates the pair without spending on it (a peek).
-      if (costs === undefined) checkCost(cost, rt.policy);
-      else if (costs[i] !== 0) checkCost(costs[i], rt.policy);
-      rts.push(rt);
-    }
+    const rts = this.pairRuntimes(pairs, cost);
     const now = this.core.at(time);
     const outcomes: KeyOutcome[] = [];
     const d = this.evaluateAll(
@@ -763,20 +734,10 @@ export class Engine implements RateLimiter {
   // ---- counting as envoyproxy/ratelimit (src/envoy/counting.ts, used by src/envoy/service.ts)
 
   /**
-   * {@link checkAll} with one cost per pair, then the costs spent whatever the decision, as
-   * envoyproxy/ratelimit counts (see CountingLimiter in src/envoy/counting.ts): `every` spends
-   * on every pair; `refused`, when any pair refused or `over` (the caller's own refusal), on
-   * the refused pairs only, else on every pair. The rule decides as in checkAll; only what is
-   * spent differs. A global pair's forced spend is cut where this node's own count over the
-   * window's full buckets reaches L: peers cap an origin at what it could have admitted
-   * (gossip.ts merge), so an honest node never sends more.
+   * The policies of `pairs`, validated as checkAll takes them (a non-empty list of [policy, key];
+   * one cost, or one per pair, 0 in a list being a look without spending).
    */
-  checkAllCounted(
-    pairs: readonly PolicyKey[],
-    costs: readonly number[],
-    mode: 'every' | 'refused',
-    over = false,
-  ): Decision & { outcomes: KeyOutcome[] } {
+  private pairRuntimes(pairs: readonly PolicyKey[], cost: number | readonly number[]): PolicyRuntime[] {
     if (!Array.isArray(pairs) || pairs.length === 0) {
       throw new RateMeshError(
         ErrorCodes.KEY_INVALID,
@@ -784,7 +745,8 @@ export class Engine implements RateLimiter {
         'pairs',
       );
     }
-    if (!Array.isArray(costs) || costs.length !== pairs.length) {
+    const costs = typeof cost === 'number' ? undefined : cost;
+    if (costs !== undefined && (!Array.isArray(costs) || costs.length !== pairs.length)) {
       throw new RateMeshError(
         ErrorCodes.COST_INVALID,
         `a list of costs must hold one cost per pair (${pairs.length})`,
@@ -802,9 +764,31 @@ export class Engine implements RateLimiter {
           `pairs[${i}]`,
         );
       }
-      if (costs[i] !== 0) checkCost(costs[i], rt.policy);
+      // In a list of costs, 0 evaluates the pair without spending on it (a peek).
+      if (costs === undefined) checkCost(cost, rt.policy);
+      else if (costs[i] !== 0) checkCost(costs[i], rt.policy);
       rts.push(rt);
     }
+    return rts;
+  }
+
+  /**
+   * {@link checkAll} with one cost per pair, then the costs spent whatever the decision, as
+   * envoyproxy/ratelimit counts (see CountingLimiter in src/envoy/counting.ts): `every` spends
+   * on every pair; `refused`, when any pair refused or `over` (the caller's own refusal), on
+   * the refused pairs only, else on every pair. The rule decides as in checkAll; only what is
+   * spent differs. A global pair's forced spend is cut where this node's own count over the
+   * window's full buckets reaches L: peers cap an origin at what it could have admitted
+   * (gossip.ts merge), so an honest node never sends more.
+   */
+  checkAllCounted(
+    pairs: readonly PolicyKey[],
+    costs: readonly number[],
+    mode: 'every' | 'refused',
+    over = false,
+  ): Decision & { outcomes: KeyOutcome[] } {
+    // a list of costs always (a number here would be one cost for every pair)
+    const rts = this.pairRuntimes(pairs, Array.isArray(costs) ? costs : [Number.NaN]);
     const now = this.core.at(this.clock.now());
     const evals: Eval[] = [];
     let worst: Eval | undefined;
