@@ -1,7 +1,7 @@
 import type { PolicySpec } from '../types.js';
 import { OwnerSim } from './owner-sim.js';
 import type { SimOptions } from './simulator.js';
-import type { Arrivals, LimiterRun } from './two-sided.js';
+import { type Arrivals, type LimiterRun, newLimiterRun, recordOutcome } from './two-sided.js';
 
 /**
  * {@link runSim} with owner placement on (issue 27): the same arrivals on an {@link OwnerSim},
@@ -18,13 +18,7 @@ export function runOwnerSim(
 ): LimiterRun {
   const s = new OwnerSim({ ...opts, policies: [policy] });
   const n = arrivals.t.length;
-  const run: LimiterRun = {
-    admitted: new Uint8Array(n),
-    rule: new Uint8Array(n),
-    ruleNames: [],
-    calls: new Float64Array(n),
-    latencyMs: new Float64Array(n),
-  };
+  const run = newLimiterRun(n);
   const code = new Map<string, number>();
   let decided = 0;
   for (let i = 0; i < n; i++) {
@@ -33,18 +27,7 @@ export function runOwnerSim(
       decided++;
       run.calls[i] = o.calls;
       run.latencyMs[i] = o.answeredAt - o.sentAt;
-      const d = o.decision;
-      if (d.allowed) {
-        run.admitted[i] = 1;
-        return;
-      }
-      let c = code.get(d.rule);
-      if (c === undefined) {
-        run.ruleNames.push(d.rule);
-        c = run.ruleNames.length;
-        code.set(d.rule, c);
-      }
-      run.rule[i] = c;
+      recordOutcome(run, code, i, o.decision);
     });
   }
   // every ask ends by its deadline

@@ -180,13 +180,7 @@ export function runSim(
 ): LimiterRun {
   const sim = new Simulator({ ...opts, policies: [policy] });
   const n = arrivals.t.length;
-  const run: LimiterRun = {
-    admitted: new Uint8Array(n),
-    rule: new Uint8Array(n),
-    ruleNames: [],
-    calls: new Float64Array(n),
-    latencyMs: new Float64Array(n),
-  };
+  const run = newLimiterRun(n);
   const code = new Map<string, number>();
   for (let i = 0; i < n; i++) {
     sim.runUntil(arrivals.t[i]!);
@@ -194,19 +188,35 @@ export function runSim(
     const d = sim.request(arrivals.node[i]!, policy.name, arrivals.keys[arrivals.key[i]!]!);
     run.calls[i] = probe.calls(sim) - before;
     run.latencyMs[i] = probe.latencyMs(d);
-    if (d.allowed) {
-      run.admitted[i] = 1;
-      continue;
-    }
-    let c = code.get(d.rule);
-    if (c === undefined) {
-      run.ruleNames.push(d.rule);
-      c = run.ruleNames.length;
-      code.set(d.rule, c);
-    }
-    run.rule[i] = c;
+    recordOutcome(run, code, i, d);
   }
   return run;
+}
+
+/** An empty run over `n` arrivals. */
+export function newLimiterRun(n: number): LimiterRun {
+  return {
+    admitted: new Uint8Array(n),
+    rule: new Uint8Array(n),
+    ruleNames: [],
+    calls: new Float64Array(n),
+    latencyMs: new Float64Array(n),
+  };
+}
+
+/** Arrival `i`'s decision into `run`: admitted, or its denial's rule (coded through `code`). */
+export function recordOutcome(run: LimiterRun, code: Map<string, number>, i: number, d: Decision): void {
+  if (d.allowed) {
+    run.admitted[i] = 1;
+    return;
+  }
+  let c = code.get(d.rule);
+  if (c === undefined) {
+    run.ruleNames.push(d.rule);
+    c = run.ruleNames.length;
+    code.set(d.rule, c);
+  }
+  run.rule[i] = c;
 }
 
 /** The denials among the arrivals where `only` is set, by rule name. */
