@@ -163,7 +163,7 @@ export interface Explanation {
   /** Global scope: the members as this node sees them; `n` is the N of an L/N split. */
   members?: { live: number; stale: number; left: number; otherVersion: number; n: number };
   /** Global scope: counted on top of the seen counts for members that may have admitted unseen. */
-  reserves?: { stale: number; otherVersion: number };
+  reserves?: { stale: number; otherVersion: number; narrowView: number };
   /**
    * Controlled mode: everything live peers admitted more than `horizonMs` ago has reached this
    * node; the headroom left by the counts before the recent buckets is shared, and this node's

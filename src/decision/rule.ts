@@ -2,6 +2,9 @@ import { validateKey } from '../keys/key.js';
 import type { DecisionMode, DecisionRule, Explanation } from '../types.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import { faded, KeyState, type LocalKeyState, selfDemand } from './key-state.js';
+import type { PeerState } from './peers.js';
+
+const NO_PEERS: PeerState[] = [];
 
 /** Scratch result of evaluating one (policy, key). */
 export interface Eval {
@@ -67,7 +70,51 @@ export class Rule {
    */
   private x: Explanation | undefined = undefined;
 
+  /**
+   * Live peers whose newest message reports fewer live members than this node has (itself
+   * included): still starting (deciding on the start-up share, L/N of its own counts, not on a
+   * share of the headroom), or not hearing members we hear. Kept per view stamp; see {@link narrowReserve}.
+   */
+  private narrow: PeerState[] = [];
+  private narrowStamp = -1;
+
   constructor(private readonly core: EngineCore) {}
+
+  private findNarrow(): void {
+    const core = this.core;
+    const live = core.peers.live;
+    const n = live.length + 1;
+    let out = NO_PEERS;
+    for (let i = 0; i < live.length; i++) {
+      const p = live[i]!;
+      if (p.members >= n) continue;
+      if (out === NO_PEERS) out = [];
+      out.push(p);
+    }
+    this.narrow = out;
+    this.narrowStamp = core.stamp;
+  }
+
+  /**
+   * Extra count assumed for live peers of a narrower view (see {@link narrow}): one still starting
+   * admits up to L/N of its own counts over the window, whatever share of the headroom we leave
+   * it, so each counts as spending at least L/N, as a stale member does (it stays a sharer: one
+   * deciding by a share over fewer sharers takes its share too).
+   */
+  private narrowReserve(rt: PolicyRuntime, ks: KeyState, w: number, L: number): number {
+    const perPeer = L / this.core.peers.splitN;
+    const kw = ks.window;
+    const foreign = rt.foreign;
+    let extra = 0;
+    for (let i = 0; i < this.narrow.length; i++) {
+      const p = this.narrow[i]!;
+      // one on another version of the policy is reserved by foreignReserve already
+      if (foreign.length > 0 && foreign.indexOf(p) >= 0) continue;
+      const seen = kw.peerEstimate(p.idx, w);
+      if (perPeer > seen) extra += perPeer - seen;
+    }
+    return extra;
+  }
 
   /** Evaluates `cost` on (`rt`, `key`) at `now` as {@link evaluate} does, changing nothing, with every term written to `x`. */
   explainInto(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval, x: Explanation): void {
@@ -173,10 +220,14 @@ export class Rule {
     let est = kw.estimate(w);
     const staleR = peers.stale.length > 0 && p.fallback ? this.staleReserve(ks, w, L, now, p.windowMs) : 0;
     const foreignR = rt.foreign.length > 0 ? this.foreignReserve(rt, ks, w, L) : 0;
-    est += staleR + foreignR;
-    if (x !== undefined) x.reserves = { stale: staleR, otherVersion: foreignR };
+    // the share's reserve for peers deciding otherwise (naive admits on what it has seen)
+    const controlled = p.overAdmission === 'controlled' && peers.live.length > 0;
+    if (controlled && this.narrowStamp !== core.stamp) this.findNarrow();
+    const narrowR = controlled && this.narrow.length > 0 ? this.narrowReserve(rt, ks, w, L) : 0;
+    est += staleR + foreignR + narrowR;
+    if (x !== undefined) x.reserves = { stale: staleR, otherVersion: foreignR, narrowView: narrowR };
     if (this.overLimit(out, ks, est, cost, now, rt, 'global')) return;
-    if (p.overAdmission === 'controlled' && peers.live.length > 0) {
+    if (controlled) {
       // Everything peers admitted more than U ago has reached us (U = the
       // longest any live peer has been unseen); what they admitted since is
       // unknown. So the headroom left for the last U ms, L - E_old, is shared

@@ -181,6 +181,8 @@ describe('Engine.replacePolicies', () => {
     expect(spend(e, 'b', 'k', 20)).toBe(20);
     expect(spend(e, 'loc', 'k', 3)).toBe(3);
     spend(peer, 'a', 'k', 7);
+    // both ways: the peer knows e is live (a peer of a narrower view is reserved L/N, not shared with)
+    gossip(e, peer);
     gossip(peer, e);
     const before = e.policyVersions();
     const C: PolicySpec = { name: 'c', limit: 10, windowMs: 1000 };

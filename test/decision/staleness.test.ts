@@ -246,8 +246,19 @@ describe('a node that expects peers (restart)', () => {
     expect(fresh.check('p', 'k').mode).toBe('fallback');
     fresh.receiveGossip('p2', peers[1]!.buildGossip());
     fresh.receiveGossip('p3', peers[2]!.buildGossip());
-    // global now; until its own demand has gone out in a tick, it claims only 1/N of the
-    // headroom, and its 25 fallback admissions already fill that
+    // global now, but each peer said it heard no one: still starting, on its own L/N, so each
+    // counts as spending L/N (the narrow-view reserve): 25 own + 3 x 25 fill L
+    const starting = fresh.check('p', 'k');
+    expect(starting).toMatchObject({ allowed: false, mode: 'global', rule: 'global-limit' });
+    expect(fresh.explain('p', 'k').reserves?.narrowView).toBe(75);
+    // they hear each other and fresh: no reserve; until its own demand has gone out in a tick, it
+    // claims only 1/N of the headroom, and its 25 fallback admissions already fill that
+    const all = [fresh, ...peers];
+    const msgs = all.map((e) => e.buildGossip());
+    for (let i = 0; i < all.length; i++)
+      for (let j = 0; j < all.length; j++) if (i !== j) all[j]!.receiveGossip(all[i]!.nodeId, msgs[i]!);
+    for (let i = 1; i < all.length; i++) fresh.receiveGossip(all[i]!.nodeId, all[i]!.buildGossip());
+    expect(fresh.explain('p', 'k').reserves?.narrowView).toBe(0);
     expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
     fresh.buildGossip(); // its demand is out, but no peer can hold it yet: still its part of the room
     expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
