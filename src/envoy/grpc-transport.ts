@@ -95,8 +95,10 @@ export interface GrpcServerOptions {
   transport?: GrpcTransport;
 }
 
+/** The HTTP/2 transports of the gRPC server: ratemesh's own (h2.ts), and the node:http2 fallback. */
+export const GRPC_TRANSPORTS = ['ratemesh', 'node:http2'] as const;
 /** The HTTP/2 under the gRPC server. */
-export type GrpcTransport = 'ratemesh' | 'node:http2';
+export type GrpcTransport = (typeof GRPC_TRANSPORTS)[number];
 
 /** Connections open at once, by default. */
 export const MAX_CONNECTIONS = 4096;
