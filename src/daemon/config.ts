@@ -154,8 +154,8 @@ export const NODE_FLAGS = {
   },
   'grpc-transport': {
     env: 'RATEMESH_GRPC_TRANSPORT',
-    arg: '<ratemesh|node:http2>',
-    help: "the Envoy RLS server's HTTP/2 (with a grpc section): ratemesh's own, or node's nghttp2",
+    arg: '<transport>',
+    help: "the Envoy RLS server's HTTP/2 (grpc.transport): ratemesh (its own) or node:http2 (the fallback)",
   },
   'inject-delay-ms': {
     env: 'RATEMESH_INJECT_DELAY_MS',
