@@ -23,6 +23,7 @@ import {
 import { GrpcStatus } from './grpc-status.js';
 import {
   type GrpcServerOptions,
+  MAX_CONNECTIONS,
   MAX_HEADER_LIST,
   parseTimeout,
   percentEncode,
@@ -93,7 +94,7 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
     maxSettings: limits.maxSettingsEntries,
     unknownProtocolTimeout: limits.prefaceTimeoutMs,
   });
-  server.maxConnections = opts.maxConnections ?? 4096;
+  server.maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
 
   const sessions = new Set<ServerHttp2Session>();
   // node's chunks are its own: nothing to copy
