@@ -32,7 +32,10 @@ Runs one mesh node and serves its HTTP API. Precedence: flag, environment
 variable, config file, default. The config file (YAML or JSON; see
 examples/daemon.yaml) holds http, mesh, log, stats and policies (or policyFile);
 for Envoy, envoy (envoyproxy/ratelimit config files) with grpc (the RLS v3
-server; see examples/envoy/).
+server: its address, its HTTP/2 transport and the transport's caps and
+timeouts, such as maxConnections and idleTimeoutMs; see examples/envoy/ and
+docs/envoy.md). --grpc-transport, then RATEMESH_GRPC_TRANSPORT, override
+grpc.transport.
 
 Flags:
 ${rows.join('\n')}

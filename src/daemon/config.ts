@@ -7,6 +7,7 @@ import {
   parseEnvoySection,
   parseGrpcSection,
 } from '../envoy/daemon-config.js';
+import { GRPC_TRANSPORTS } from '../envoy/grpc-transport.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import type { PolicySpec } from '../types.js';
 import {
@@ -150,6 +151,11 @@ export const NODE_FLAGS = {
     env: 'RATEMESH_DRAIN_TIMEOUT_MS',
     arg: '<ms>',
     help: 'on SIGTERM, wait this long for in-flight requests before closing their connections',
+  },
+  'grpc-transport': {
+    env: 'RATEMESH_GRPC_TRANSPORT',
+    arg: '<transport>',
+    help: "the Envoy RLS server's HTTP/2 (grpc.transport): ratemesh (its own) or node:http2 (the fallback)",
   },
   'inject-delay-ms': {
     env: 'RATEMESH_INJECT_DELAY_MS',
@@ -315,6 +321,13 @@ export function loadConfig(src: ConfigSources): DaemonConfig {
       0,
       600_000,
     );
+  const transport = pick('grpc-transport');
+  if (transport) {
+    const t = oneOf(transport.value[0], transport.path, GRPC_TRANSPORTS);
+    if (cfg.grpc !== undefined) cfg.grpc.transport = t;
+    else if (transport.path === '--grpc-transport')
+      fail(transport.path, 'needs the Envoy RLS server: a grpc section in the config file');
+  }
   const delay = pick('inject-delay-ms');
   if (delay) cfg.mesh.injectDelayMs = injectDelay(numberText(delay.value[0] ?? '', delay.path), delay.path);
   const loss = pick('inject-loss');

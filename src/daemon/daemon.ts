@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { type Clock, systemClock } from '../clock.js';
+import { ignoredOnNodeHttp2, rlsServerOptions } from '../envoy/daemon-config.js';
 import type { RlsServer } from '../envoy/grpc-server.js';
 import type { LimitOverrides } from '../envoy/overrides.js';
 import type { RlsService } from '../envoy/service.js';
@@ -196,11 +197,15 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       },
     });
     try {
+      const ignored = ignoredOnNodeHttp2(config.grpc);
+      if (ignored.length > 0)
+        logger.warn(
+          { transport: config.grpc.transport, ignored },
+          'gRPC limits not applied by the node:http2 transport (nghttp2 has its own)',
+        );
       rls = await startRlsServer({
         service,
-        host: config.grpc.host,
-        port: config.grpc.port,
-        maxMessageBytes: config.grpc.maxMessageBytes,
+        ...rlsServerOptions(config.grpc),
         logger,
         onCall: rlsCallCounter(metrics.registry),
       });
@@ -227,6 +232,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         ? {}
         : {
             grpc: `${rls.host}:${rls.port}`,
+            grpcTransport: config.grpc?.transport,
             envoyFiles: config.envoy?.files,
             envoyAlgorithm: config.envoy?.algorithm,
           }),

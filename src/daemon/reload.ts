@@ -1,6 +1,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { isDeepStrictEqual } from 'node:util';
-import { configNames } from '../envoy/daemon-config.js';
+import { configNames, GRPC_LIMIT_RANGES } from '../envoy/daemon-config.js';
+import type { H2Limits } from '../envoy/h2.js';
 import { isRateMeshError } from '../errors.js';
 import type { PolicySpec } from '../types.js';
 import type { DaemonConfig } from './config.js';
@@ -54,6 +55,13 @@ const RESTART_ONLY: readonly [string, (c: DaemonConfig) => unknown][] = [
   ['config.grpc.port', (c) => c.grpc?.port],
   ['config.grpc.maxMessageBytes', (c) => c.grpc?.maxMessageBytes],
   ['config.grpc.limitOverrides', (c) => c.grpc?.limitOverrides],
+  ['config.grpc.transport', (c) => c.grpc?.transport],
+  ['config.grpc.maxConnections', (c) => c.grpc?.maxConnections],
+  ['config.grpc.maxConcurrentStreams', (c) => c.grpc?.maxConcurrentStreams],
+  ['config.grpc.requestTimeoutMs', (c) => c.grpc?.requestTimeoutMs],
+  ...(Object.keys(GRPC_LIMIT_RANGES) as (keyof H2Limits)[]).map(
+    (k): [string, (c: DaemonConfig) => unknown] => [`config.grpc.${k}`, (c) => c.grpc?.limits[k]],
+  ),
 ];
 
 /** The first restart-only setting that differs between two configs, or undefined. */

@@ -9,7 +9,9 @@ import {
   type EnvoyConfigSource,
   parseEnvoyConfig,
 } from './config.js';
-import { GRPC_DEFAULTS } from './grpc-server.js';
+import { GRPC_DEFAULTS, type RlsServerOptions } from './grpc-server.js';
+import { GRPC_TRANSPORTS, type GrpcTransport, MAX_CONNECTIONS } from './grpc-transport.js';
+import { H2_LIMITS, type H2Limits } from './h2.js';
 import { type CountHits, DEFAULT_HEADER_NAMES } from './service.js';
 
 const COUNT_HITS: readonly CountHits[] = ['every', 'stop-when-over', 'when-allowed'];
@@ -45,7 +47,52 @@ export interface GrpcDaemonConfig {
   dynamicMetadata: boolean;
   /** Apply `limit` overrides sent in requests, as envoyproxy/ratelimit does (default true); false: INVALID_ARGUMENT. */
   limitOverrides: boolean;
+  /**
+   * The HTTP/2 under the server: `ratemesh` (its own, h2.ts; default) or `node:http2` (the
+   * fallback). `--grpc-transport` and RATEMESH_GRPC_TRANSPORT override it (config.ts).
+   */
+  transport: GrpcTransport;
+  /** Connections open at once; one more is refused (GOAWAY ENHANCE_YOUR_CALM on `ratemesh`). */
+  maxConnections: number;
+  /** Calls in flight on one connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: number;
+  /** A request not fully arrived after this long is answered DEADLINE_EXCEEDED. */
+  requestTimeoutMs: number;
+  /** The HTTP/2 caps and timeouts (`grpc.maxContinuations` ... `grpc.maxUnreadBytes`), every one filled. */
+  limits: H2Limits;
 }
+
+/**
+ * The range of each HTTP/2 cap and timeout in the `grpc` section (their defaults: H2_LIMITS).
+ * Timeouts are checked every 250 ms, so none is shorter; SETTINGS entries from 8 (a client's
+ * first SETTINGS carries up to 7 defined ones) to 2,730 (what one 16 KiB frame holds).
+ */
+export const GRPC_LIMIT_RANGES: Readonly<Record<keyof H2Limits, readonly [min: number, max: number]>> = {
+  maxContinuations: [1, 1024],
+  maxSettingsEntries: [8, 2730],
+  nuisancePerTick: [100, 1_000_000],
+  headerFramesPerTick: [100, 1_000_000],
+  prefaceTimeoutMs: [250, 600_000],
+  frameTimeoutMs: [250, 600_000],
+  idleTimeoutMs: [250, 86_400_000],
+  stallTimeoutMs: [250, 3_600_000],
+  maxUnreadBytes: [64 * 1024, 256 * 1024 * 1024],
+};
+const LIMIT_FIELDS = Object.keys(GRPC_LIMIT_RANGES) as (keyof H2Limits)[];
+
+/**
+ * The limits the node:http2 fallback does not apply (nghttp2 has its own): set away from their
+ * defaults with that transport, the daemon warns. It applies maxConnections, maxConcurrentStreams,
+ * requestTimeoutMs, maxSettingsEntries, prefaceTimeoutMs and idleTimeoutMs.
+ */
+export const NOT_ON_NODE_HTTP2: readonly (keyof H2Limits)[] = [
+  'maxContinuations',
+  'nuisancePerTick',
+  'headerFramesPerTick',
+  'frameTimeoutMs',
+  'stallTimeoutMs',
+  'maxUnreadBytes',
+];
 
 /** Most envoy config files read. */
 const MAX_FILES = 256;
@@ -60,7 +107,12 @@ const GRPC_FIELDS = [
   'countHits',
   'limitOverrides',
   'dynamicMetadata',
-] as const;
+  'transport',
+  'maxConnections',
+  'maxConcurrentStreams',
+  'requestTimeoutMs',
+  ...LIMIT_FIELDS,
+];
 
 /** Lists a folder's entries, or returns undefined when `path` is not a folder. Injectable for tests. */
 export type ListDir = (path: string) => string[] | undefined;
@@ -177,6 +229,25 @@ export function parseGrpcSection(raw: unknown): GrpcDaemonConfig {
     s.limitOverrides === undefined ? true : boolean(s.limitOverrides, 'config.grpc.limitOverrides');
   const dynamicMetadata =
     s.dynamicMetadata === undefined ? false : boolean(s.dynamicMetadata, 'config.grpc.dynamicMetadata');
+  const transport =
+    s.transport === undefined ? 'ratemesh' : oneOf(s.transport, 'config.grpc.transport', GRPC_TRANSPORTS);
+  const maxConnections =
+    s.maxConnections === undefined
+      ? MAX_CONNECTIONS
+      : integer(s.maxConnections, 'config.grpc.maxConnections', 1, 1_000_000);
+  const maxConcurrentStreams =
+    s.maxConcurrentStreams === undefined
+      ? GRPC_DEFAULTS.maxConcurrentStreams
+      : integer(s.maxConcurrentStreams, 'config.grpc.maxConcurrentStreams', 1, 65_535);
+  const requestTimeoutMs =
+    s.requestTimeoutMs === undefined
+      ? GRPC_DEFAULTS.requestTimeoutMs
+      : integer(s.requestTimeoutMs, 'config.grpc.requestTimeoutMs', 250, 600_000);
+  const limits: H2Limits = { ...H2_LIMITS };
+  for (const k of LIMIT_FIELDS) {
+    const [min, max] = GRPC_LIMIT_RANGES[k];
+    if (s[k] !== undefined) limits[k] = integer(s[k], `config.grpc.${k}`, min, max);
+  }
   return {
     host,
     port,
@@ -186,5 +257,44 @@ export function parseGrpcSection(raw: unknown): GrpcDaemonConfig {
     countHits,
     limitOverrides,
     dynamicMetadata,
+    transport,
+    maxConnections,
+    maxConcurrentStreams,
+    requestTimeoutMs,
+    limits,
   };
+}
+
+/** What the `grpc` section sets of the RLS server's options: its address and its transport's caps. */
+export function rlsServerOptions(
+  grpc: GrpcDaemonConfig,
+): Required<
+  Pick<
+    RlsServerOptions,
+    | 'host'
+    | 'port'
+    | 'maxMessageBytes'
+    | 'maxConcurrentStreams'
+    | 'requestTimeoutMs'
+    | 'maxConnections'
+    | 'limits'
+    | 'transport'
+  >
+> {
+  return {
+    host: grpc.host,
+    port: grpc.port,
+    maxMessageBytes: grpc.maxMessageBytes,
+    maxConcurrentStreams: grpc.maxConcurrentStreams,
+    requestTimeoutMs: grpc.requestTimeoutMs,
+    maxConnections: grpc.maxConnections,
+    limits: { ...grpc.limits },
+    transport: grpc.transport,
+  };
+}
+
+/** The `grpc` limits set away from their defaults that the node:http2 fallback does not apply. */
+export function ignoredOnNodeHttp2(grpc: GrpcDaemonConfig): string[] {
+  if (grpc.transport !== 'node:http2') return [];
+  return NOT_ON_NODE_HTTP2.filter((k) => grpc.limits[k] !== H2_LIMITS[k]).map((k) => `grpc.${k}`);
 }

@@ -14,6 +14,7 @@ import {
 } from './codec.js';
 import { GrpcStatus } from './grpc-status.js';
 import {
+  type GrpcTransport,
   MESSAGE_PREFIX,
   type Method,
   type Reply,
@@ -22,6 +23,7 @@ import {
   startGrpcServer,
   type UnaryMethod,
 } from './grpc-transport.js';
+import type { H2Limits } from './h2.js';
 import type { RlsErrorCode, RlsResult, RlsService } from './service.js';
 
 /** The vendored proto folders (see proto/README.md), from src/envoy or dist/envoy alike. */
@@ -101,6 +103,12 @@ export interface RlsServerOptions {
   maxMessageBytes?: number;
   maxConcurrentStreams?: number;
   requestTimeoutMs?: number;
+  /** Connections open at once; one more is refused (grpc-transport.ts MAX_CONNECTIONS by default). */
+  maxConnections?: number;
+  /** HTTP/2 caps and timeouts of ratemesh's transport, each defaulting to H2_LIMITS (docs/envoy-transport.md). */
+  limits?: Partial<H2Limits>;
+  /** The HTTP/2 under the server; default RATEMESH_GRPC_TRANSPORT, else `ratemesh` (grpcTransport in grpc-transport.ts). */
+  transport?: GrpcTransport;
   logger: Logger;
   /** Told of each ShouldRateLimit call's status code (0 = OK) for metrics. */
   onCall?: (code: number) => void;
@@ -227,6 +235,9 @@ export async function startRlsServer(opts: RlsServerOptions): Promise<RlsServer>
     maxMessageBytes: opts.maxMessageBytes ?? GRPC_DEFAULTS.maxMessageBytes,
     maxConcurrentStreams: opts.maxConcurrentStreams ?? GRPC_DEFAULTS.maxConcurrentStreams,
     requestTimeoutMs: opts.requestTimeoutMs ?? GRPC_DEFAULTS.requestTimeoutMs,
+    ...(opts.maxConnections === undefined ? {} : { maxConnections: opts.maxConnections }),
+    ...(opts.limits === undefined ? {} : { limits: opts.limits }),
+    ...(opts.transport === undefined ? {} : { transport: opts.transport }),
     onSessionError: (err) => logger.debug({ err: { message: err.message } }, 'gRPC connection error'),
   });
 

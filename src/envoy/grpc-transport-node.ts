@@ -6,26 +6,31 @@
  * `transport: 'node:http2'` in {@link GrpcServerOptions} or
  * RATEMESH_GRPC_TRANSPORT=node:http2, for a client our HTTP/2 would not
  * serve. What the two answer is the same (test/envoy/grpc-transport.test.ts
- * runs against both).
+ * runs against both); the request reading, the sweep of waiting calls and the
+ * listening and closing are the same code (grpc-call.ts).
  */
 import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import {
+  Calls,
+  type GrpcServer,
+  isGrpcContentType,
+  listenGrpc,
+  prefixed,
+  type ReaderConfig,
+  RequestReader,
+  type ServerStream,
+} from './grpc-call.js';
 import { GrpcStatus } from './grpc-status.js';
 import {
-  type GrpcServer,
   type GrpcServerOptions,
+  MAX_CONNECTIONS,
   MAX_HEADER_LIST,
-  MESSAGE_PREFIX,
   parseTimeout,
   percentEncode,
   type Reply,
-  type ServerStream,
   type ServerStreamMethod,
 } from './grpc-transport.js';
 import { h2Limits } from './h2.js';
-
-/** How often waiting requests are checked against their deadlines. */
-const SWEEP_MS = 250;
 
 const OK_HEADERS = { ':status': 200, 'content-type': 'application/grpc' } as const;
 const OK_TRAILERS = { 'grpc-status': '0' } as const;
@@ -71,19 +76,15 @@ function notGrpc(stream: ServerHttp2Stream, status: number): void {
   }
 }
 
-/** A call waiting for its request message. */
-interface Waiting {
-  stream: ServerHttp2Stream;
-  /** The sweep count when it started. */
-  epoch: number;
-  /** performance.now() past which the client no longer waits; Infinity without grpc-timeout. */
-  deadline: number;
-  refuse(code: number, message: string): void;
-}
+const grpcEncoding = (headers: IncomingHttpHeaders): string | undefined => {
+  const e = headers['grpc-encoding'];
+  return e === undefined ? undefined : String(e);
+};
+const isClosed = (stream: ServerHttp2Stream): boolean => stream.destroyed || stream.closed;
 
 /** Starts a gRPC server on node:http2 serving `methods` (the fallback of startGrpcServer). */
 export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise<GrpcServer> {
-  const { methods, maxMessageBytes } = opts;
+  const { methods } = opts;
   const limits = h2Limits(opts.limits);
   const server = http2.createServer({
     settings: { maxConcurrentStreams: opts.maxConcurrentStreams, maxHeaderListSize: MAX_HEADER_LIST },
@@ -93,48 +94,31 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
     maxSettings: limits.maxSettingsEntries,
     unknownProtocolTimeout: limits.prefaceTimeoutMs,
   });
-  server.maxConnections = opts.maxConnections ?? 4096;
+  server.maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
 
   const sessions = new Set<ServerHttp2Session>();
-  const waiting = new Set<Waiting>();
-  const open = new Set<ServerStream>();
-  let stopping = false;
-  let epoch = 0;
-  const sweepEpochs = Math.max(1, Math.ceil(opts.requestTimeoutMs / SWEEP_MS));
-
-  const sweep = setInterval(() => {
-    epoch++;
-    if (waiting.size === 0) return;
-    const now = performance.now();
-    for (const w of waiting) {
-      if (w.stream.destroyed || w.stream.closed) waiting.delete(w);
-      else if (now >= w.deadline)
-        w.refuse(GrpcStatus.DEADLINE_EXCEEDED, 'the deadline passed before the request arrived');
-      else if (epoch - w.epoch > sweepEpochs)
-        w.refuse(GrpcStatus.DEADLINE_EXCEEDED, `no complete request within ${opts.requestTimeoutMs} ms`);
-    }
-  }, SWEEP_MS);
-  sweep.unref();
+  // node's chunks are its own: nothing to copy
+  const reading: ReaderConfig<IncomingHttpHeaders> = {
+    maxMessageBytes: opts.maxMessageBytes,
+    encodingOf: grpcEncoding,
+    copy: false,
+  };
+  const calls = new Calls<ServerHttp2Stream>(opts.requestTimeoutMs, isClosed);
+  const { waiting, open } = calls;
 
   server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);
     // a session with no activity for this long is closed (node's timeout counts any frame, not open streams)
     session.setTimeout(limits.idleTimeoutMs, () => session.close());
     session.once('close', () => sessions.delete(session));
-    if (stopping) session.close();
+    if (calls.stopping) session.close();
   });
   server.on('sessionError', (err: Error) => opts.onSessionError?.(err));
 
   server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
     stream.on('error', ignore);
     if (headers[':method'] !== 'POST') return notGrpc(stream, 405);
-    const ct = headers['content-type'];
-    if (
-      typeof ct !== 'string' ||
-      !(ct === 'application/grpc' || ct.startsWith('application/grpc+') || ct.startsWith('application/grpc;'))
-    ) {
-      return notGrpc(stream, 415);
-    }
+    if (!isGrpcContentType(headers['content-type'])) return notGrpc(stream, 415);
     const path = headers[':path'];
     const method = typeof path === 'string' ? methods.get(path) : undefined;
     if (method === undefined) {
@@ -143,7 +127,7 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
       return;
     }
     const done = method.done;
-    if (stopping) {
+    if (calls.stopping) {
       trailersOnly(stream, GrpcStatus.UNAVAILABLE, 'the server is stopping');
       done?.(GrpcStatus.UNAVAILABLE);
       stream.close(http2.constants.NGHTTP2_NO_ERROR);
@@ -162,10 +146,6 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
       deadline = performance.now() + ms;
     }
 
-    let chunks: Buffer[] | undefined;
-    let first: Buffer | undefined;
-    let size = 0;
-    let length = -1;
     let answered = false;
 
     const refuse = (code: number, message: string): void => {
@@ -177,7 +157,7 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
       // the rest of the request is not wanted: RST_STREAM(NO_ERROR) once the status is out
       if (!stream.readableEnded && !stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     };
-    const call: Waiting = { stream, epoch, deadline, refuse };
+    const call = new RequestReader(reading, stream, headers, calls.epoch, deadline, refuse);
     waiting.add(call);
 
     const complete = (message: Buffer): void => {
@@ -193,9 +173,7 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
         const send = (reply: Reply): void => {
           if (stream.destroyed || stream.closed) return;
           if ('frame' in reply) {
-            const frame = reply.frame;
-            frame[0] = 0;
-            frame.writeUInt32BE(frame.length - MESSAGE_PREFIX, 1);
+            const frame = prefixed(reply.frame);
             try {
               stream.respond(OK_HEADERS, RESPOND_MESSAGES);
               stream.on('wantTrailers', sendOkTrailers);
@@ -226,49 +204,11 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
 
     stream.on('data', (chunk: Buffer) => {
       if (answered) return;
-      size += chunk.length;
-      if (first === undefined) first = chunk;
-      else if (chunks === undefined) chunks = [first, chunk];
-      else chunks.push(chunk);
-      if (length < 0) {
-        if (size < MESSAGE_PREFIX) return;
-        const head = chunks === undefined ? first : Buffer.concat(chunks, size);
-        if (chunks !== undefined) {
-          chunks = undefined;
-          first = head;
-        }
-        const flag = head[0]!;
-        if (flag !== 0) {
-          return refuse(
-            flag === 1 ? GrpcStatus.UNIMPLEMENTED : GrpcStatus.INTERNAL,
-            flag === 1
-              ? `compressed messages are not supported (grpc-encoding ${String(headers['grpc-encoding'] ?? 'unset')}): send them uncompressed`
-              : `invalid compressed flag ${flag}`,
-          );
-        }
-        length = head.readUInt32BE(1);
-        if (length > maxMessageBytes) {
-          return refuse(
-            GrpcStatus.RESOURCE_EXHAUSTED,
-            `the request message is larger than the maximum (${length} vs ${maxMessageBytes} bytes)`,
-          );
-        }
-      }
-      const need = MESSAGE_PREFIX + length;
-      if (size < need) return;
-      if (size > need) return refuse(GrpcStatus.INTERNAL, 'more than one request message in a unary call');
-      const whole = chunks === undefined ? first : Buffer.concat(chunks, size);
-      chunks = undefined;
-      first = undefined;
-      complete(whole.subarray(MESSAGE_PREFIX, need));
+      const message = call.push(chunk);
+      if (message !== undefined) complete(message);
     });
     stream.on('end', () => {
-      if (!answered) {
-        refuse(
-          GrpcStatus.INTERNAL,
-          size === 0 ? 'the request carried no message' : 'the request ended inside its message',
-        );
-      }
+      if (!answered) call.ended();
     });
   });
 
@@ -280,9 +220,7 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
     const s: ServerStream = {
       write(frame) {
         if (ended || stream.destroyed || stream.closed) return;
-        frame[0] = 0;
-        frame.writeUInt32BE(frame.length - MESSAGE_PREFIX, 1);
-        stream.write(frame);
+        stream.write(prefixed(frame));
       },
       end(code, msg = '') {
         if (ended) return;
@@ -318,36 +256,5 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
     if (refused !== undefined) s.end(refused.code, refused.message);
   };
 
-  const port = await new Promise<number>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
-      resolve((server.address() as AddressInfo).port);
-    });
-  }).catch((err: NodeJS.ErrnoException) => {
-    clearInterval(sweep);
-    const hostPort = opts.host.includes(':') ? `[${opts.host}]:${opts.port}` : `${opts.host}:${opts.port}`;
-    throw new Error(`cannot listen on ${hostPort} (gRPC): ${err.code ?? err.message}`);
-  });
-  server.on('error', (err) => opts.onSessionError?.(err));
-
-  let closing: Promise<void> | undefined;
-  const close = (graceMs: number): Promise<void> => {
-    closing ??= new Promise<void>((resolve) => {
-      stopping = true;
-      clearInterval(sweep);
-      for (const s of [...open]) s.end(GrpcStatus.UNAVAILABLE, 'the server is stopping');
-      const timer = setTimeout(() => {
-        for (const session of sessions) session.destroy();
-      }, graceMs);
-      server.close(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-      for (const session of sessions) session.close();
-    });
-    return closing;
-  };
-
-  return { port, close };
+  return listenGrpc(server, opts, calls, sessions, (session) => session.close());
 }

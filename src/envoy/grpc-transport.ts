@@ -15,9 +15,22 @@
  * deadline, or within `requestTimeoutMs`, is answered DEADLINE_EXCEEDED and
  * reset; one past its deadline when it arrives is not run. Streams the
  * client resets or cancels are dropped; no stream or connection error
- * reaches the process.
+ * reaches the process. The request reading, the sweep of waiting calls and
+ * the listening and closing are grpc-call.ts's, shared with the node:http2
+ * fallback (grpc-transport-node.ts).
  */
 import net from 'node:net';
+import {
+  Calls,
+  type GrpcServer,
+  isGrpcContentType,
+  listenGrpc,
+  MESSAGE_PREFIX,
+  prefixed,
+  type ReaderConfig,
+  RequestReader,
+  type ServerStream,
+} from './grpc-call.js';
 import { GrpcStatus } from './grpc-status.js';
 import {
   field,
@@ -30,8 +43,7 @@ import {
 } from './h2.js';
 import { encodeHeaders } from './hpack.js';
 
-/** Bytes before each message: the compressed flag and the length. */
-export const MESSAGE_PREFIX = 5;
+export { type GrpcServer, MESSAGE_PREFIX, type ServerStream } from './grpc-call.js';
 
 /** A method's answer: a reply message (with {@link MESSAGE_PREFIX} bytes reserved before it), or a status. */
 export type Reply = { frame: Buffer } | { code: number; message: string };
@@ -46,16 +58,6 @@ export interface UnaryMethod {
   call(message: Buffer): Reply | Promise<Reply>;
   /** Told of the status each of this method's calls was answered with (the transport's own refusals too). */
   done?(code: number): void;
-}
-
-/** The open reply of a server-streaming call. */
-export interface ServerStream {
-  /** Sends a message (with {@link MESSAGE_PREFIX} bytes reserved before it). */
-  write(frame: Buffer): void;
-  /** Ends the call with this status. */
-  end(code: number, message?: string): void;
-  /** Called once when the stream closes, whoever closed it. */
-  onClose(fn: () => void): void;
 }
 
 /** A server-streaming method: one request message, then messages until either side ends it. */
@@ -95,26 +97,14 @@ export interface GrpcServerOptions {
   transport?: GrpcTransport;
 }
 
+/** The HTTP/2 transports of the gRPC server: ratemesh's own (h2.ts), and the node:http2 fallback. */
+export const GRPC_TRANSPORTS = ['ratemesh', 'node:http2'] as const;
 /** The HTTP/2 under the gRPC server. */
-export type GrpcTransport = 'ratemesh' | 'node:http2';
+export type GrpcTransport = (typeof GRPC_TRANSPORTS)[number];
 
 /** Connections open at once, by default. */
 export const MAX_CONNECTIONS = 4096;
 
-/** A running gRPC server. */
-export interface GrpcServer {
-  /** The bound port (the real one when 0 was asked). */
-  readonly port: number;
-  /**
-   * Stops taking connections and calls (GOAWAY), ends server streams with
-   * UNAVAILABLE, lets running calls finish for up to `graceMs`, then closes
-   * the connections left.
-   */
-  close(graceMs: number): Promise<void>;
-}
-
-/** How often waiting requests are checked against their deadlines, and connection budgets renewed. */
-const SWEEP_MS = 250;
 /** Longest grpc-message sent, characters after encoding. */
 const MAX_STATUS_MESSAGE = 1024;
 /** SETTINGS_MAX_HEADER_LIST_SIZE we advertise and enforce. */
@@ -208,15 +198,8 @@ function notGrpc(stream: H2Stream, status: 405 | 415): void {
   if (!stream.remoteEnded) stream.reset(H2Error.NO_ERROR);
 }
 
-/** A call waiting for its request message. */
-interface Waiting {
-  stream: H2Stream;
-  /** The sweep count when it started. */
-  epoch: number;
-  /** performance.now() past which the client no longer waits; Infinity without grpc-timeout. */
-  deadline: number;
-  refuse(code: number, message: string): void;
-}
+const grpcEncoding = (head: RequestHead): string | undefined => field(head.fields, 'grpc-encoding');
+const isClosed = (stream: H2Stream): boolean => stream.closed;
 
 /** The transport asked for: the option, else RATEMESH_GRPC_TRANSPORT, else `ratemesh`. */
 export function grpcTransport(opts: Pick<GrpcServerOptions, 'transport'>): GrpcTransport {
@@ -232,20 +215,19 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
     const { startNodeHttp2GrpcServer } = await import('./grpc-transport-node.js');
     return startNodeHttp2GrpcServer(opts);
   }
-  const { methods, maxMessageBytes } = opts;
+  const { methods } = opts;
   const limits = h2Limits(opts.limits);
   const maxConnections = opts.maxConnections ?? MAX_CONNECTIONS;
   if (!Number.isSafeInteger(maxConnections) || maxConnections <= 0)
     throw new RangeError(`maxConnections must be a positive integer, not ${maxConnections}`);
   const connections = new Set<H2Connection>();
-  const waiting = new Set<Waiting>();
-  const open = new Set<ServerStream>();
-  let stopping = false;
-  let epoch = 0;
-  const sweepEpochs = Math.max(1, Math.ceil(opts.requestTimeoutMs / SWEEP_MS));
-
-  const sweep = setInterval(() => {
-    epoch++;
+  const reading: ReaderConfig<RequestHead> = {
+    maxMessageBytes: opts.maxMessageBytes,
+    encodingOf: grpcEncoding,
+    // a chunk is a view of the connection's read buffer: what is kept past it is copied
+    copy: true,
+  };
+  const calls = new Calls<H2Stream>(opts.requestTimeoutMs, isClosed, () => {
     for (const c of connections) {
       try {
         c.tick();
@@ -255,32 +237,17 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
         c.destroy();
       }
     }
-    if (waiting.size === 0) return;
-    const now = performance.now();
-    for (const w of waiting) {
-      if (w.stream.closed) waiting.delete(w);
-      else if (now >= w.deadline)
-        w.refuse(GrpcStatus.DEADLINE_EXCEEDED, 'the deadline passed before the request arrived');
-      else if (epoch - w.epoch > sweepEpochs)
-        w.refuse(GrpcStatus.DEADLINE_EXCEEDED, `no complete request within ${opts.requestTimeoutMs} ms`);
-    }
-  }, SWEEP_MS);
-  sweep.unref();
+  });
+  const { waiting, open } = calls;
 
   const onStream = (stream: H2Stream, head: RequestHead) => {
     if (head.method !== 'POST') return notGrpc(stream, 405);
-    const ct = field(head.fields, 'content-type');
-    if (
-      ct === undefined ||
-      !(ct === 'application/grpc' || ct.startsWith('application/grpc+') || ct.startsWith('application/grpc;'))
-    ) {
-      return notGrpc(stream, 415);
-    }
+    if (!isGrpcContentType(field(head.fields, 'content-type'))) return notGrpc(stream, 415);
     const method = methods.get(head.path);
     if (method === undefined)
       return trailersOnly(stream, GrpcStatus.UNIMPLEMENTED, `unknown method ${head.path.slice(0, 200)}`);
     const done = method.done;
-    if (stopping) {
+    if (calls.stopping) {
       trailersOnly(stream, GrpcStatus.UNAVAILABLE, 'the server is stopping');
       done?.(GrpcStatus.UNAVAILABLE);
       return;
@@ -301,10 +268,6 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
       deadline = performance.now() + ms;
     }
 
-    let chunks: Buffer[] | undefined;
-    let first: Buffer | undefined;
-    let size = 0;
-    let length = -1;
     let answered = false;
 
     const refuse = (code: number, message: string) => {
@@ -314,7 +277,7 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
       trailersOnly(stream, code, message);
       done?.(code);
     };
-    const call: Waiting = { stream, epoch, deadline, refuse };
+    const call = new RequestReader(reading, stream, head, calls.epoch, deadline, refuse);
     waiting.add(call);
     stream.onAbort = () => {
       answered = true;
@@ -350,11 +313,8 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
 
     const reply = (reply: Reply): void => {
       if ('frame' in reply) {
-        const frame = reply.frame;
-        frame[0] = 0;
-        frame.writeUInt32BE(frame.length - MESSAGE_PREFIX, 1);
         stream.respond(OK_HEADERS, false);
-        stream.write(frame);
+        stream.write(prefixed(reply.frame));
         stream.end(OK_TRAILERS);
         done?.(GrpcStatus.OK);
       } else {
@@ -365,56 +325,9 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
 
     stream.onData = (chunk: Buffer, end: boolean) => {
       if (answered) return;
-      if (chunk.length > 0) {
-        size += chunk.length;
-        if (first === undefined) first = chunk;
-        else if (chunks === undefined) chunks = [first, chunk];
-        else chunks.push(chunk);
-        if (length < 0 && size >= MESSAGE_PREFIX) {
-          const start = chunks === undefined ? first : Buffer.concat(chunks, size);
-          if (chunks !== undefined) {
-            chunks = undefined;
-            first = start;
-          }
-          const flag = start[0]!;
-          if (flag !== 0) {
-            return refuse(
-              flag === 1 ? GrpcStatus.UNIMPLEMENTED : GrpcStatus.INTERNAL,
-              flag === 1
-                ? `compressed messages are not supported (grpc-encoding ${field(head.fields, 'grpc-encoding') ?? 'unset'}): send them uncompressed`
-                : `invalid compressed flag ${flag}`,
-            );
-          }
-          length = start.readUInt32BE(1);
-          if (length > maxMessageBytes) {
-            return refuse(
-              GrpcStatus.RESOURCE_EXHAUSTED,
-              `the request message is larger than the maximum (${length} vs ${maxMessageBytes} bytes)`,
-            );
-          }
-        }
-        if (length >= 0) {
-          const need = MESSAGE_PREFIX + length;
-          if (size > need)
-            return refuse(GrpcStatus.INTERNAL, 'more than one request message in a unary call');
-          if (size === need) {
-            const whole = chunks === undefined ? first! : Buffer.concat(chunks, size);
-            chunks = undefined;
-            first = undefined;
-            return complete(whole.subarray(MESSAGE_PREFIX, need));
-          }
-        }
-      }
-      if (end) {
-        refuse(
-          GrpcStatus.INTERNAL,
-          size === 0 ? 'the request carried no message' : 'the request ended inside its message',
-        );
-      } else if (chunk.length > 0) {
-        // kept past this read: a copy, not a view that would keep the connection's whole read buffer alive
-        if (chunks === undefined) first = Buffer.from(first!);
-        else chunks[chunks.length - 1] = Buffer.from(chunk);
-      }
+      const message = call.push(chunk);
+      if (message !== undefined) complete(message);
+      else if (end) call.ended();
     };
   };
 
@@ -425,9 +338,7 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
     const s: ServerStream = {
       write(frame) {
         if (ended || stream.closed) return;
-        frame[0] = 0;
-        frame.writeUInt32BE(frame.length - MESSAGE_PREFIX, 1);
-        stream.write(frame);
+        stream.write(prefixed(frame));
       },
       end(code, msg = '') {
         if (ended) return;
@@ -452,7 +363,7 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
   };
 
   const server = net.createServer({ noDelay: true }, (socket) => {
-    if (stopping) {
+    if (calls.stopping) {
       socket.destroy();
       return;
     }
@@ -475,36 +386,5 @@ export async function startGrpcServer(opts: GrpcServerOptions): Promise<GrpcServ
     socket.once('close', () => connections.delete(conn));
   });
 
-  const port = await new Promise<number>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
-      resolve((server.address() as net.AddressInfo).port);
-    });
-  }).catch((err: NodeJS.ErrnoException) => {
-    clearInterval(sweep);
-    const hostPort = opts.host.includes(':') ? `[${opts.host}]:${opts.port}` : `${opts.host}:${opts.port}`;
-    throw new Error(`cannot listen on ${hostPort} (gRPC): ${err.code ?? err.message}`);
-  });
-  server.on('error', (err) => opts.onSessionError?.(err));
-
-  let closing: Promise<void> | undefined;
-  const close = (graceMs: number): Promise<void> => {
-    closing ??= new Promise<void>((resolve) => {
-      stopping = true;
-      clearInterval(sweep);
-      for (const s of [...open]) s.end(GrpcStatus.UNAVAILABLE, 'the server is stopping');
-      const timer = setTimeout(() => {
-        for (const c of connections) c.destroy();
-      }, graceMs);
-      server.close(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-      for (const c of connections) c.shutdown();
-    });
-    return closing;
-  };
-
-  return { port, close };
+  return listenGrpc(server, opts, calls, connections, (c) => c.shutdown());
 }

@@ -1,16 +1,26 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/daemon/config.js';
 import { limiterOptions } from '../../src/daemon/daemon.js';
+import { restartOnlyChange } from '../../src/daemon/reload.js';
+import { GRPC_LIMIT_RANGES, ignoredOnNodeHttp2, rlsServerOptions } from '../../src/envoy/daemon-config.js';
+import { GRPC_DEFAULTS } from '../../src/envoy/grpc-server.js';
+import { MAX_CONNECTIONS } from '../../src/envoy/grpc-transport.js';
+import { H2_LIMITS } from '../../src/envoy/h2.js';
 import { isRateMeshError } from '../../src/errors.js';
 import { memoryLogger } from '../daemon/fake-limiter.js';
 
 const RL = 'domain: d\ndescriptors:\n  - { key: k, rate_limit: { unit: second, requests_per_unit: 5 } }\n';
 
 /** loadConfig over an in-memory file system rooted at /cfg; folders are keys ending in '/'. */
-function load(files: Record<string, string>, daemonYaml: string) {
+function load(
+  files: Record<string, string>,
+  daemonYaml: string,
+  more: { argv?: string[]; env?: Record<string, string> } = {},
+) {
   const all: Record<string, string> = { '/cfg/daemon.yaml': daemonYaml, ...files };
   return loadConfig({
-    argv: ['--config', 'daemon.yaml'],
+    argv: ['--config', 'daemon.yaml', ...(more.argv ?? [])],
+    ...(more.env === undefined ? {} : { env: more.env }),
     cwd: '/cfg',
     readFile: (p) => {
       const f = all[p];
@@ -61,6 +71,11 @@ describe('daemon config: envoy and grpc', () => {
       countHits: 'every',
       limitOverrides: true,
       dynamicMetadata: false,
+      transport: 'ratemesh',
+      maxConnections: MAX_CONNECTIONS,
+      maxConcurrentStreams: GRPC_DEFAULTS.maxConcurrentStreams,
+      requestTimeoutMs: GRPC_DEFAULTS.requestTimeoutMs,
+      limits: H2_LIMITS,
     });
     // envoy-only: no policies of its own, the limiter gets the descriptors' policies
     expect(cfg.policies).toEqual([]);
@@ -160,6 +175,139 @@ describe('daemon config: envoy and grpc', () => {
     );
     expect(e.field).toBe('config.envoy.files');
     expect(e.message).toMatch(/counts anything/);
+  });
+});
+
+describe('daemon config: the gRPC transport and its limits', () => {
+  const HARDENED = `envoy: { files: [rl.yaml] }
+grpc:
+  port: 8081
+  transport: node:http2
+  maxConnections: 64
+  maxConcurrentStreams: 32
+  requestTimeoutMs: 2000
+  maxContinuations: 2
+  maxSettingsEntries: 16
+  nuisancePerTick: 200
+  headerFramesPerTick: 1000
+  prefaceTimeoutMs: 1500
+  frameTimeoutMs: 1200
+  idleTimeoutMs: 60000
+  stallTimeoutMs: 5000
+  maxUnreadBytes: 131072
+`;
+
+  it('every value given reaches the RLS server options', () => {
+    const cfg = load({ '/cfg/rl.yaml': RL }, HARDENED);
+    expect(rlsServerOptions(cfg.grpc!)).toEqual({
+      host: '127.0.0.1',
+      port: 8081,
+      maxMessageBytes: 65536,
+      transport: 'node:http2',
+      maxConnections: 64,
+      maxConcurrentStreams: 32,
+      requestTimeoutMs: 2000,
+      limits: {
+        maxContinuations: 2,
+        maxSettingsEntries: 16,
+        nuisancePerTick: 200,
+        headerFramesPerTick: 1000,
+        prefaceTimeoutMs: 1500,
+        frameTimeoutMs: 1200,
+        idleTimeoutMs: 60000,
+        stallTimeoutMs: 5000,
+        maxUnreadBytes: 131072,
+      },
+    });
+    // on node:http2, the limits nghttp2 keeps its own of are named (the daemon warns with them)
+    expect(ignoredOnNodeHttp2(cfg.grpc!)).toEqual([
+      'grpc.maxContinuations',
+      'grpc.nuisancePerTick',
+      'grpc.headerFramesPerTick',
+      'grpc.frameTimeoutMs',
+      'grpc.stallTimeoutMs',
+      'grpc.maxUnreadBytes',
+    ]);
+  });
+
+  it('left out, each is its transport default; a partial set keeps the rest', () => {
+    const cfg = load(
+      { '/cfg/rl.yaml': RL },
+      'envoy: { files: [rl.yaml] }\ngrpc: { port: 1, idleTimeoutMs: 1000 }\n',
+    );
+    const opts = rlsServerOptions(cfg.grpc!);
+    expect(opts.transport).toBe('ratemesh');
+    expect(opts.maxConnections).toBe(MAX_CONNECTIONS);
+    expect(opts.limits).toEqual({ ...H2_LIMITS, idleTimeoutMs: 1000 });
+    expect(ignoredOnNodeHttp2(cfg.grpc!)).toEqual([]);
+  });
+
+  it('--grpc-transport wins over RATEMESH_GRPC_TRANSPORT, which wins over grpc.transport', () => {
+    const files = { '/cfg/rl.yaml': RL };
+    const yaml = 'envoy: { files: [rl.yaml] }\ngrpc: { port: 1, transport: ratemesh }\n';
+    expect(load(files, yaml).grpc?.transport).toBe('ratemesh');
+    const env = { RATEMESH_GRPC_TRANSPORT: 'node:http2' };
+    expect(load(files, yaml, { env }).grpc?.transport).toBe('node:http2');
+    expect(load(files, yaml, { env, argv: ['--grpc-transport', 'ratemesh'] }).grpc?.transport).toBe(
+      'ratemesh',
+    );
+  });
+
+  it.each([
+    ['RATEMESH_GRPC_TRANSPORT', { env: { RATEMESH_GRPC_TRANSPORT: 'nghttp2' } }],
+    ['--grpc-transport', { argv: ['--grpc-transport', 'h2'] }],
+  ])('refuses a bad transport from %s, naming it and the choices', (field, more) => {
+    const e = errorOf(() =>
+      load({ '/cfg/rl.yaml': RL }, 'envoy: { files: [rl.yaml] }\ngrpc: { port: 1 }\n', more),
+    );
+    expect(e.field).toBe(field);
+    expect(e.message).toMatch(/ratemesh, node:http2/);
+  });
+
+  it('--grpc-transport without a grpc section is an error; the environment variable is then unused', () => {
+    const yaml = 'policies: [ { name: api, limit: 10, windowMs: 1000 } ]\n';
+    const e = errorOf(() => load({}, yaml, { argv: ['--grpc-transport', 'node:http2'] }));
+    expect(e.field).toBe('--grpc-transport');
+    expect(e.message).toMatch(/grpc section/);
+    expect(load({}, yaml, { env: { RATEMESH_GRPC_TRANSPORT: 'node:http2' } }).grpc).toBeUndefined();
+  });
+
+  const bad: [string, string, RegExp][] = [
+    ['transport: h2', 'config.grpc.transport', /one of ratemesh, node:http2 \(got "h2"\)/],
+    ['maxConnections: 0', 'config.grpc.maxConnections', /integer 1\.\.1000000 \(got 0\)/],
+    ['maxConnections: 2.5', 'config.grpc.maxConnections', /integer 1\.\.1000000/],
+    ['maxConnections: "10"', 'config.grpc.maxConnections', /integer 1\.\.1000000 \(got "10"\)/],
+    ['maxConcurrentStreams: 70000', 'config.grpc.maxConcurrentStreams', /integer 1\.\.65535/],
+    ['requestTimeoutMs: 10', 'config.grpc.requestTimeoutMs', /integer 250\.\.600000/],
+    ['idle: 1000', 'config.grpc.idle', /unknown field \(expected one of: .*idleTimeoutMs/],
+    ...Object.entries(GRPC_LIMIT_RANGES).flatMap(([k, [min, max]]): [string, string, RegExp][] => [
+      [`${k}: ${min - 1}`, `config.grpc.${k}`, new RegExp(`integer ${min}\\.\\.${max} \\(got ${min - 1}\\)`)],
+      [`${k}: ${max + 1}`, `config.grpc.${k}`, new RegExp(`integer ${min}\\.\\.${max} \\(got ${max + 1}\\)`)],
+      [`${k}: null`, `config.grpc.${k}`, /must be an integer/],
+    ]),
+  ];
+  it.each(bad)('refuses grpc { %s }', (entry, field, message) => {
+    const e = errorOf(() =>
+      load({ '/cfg/rl.yaml': RL }, `envoy: { files: [rl.yaml] }\ngrpc: { port: 1, ${entry} }\n`),
+    );
+    expect(e.field).toBe(field);
+    expect(e.message).toMatch(message);
+  });
+
+  it('a reload that changes the transport or a limit is refused, naming the field', () => {
+    const files = { '/cfg/rl.yaml': RL };
+    const base = 'envoy: { files: [rl.yaml] }\ngrpc: { port: 1 }\n';
+    const old = load(files, base);
+    expect(restartOnlyChange(old, load(files, base))).toBeUndefined();
+    expect(restartOnlyChange(old, load(files, base.replace('port: 1', 'port: 1, idleTimeoutMs: 9000')))).toBe(
+      'config.grpc.idleTimeoutMs',
+    );
+    expect(
+      restartOnlyChange(old, load(files, base.replace('port: 1', 'port: 1, transport: node:http2'))),
+    ).toBe('config.grpc.transport');
+    expect(restartOnlyChange(old, load(files, base.replace('port: 1', 'port: 1, maxConnections: 9')))).toBe(
+      'config.grpc.maxConnections',
+    );
   });
 });
 

@@ -6,9 +6,11 @@
  * Started with `node --import tsx h2-server-child.ts`; H2_CHILD_OPTS is JSON
  * of `{ limits?, maxConnections?, maxConcurrentStreams?, requestTimeoutMs?,
  * transport? }`. Without limits or a connection cap it is the RLS server of
- * grpc-server.ts, health service included; with them (which grpc-server.ts
- * does not pass on yet) it is startGrpcServer serving ShouldRateLimit from the
- * same RlsService and codec. Prints `{"port": N}` on its first stdout line; answers the
+ * grpc-server.ts, health service included; with them it is startGrpcServer
+ * serving ShouldRateLimit alone from the same RlsService and codec (the
+ * server the abuse tests were written against; startRlsServer now takes
+ * `limits` and `maxConnections` too, as the daemon's `grpc` section gives
+ * them). Prints `{"port": N}` on its first stdout line; answers the
  * IPC message `{ cmd: 'stats', id }` with its RSS, heap, open connections
  * and the errors its connections reported (counted by kind), after a GC
  * when it runs with --expose-gc.
