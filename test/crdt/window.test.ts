@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { KeyWindow, peerLeft } from '../../src/crdt/window.js';
+import { KeyWindow, OWN_PARTS, peerLeft } from '../../src/crdt/window.js';
 
 /** One peer entry: origin (>= 1), bucket id, count. */
 type Entry = readonly [origin: number, bucket: number, count: number];
@@ -283,13 +283,18 @@ describe('KeyWindow roll and expiry', () => {
               for (const id of [...peer.keys()]) if (!inRing(Number(id.split(':')[1]))) peer.delete(id);
             }
             const weigh = (b: number, v: number, wt: number) => (b === cur - k ? v * wt : v);
+            // own counts without a time are spread evenly over the bucket's quarters, each
+            // counted whole until its end
+            let quarters = 0;
+            for (let j = 0; j < OWN_PARTS; j++) if ((j + 1) / OWN_PARTS > 1 - w + 2 ** -23) quarters++;
+            const ownW = 1 - w + 1e-9 >= 1 ? 0 : quarters / OWN_PARTS;
             let eOwn = 0;
             let eOff = 0;
             let eAll = 0;
             let eFull = 0;
             for (const [b, v] of own) {
-              eOwn += weigh(b, v, w);
-              eAll += weigh(b, v, w);
+              eOwn += weigh(b, v, ownW);
+              eAll += weigh(b, v, ownW);
               eFull += weigh(b, v, 0);
             }
             for (const [b, v] of offered) eOff += weigh(b, v, w);

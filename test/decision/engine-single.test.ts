@@ -90,7 +90,7 @@ describe('Engine as a single-node limiter', () => {
     }
   });
 
-  it('own admissions spread over a bucket leave the window over the same span', () => {
+  it('own admissions spread over a bucket leave the window by quarter of it, never fewer than are inside', () => {
     const { e, clock } = engine(
       [{ name: 'p', limit: 100, windowMs: 1000, buckets: 10 }],
       {},
@@ -106,8 +106,12 @@ describe('Engine as a single-node limiter', () => {
     expect(e.estimate('p', 'k')).toBe(9);
     clock.set(1010); // cut at 10 of [0, 100): all inside
     expect(e.estimate('p', 'k')).toBe(9);
-    clock.set(1050); // half of the 20..80 span is out
-    expect(e.estimate('p', 'k')).toBeCloseTo(4.5, 6);
+    // kept by quarter of the bucket with each quarter's last admission: [0, 25) 1 (last 20),
+    // [25, 50) 2 (40), [50, 75) 3 (70), [75, 100) 3 (80)
+    clock.set(1050); // 60, 70 and the three at 80 are inside (5): the quarters still holding any, whole
+    expect(e.estimate('p', 'k')).toBe(6);
+    clock.set(1070); // the one at 70 is exactly W old: its quarter is out
+    expect(e.estimate('p', 'k')).toBe(3);
     clock.set(1080); // the last ones are exactly W old
     expect(e.estimate('p', 'k')).toBe(0);
   });
