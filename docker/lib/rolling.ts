@@ -18,7 +18,17 @@ import type { Trace } from '../../src/sim/trace.js';
 import { BOUND, CI, sleep } from './config.js';
 import { compose, docker } from './exec.js';
 import { ctlAgent, httpCall, type Target } from './http.js';
-import { admittedTimes, counts, describeErrors, lagStats, replay, worstBy } from './replay.js';
+import {
+  admittedPerBinByReplica,
+  admittedTimes,
+  counts,
+  describeErrors,
+  lagStats,
+  replay,
+  targetKey,
+  worstBy,
+  worstWindow,
+} from './replay.js';
 import { inspectReplica, listReplicas, type Replica } from './replicas.js';
 import { check, type DrillOutcome, liveRow } from './report.js';
 import { state } from './state.js';
@@ -26,14 +36,15 @@ import { state } from './state.js';
 /** A new replica must answer /readyz 200 within this of `compose up` returning, ms. */
 export const READY_BOUND_MS = 30_000;
 
-async function readyWithin(target: Target, ms: number): Promise<number> {
+/** ms until /readyz answers 200 (NaN: not within `ms`), and the body of that answer (its view of the mesh). */
+async function readyWithin(target: Target, ms: number): Promise<{ ms: number; body: string }> {
   const t0 = performance.now();
   while (performance.now() - t0 < ms) {
     const h = await httpCall(target, 'GET', '/readyz', ctlAgent, 1000).catch(() => undefined);
-    if (h?.status === 200) return performance.now() - t0;
+    if (h?.status === 200) return { ms: performance.now() - t0, body: h.body };
     await sleep(50);
   }
-  return Number.NaN;
+  return { ms: Number.NaN, body: '' };
 }
 
 export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
@@ -42,6 +53,9 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
   const readyMs: number[] = [];
   const stopMs: number[] = [];
   const replaced: string[] = [];
+  /** Per replacement, ms since the replay start: surge asked, new replica ready (routed to), old stopped. */
+  const marks: { surge: number; routed: number; stopped: number; readyView: string }[] = [];
+  const names = new Map(state.replicas.map((r) => [targetKey(r.target), r.name]));
   let doneAt = Number.NaN;
   /** Replacements finished while the trace still sent (ms since the replay start). */
   const doneTimes: number[] = [];
@@ -52,18 +66,23 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
     for (let k = 0; k < n; k++) {
       const old = state.replicas[k]!;
       const before = new Set((await listReplicas()).map((r) => r.id));
+      const surge = since();
       // surge: one more replica; compose keeps the running ones (--no-recreate)
       await compose(['up', '-d', '--no-build', '--no-recreate', '--scale', `node=${n + 1}`, 'node'], 120_000);
       const added = (await listReplicas()).filter((r) => !before.has(r.id));
       if (added.length !== 1) throw new Error(`rolling: expected one new replica, got ${added.length}`);
       const fresh: Replica = await inspectReplica(added[0]!.id);
-      readyMs.push(await readyWithin(fresh.target, READY_BOUND_MS));
+      names.set(targetKey(fresh.target), fresh.name);
+      const ready = await readyWithin(fresh.target, READY_BOUND_MS);
+      readyMs.push(ready.ms);
       // the balancer: new requests of this trace node go to the new replica from now on
       route[k] = fresh.target;
+      const routed = since();
       const s0 = performance.now();
       // SIGTERM; the daemon drains (readiness off, in-flight requests finish, farewell), then exits
       await docker(['stop', '-t', '15', old.id], 60_000);
       stopMs.push(performance.now() - s0);
+      marks.push({ surge, routed, stopped: since(), readyView: ready.body });
       await docker(['rm', '-f', old.id], 30_000, false);
       state.replicas[k] = fresh;
       replaced.push(`${old.name}->${fresh.name}`);
@@ -87,6 +106,11 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
     perSecond[s]!++;
   }
   const slowestReady = Math.max(...readyMs.map((x) => (Number.isNaN(x) ? Number.POSITIVE_INFINITY : x)));
+  // where the worst second is, and who admitted in it (replica names instead of addresses)
+  const ww = worstWindow(r);
+  const named = <T>(o: Record<string, T>): Record<string, T> =>
+    Object.fromEntries(Object.entries(o).map(([k, v]) => [names.get(k) ?? k, v]));
+  const per250 = named(admittedPerBinByReplica(r, 250));
   const checks = [
     check('worst 1 s over the drill', row.worst_1s, `<= ${BOUND}`, row.worst_1s <= BOUND),
     check('requests that got no decision', c.errors, '0', c.errors === 0),
@@ -116,6 +140,18 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
       replaced_at_ms: doneTimes.map((x) => round(x, 0)),
       admitted_per_second: perSecond,
       worst_1s_by: worstBy(r),
+      worst_1s_at: { ...ww, byReplica: named(ww.byReplica) },
+      replacements_ms: marks.map((m) => ({
+        surge: round(m.surge, 0),
+        routed: round(m.routed, 0),
+        stopped: round(m.stopped, 0),
+      })),
+      ready_views: marks.map((m) => m.readyView),
+      admitted_per_250ms_by_replica: per250,
+      // each replica's clock minus the driver's, ms (decision times were put on the driver's)
+      clock_offsets_ms: Object.fromEntries(
+        r.clocks.map((c) => [names.get(c.target) ?? c.target, `${c.offsetMs} ±${round(c.spreadMs / 2, 1)}`]),
+      ),
       requests: c,
       no_decision: describeErrors(r),
       ...lagStats(r),
