@@ -37,8 +37,14 @@ export interface Replay {
   mode: Uint8Array;
   /** The replica each request went to: an index into {@link targets} (255: not sent). */
   via: Uint8Array;
-  /** The replicas requests went to (targetKey), in the order first routed to. */
+  /**
+   * The replicas requests went to (targetKey), in the order first routed to: one per Target the
+   * route returned, so a replica that took a removed one's address, or a restarted process (a
+   * clock of its own), is one of its own.
+   */
   targets: string[];
+  /** The Target objects of {@link targets}. */
+  targetRefs: Target[];
   startedAt: number;
   durationMs: number;
   maxQueued: number;
@@ -144,6 +150,7 @@ export async function replay(trace: Trace, key: string, hooks: ReplayHooks): Pro
     mode: new Uint8Array(n).fill(255),
     via: new Uint8Array(n).fill(255),
     targets: [],
+    targetRefs: [],
     startedAt: 0,
     durationMs: 0,
     maxQueued: 0,
@@ -160,14 +167,14 @@ export async function replay(trace: Trace, key: string, hooks: ReplayHooks): Pro
   // grows batches behind a slow replica, and a 413 would answer none of them.
   const perBatch = Math.max(1, Math.min(MAX_BATCH, Math.floor((MAX_BODY_BYTES - 32) / (item.length + 1))));
   const agents = new Map<string, Agent>();
-  const targetIdx = new Map<string, number>();
+  const targetIdx = new Map<Target, number>();
   const viaOf = (t: Target): number => {
-    const k = targetKey(t);
-    let v = targetIdx.get(k);
+    let v = targetIdx.get(t);
     if (v === undefined) {
       v = Math.min(254, out.targets.length);
-      targetIdx.set(k, v);
-      out.targets.push(k);
+      targetIdx.set(t, v);
+      out.targets.push(targetKey(t));
+      out.targetRefs.push(t);
     }
     return v;
   };
@@ -469,9 +476,14 @@ export function describeErrors(r: Replay): string {
 
 /**
  * Where the worst rolling 1 s (by decision time) lies and what made it: its start (ms since the
- * replay start), the admissions in it, and those by replica (targetKey) and by decision mode.
+ * replay start), the admissions in it, and those by replica (`label`, default targetKey) and by
+ * decision mode.
  */
-export function worstWindow(r: Replay, widthMs = 1000) {
+export function worstWindow(
+  r: Replay,
+  label: (via: number) => string = (v) => r.targets[v] ?? '?',
+  widthMs = 1000,
+) {
   const idx: number[] = [];
   for (let i = 0; i < r.code.length; i++) if (r.code[i] === CODE_ADMITTED) idx.push(i);
   const at = idx.map((i) => decisionTime(r, i));
@@ -492,7 +504,7 @@ export function worstWindow(r: Replay, widthMs = 1000) {
   const byMode: Record<string, number> = {};
   for (let q = bestFrom; q < bestFrom + best; q++) {
     const i = idx[order[q]!]!;
-    const rep = r.targets[r.via[i]!] ?? '?';
+    const rep = label(r.via[i]!);
     byReplica[rep] = (byReplica[rep] ?? 0) + 1;
     const m = MODES[r.mode[i]!] ?? '?';
     byMode[m] = (byMode[m] ?? 0) + 1;
@@ -501,12 +513,16 @@ export function worstWindow(r: Replay, widthMs = 1000) {
   return { fromMs: round(fromMs, 0), admitted: best, byReplica, byMode };
 }
 
-/** Admitted per `binMs` (by decision time) for each replica (targetKey): replica -> counts. */
-export function admittedPerBinByReplica(r: Replay, binMs: number): Record<string, number[]> {
+/** Admitted per `binMs` (by decision time) for each replica (`label`, default targetKey): replica -> counts. */
+export function admittedPerBinByReplica(
+  r: Replay,
+  binMs: number,
+  label: (via: number) => string = (v) => r.targets[v] ?? '?',
+): Record<string, number[]> {
   const out: Record<string, number[]> = {};
   for (let i = 0; i < r.code.length; i++) {
     if (r.code[i] !== CODE_ADMITTED) continue;
-    const rep = r.targets[r.via[i]!] ?? '?';
+    const rep = label(r.via[i]!);
     const b = Math.max(0, Math.floor(decisionTime(r, i) / binMs));
     let xs = out[rep];
     if (xs === undefined) {

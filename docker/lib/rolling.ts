@@ -24,8 +24,8 @@ import {
   counts,
   describeErrors,
   lagStats,
+  type ReplayHooks,
   replay,
-  targetKey,
   worstBy,
   worstWindow,
 } from './replay.js';
@@ -55,7 +55,8 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
   const replaced: string[] = [];
   /** Per replacement, ms since the replay start: surge asked, new replica ready (routed to), old stopped. */
   const marks: { surge: number; routed: number; stopped: number; readyView: string }[] = [];
-  const names = new Map(state.replicas.map((r) => [targetKey(r.target), r.name]));
+  // by Target object: a new replica may get the address of one removed before it
+  const names = new Map<Target, string>(state.replicas.map((r) => [r.target, r.name]));
   let doneAt = Number.NaN;
   /** Replacements finished while the trace still sent (ms since the replay start). */
   const doneTimes: number[] = [];
@@ -72,7 +73,7 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
       const added = (await listReplicas()).filter((r) => !before.has(r.id));
       if (added.length !== 1) throw new Error(`rolling: expected one new replica, got ${added.length}`);
       const fresh: Replica = await inspectReplica(added[0]!.id);
-      names.set(targetKey(fresh.target), fresh.name);
+      names.set(fresh.target, fresh.name);
       const ready = await readyWithin(fresh.target, READY_BOUND_MS);
       readyMs.push(ready.ms);
       // the balancer: new requests of this trace node go to the new replica from now on
@@ -84,16 +85,19 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
       stopMs.push(performance.now() - s0);
       marks.push({ surge, routed, stopped: since(), readyView: ready.body });
       await docker(['rm', '-f', old.id], 30_000, false);
+      // its keep-alive sockets are dead: a later replica that takes its address starts afresh
+      hooks.abort?.(old.target);
       state.replicas[k] = fresh;
       replaced.push(`${old.name}->${fresh.name}`);
       doneTimes.push(since());
     }
     doneAt = since();
   };
-  const r = await replay(trace, 'drill-rolling', {
+  const hooks: ReplayHooks = {
     route: (node) => route[node],
     events: [{ atMs: Math.round(trace.t[trace.t.length - 1]! * 0.05), run: roll }],
-  });
+  };
+  const r = await replay(trace, 'drill-rolling', hooks);
   const row = liveRow(trace, r, Number.NaN, Number.NaN, `rolling replacement of ${n} replicas`);
   const c = counts(r);
   const traceEnd = trace.t[trace.t.length - 1]!;
@@ -107,10 +111,9 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
   }
   const slowestReady = Math.max(...readyMs.map((x) => (Number.isNaN(x) ? Number.POSITIVE_INFINITY : x)));
   // where the worst second is, and who admitted in it (replica names instead of addresses)
-  const ww = worstWindow(r);
-  const named = <T>(o: Record<string, T>): Record<string, T> =>
-    Object.fromEntries(Object.entries(o).map(([k, v]) => [names.get(k) ?? k, v]));
-  const per250 = named(admittedPerBinByReplica(r, 250));
+  const label = (v: number) => names.get(r.targetRefs[v]!) ?? r.targets[v] ?? '?';
+  const ww = worstWindow(r, label);
+  const per250 = admittedPerBinByReplica(r, 250, label);
   const checks = [
     check('worst 1 s over the drill', row.worst_1s, `<= ${BOUND}`, row.worst_1s <= BOUND),
     check('requests that got no decision', c.errors, '0', c.errors === 0),
@@ -140,7 +143,7 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
       replaced_at_ms: doneTimes.map((x) => round(x, 0)),
       admitted_per_second: perSecond,
       worst_1s_by: worstBy(r),
-      worst_1s_at: { ...ww, byReplica: named(ww.byReplica) },
+      worst_1s_at: ww,
       replacements_ms: marks.map((m) => ({
         surge: round(m.surge, 0),
         routed: round(m.routed, 0),
@@ -150,7 +153,7 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
       admitted_per_250ms_by_replica: per250,
       // each replica's clock minus the driver's, ms (decision times were put on the driver's)
       clock_offsets_ms: Object.fromEntries(
-        r.clocks.map((c) => [names.get(c.target) ?? c.target, `${c.offsetMs} ±${round(c.spreadMs / 2, 1)}`]),
+        r.clocks.map((c, v) => [label(v), `${c.offsetMs} ±${round(c.spreadMs / 2, 1)}`]),
       ),
       requests: c,
       no_decision: describeErrors(r),
