@@ -47,7 +47,11 @@ describe('Discovery counts the other members each round', () => {
   it('a name resolving to every pod of a rolling update: the others counted and dialled', async () => {
     const { d, dialed } = await oneRound(async () => ['10.0.0.2', '10.0.0.1', '10.0.0.3', '10.0.0.4']);
     expect(d.stats).toMatchObject({ rounds: 1, lastResolved: 4, lastOthers: 3 });
-    expect(dialed.sort()).toEqual(['/ip4/10.0.0.2/tcp/4001', '/ip4/10.0.0.3/tcp/4001', '/ip4/10.0.0.4/tcp/4001']);
+    expect(dialed.sort()).toEqual([
+      '/ip4/10.0.0.2/tcp/4001',
+      '/ip4/10.0.0.3/tcp/4001',
+      '/ip4/10.0.0.4/tcp/4001',
+    ]);
   });
 
   it('a name that does not resolve yet (a Service with no pod): a round with no other member', async () => {
