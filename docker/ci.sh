@@ -19,7 +19,7 @@
 #
 # Env: RATEMESH_CI_NODES (4), RATEMESH_CI_SCALE (0.5), RATEMESH_CI_SECONDS (10),
 #      RATEMESH_CI_GOSSIP_MS (100, the default), RATEMESH_CI_TIMEOUT_S (720),
-#      RATEMESH_CI_DRILLS (kill,partition; add rolling for the rolling replacement).
+#      RATEMESH_CI_DRILLS (kill,partition,rolling).
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -27,9 +27,9 @@ NODES="${RATEMESH_CI_NODES:-4}"
 SCALE="${RATEMESH_CI_SCALE:-0.5}"
 SECONDS_TRACE="${RATEMESH_CI_SECONDS:-10}"
 GOSSIP_MS="${RATEMESH_CI_GOSSIP_MS:-100}"
-# The rolling drill (a rolling replacement of every replica) is opt-in until it holds its bound
-# on this host: RATEMESH_CI_DRILLS=kill,partition,rolling.
-DRILLS="${RATEMESH_CI_DRILLS:-kill,partition}"
+# The rolling drill (a rolling replacement of every replica: new ones ready within 30 s, each
+# routed to once its /readyz passes, the old one drained by SIGTERM) runs by default.
+DRILLS="${RATEMESH_CI_DRILLS:-kill,partition,rolling}"
 TIMEOUT_S="${RATEMESH_CI_TIMEOUT_S:-720}"
 mkdir -p "$HERE/tmp"
 LOG="$HERE/tmp/ci-prepare.log"

@@ -262,6 +262,9 @@ async function main(): Promise<number> {
   );
   if (main.errorReasons.size > 0) console.log(`no decision: ${describeErrors(main)}`);
   console.log(
+    `replica clock - driver clock, ms (decision times put on the driver's): ${main.clocks.map((x) => `${x.offsetMs} ±${round(x.spreadMs / 2, 1)}`).join(', ')}`,
+  );
+  console.log(
     `send lag ms p50 ${lag.send_lag_ms.p50} p99 ${lag.send_lag_ms.p99} max ${lag.send_lag_ms.max}; ` +
       `reply latency ms p50 ${lag.latency_ms.p50} p99 ${lag.latency_ms.p99} max ${lag.latency_ms.max}; ` +
       `max in flight ${lag.max_in_flight}; host load ${loadBefore.toFixed(1)} -> ${loadavg()[0]!.toFixed(1)}`,
@@ -420,6 +423,24 @@ async function main(): Promise<number> {
       console.log(
         `        ready after start ms ${JSON.stringify(d.row.ready_ms)}, docker stop (drain) ms ${JSON.stringify(d.row.stop_ms)}, replaced ${JSON.stringify(d.row.replaced)} at ms ${JSON.stringify(d.row.replaced_at_ms)}\n        admitted per second ${JSON.stringify(d.row.admitted_per_second)}; worst 1 s by clock ${JSON.stringify(d.row.worst_1s_by)}`,
       );
+    if (d.row.worst_1s_at !== undefined) {
+      const ww = d.row.worst_1s_at as { fromMs: number };
+      console.log(
+        `        worst 1 s from ms ${ww.fromMs}: ${JSON.stringify(d.row.worst_1s_at)}\n` +
+          `        replacements (ms: surge asked, new one routed to, old one stopped) ${JSON.stringify(d.row.replacements_ms)}`,
+      );
+      // admitted per 250 ms by replica, from 2 s before the worst second to 1 s after it
+      const b0 = Math.max(0, Math.floor(ww.fromMs / 250) - 8);
+      const per = d.row.admitted_per_250ms_by_replica as Record<string, number[]>;
+      for (const [name, xs] of Object.entries(per))
+        console.log(
+          `        admitted per 250 ms from ${b0 * 250} ms, ${name}: ${xs.slice(b0, b0 + 16).join(' ')}`,
+        );
+      for (const v of d.row.ready_views as string[]) console.log(`        /readyz when first 200: ${v}`);
+      console.log(
+        `        replica clock - driver clock, ms (decision times put on the driver's): ${JSON.stringify(d.row.clock_offsets_ms)}`,
+      );
+    }
     if (Array.isArray(d.row.admitted_per_250ms))
       console.log(
         `        admitted per 250 ms (all | drilled replica): ${(d.row.admitted_per_250ms as number[]).join(' ')} | ${(d.row.drilled_admitted_per_250ms as number[]).join(' ')}`,

@@ -35,11 +35,73 @@ export interface Replay {
   code: Uint8Array;
   /** 0 global, 1 fallback, 2 local, 255 unknown. */
   mode: Uint8Array;
+  /** The replica each request went to: an index into {@link targets} (255: not sent). */
+  via: Uint8Array;
+  /**
+   * The replicas requests went to (targetKey), in the order first routed to: one per Target the
+   * route returned, so a replica that took a removed one's address, or a restarted process (a
+   * clock of its own), is one of its own.
+   */
+  targets: string[];
+  /** The Target objects of {@link targets}. */
+  targetRefs: Target[];
   startedAt: number;
   durationMs: number;
   maxQueued: number;
   /** Why requests got no decision: reason -> count (transport error, HTTP status, decision status). */
   errorReasons: Map<string, number>;
+  /** Per replica (as {@link targets}), its clock's offset from the driver's (see {@link alignClocks}). */
+  clocks: ClockOffset[];
+}
+
+/**
+ * A replica's clock minus the driver's, ms, as its replies bound it: a decision happens after its
+ * request left and before its reply came back, so every reply gives
+ * decidedAt - replied <= offset <= decidedAt - sent; `offsetMs` is the middle of the tightest
+ * interval, `spreadMs` its width (the uncertainty; negative: the bounds disagree).
+ */
+export interface ClockOffset {
+  target: string;
+  offsetMs: number;
+  spreadMs: number;
+  replies: number;
+}
+
+/**
+ * Puts every replica's decision times on the driver's clock: subtracts each replica's offset
+ * ({@link ClockOffset}) from its `decided` times. Needed because a replica's clock is the wall
+ * time at its process start plus monotonic time since (src/clock.ts), and where the wall clock
+ * is stepped or slewed against the monotonic one (this VM's runs 0.5 % fast: 5 ms a second),
+ * replicas started at different times disagree by 5 ms per second between their starts: in the
+ * rolling drill the first replicas ran ~300 ms behind the driver and each new one up to ~150 ms
+ * ahead, so a window over the raw times added admissions of different real seconds.
+ */
+export function alignClocks(r: Replay): void {
+  const lo = r.targets.map(() => Number.NEGATIVE_INFINITY);
+  const hi = r.targets.map(() => Number.POSITIVE_INFINITY);
+  const n = r.targets.map(() => 0);
+  for (let i = 0; i < r.code.length; i++) {
+    const v = r.via[i]!;
+    const d = r.decided[i]!;
+    if (v >= r.targets.length || Number.isNaN(d) || Number.isNaN(r.sent[i]!) || Number.isNaN(r.replied[i]!))
+      continue;
+    lo[v] = Math.max(lo[v]!, d - r.replied[i]!);
+    hi[v] = Math.min(hi[v]!, d - r.sent[i]!);
+    n[v]!++;
+  }
+  r.clocks = r.targets.map((target, v) => {
+    const ok = n[v]! > 0;
+    return {
+      target,
+      offsetMs: ok ? round((lo[v]! + hi[v]!) / 2, 2) : 0,
+      spreadMs: ok ? round(hi[v]! - lo[v]!, 2) : Number.NaN,
+      replies: n[v]!,
+    };
+  });
+  for (let i = 0; i < r.code.length; i++) {
+    const c = r.clocks[r.via[i]!];
+    if (c !== undefined && !Number.isNaN(r.decided[i]!)) r.decided[i] = r.decided[i]! - c.offsetMs;
+  }
 }
 
 export interface ReplayHooks {
@@ -86,10 +148,14 @@ export async function replay(trace: Trace, key: string, hooks: ReplayHooks): Pro
     node: trace.node,
     code: new Uint8Array(n),
     mode: new Uint8Array(n).fill(255),
+    via: new Uint8Array(n).fill(255),
+    targets: [],
+    targetRefs: [],
     startedAt: 0,
     durationMs: 0,
     maxQueued: 0,
     errorReasons: new Map(),
+    clocks: [],
   };
   const noDecision = (idx: number, why: string) => {
     out.code[idx] = CODE_ERROR;
@@ -101,6 +167,17 @@ export async function replay(trace: Trace, key: string, hooks: ReplayHooks): Pro
   // grows batches behind a slow replica, and a 413 would answer none of them.
   const perBatch = Math.max(1, Math.min(MAX_BATCH, Math.floor((MAX_BODY_BYTES - 32) / (item.length + 1))));
   const agents = new Map<string, Agent>();
+  const targetIdx = new Map<Target, number>();
+  const viaOf = (t: Target): number => {
+    let v = targetIdx.get(t);
+    if (v === undefined) {
+      v = Math.min(254, out.targets.length);
+      targetIdx.set(t, v);
+      out.targets.push(targetKey(t));
+      out.targetRefs.push(t);
+    }
+    return v;
+  };
   const agentFor = (t: Target) => {
     const k = targetKey(t);
     let a = agents.get(k);
@@ -228,6 +305,7 @@ export async function replay(trace: Trace, key: string, hooks: ReplayHooks): Pro
           done++;
           continue;
         }
+        out.via[idx] = viaOf(target);
         if (BATCH_MS > 0) {
           const k = targetKey(target);
           let q = queued.get(k);
@@ -281,6 +359,7 @@ export async function replay(trace: Trace, key: string, hooks: ReplayHooks): Pro
     pump();
   });
   out.durationMs = performance.now() - start;
+  alignClocks(out);
   await Promise.allSettled(eventRuns);
   for (const a of agents.values()) a.destroy();
   return out;
@@ -393,4 +472,65 @@ export function describeErrors(r: Replay): string {
     .sort((a, b) => b[1] - a[1])
     .map(([why, n]) => `${why} x ${n}`)
     .join('; ');
+}
+
+/**
+ * Where the worst rolling 1 s (by decision time) lies and what made it: its start (ms since the
+ * replay start), the admissions in it, and those by replica (`label`, default targetKey) and by
+ * decision mode.
+ */
+export function worstWindow(
+  r: Replay,
+  label: (via: number) => string = (v) => r.targets[v] ?? '?',
+  widthMs = 1000,
+) {
+  const idx: number[] = [];
+  for (let i = 0; i < r.code.length; i++) if (r.code[i] === CODE_ADMITTED) idx.push(i);
+  const at = idx.map((i) => decisionTime(r, i));
+  const order = at.map((_, j) => j).sort((a, b) => at[a]! - at[b]!);
+  let best = 0;
+  let bestFrom = 0;
+  let j = 0;
+  for (let i = 0; i < order.length; i++) {
+    const end = at[order[i]!]! + widthMs;
+    if (j < i) j = i;
+    while (j < order.length && at[order[j]!]! < end) j++;
+    if (j - i > best) {
+      best = j - i;
+      bestFrom = i;
+    }
+  }
+  const byReplica: Record<string, number> = {};
+  const byMode: Record<string, number> = {};
+  for (let q = bestFrom; q < bestFrom + best; q++) {
+    const i = idx[order[q]!]!;
+    const rep = label(r.via[i]!);
+    byReplica[rep] = (byReplica[rep] ?? 0) + 1;
+    const m = MODES[r.mode[i]!] ?? '?';
+    byMode[m] = (byMode[m] ?? 0) + 1;
+  }
+  const fromMs = best > 0 ? at[order[bestFrom]!]! : Number.NaN;
+  return { fromMs: round(fromMs, 0), admitted: best, byReplica, byMode };
+}
+
+/** Admitted per `binMs` (by decision time) for each replica (`label`, default targetKey): replica -> counts. */
+export function admittedPerBinByReplica(
+  r: Replay,
+  binMs: number,
+  label: (via: number) => string = (v) => r.targets[v] ?? '?',
+): Record<string, number[]> {
+  const out: Record<string, number[]> = {};
+  for (let i = 0; i < r.code.length; i++) {
+    if (r.code[i] !== CODE_ADMITTED) continue;
+    const rep = label(r.via[i]!);
+    const b = Math.max(0, Math.floor(decisionTime(r, i) / binMs));
+    let xs = out[rep];
+    if (xs === undefined) {
+      xs = [];
+      out[rep] = xs;
+    }
+    while (xs.length <= b) xs.push(0);
+    xs[b]!++;
+  }
+  return out;
 }

@@ -18,7 +18,17 @@ import type { Trace } from '../../src/sim/trace.js';
 import { BOUND, CI, sleep } from './config.js';
 import { compose, docker } from './exec.js';
 import { ctlAgent, httpCall, type Target } from './http.js';
-import { admittedTimes, counts, describeErrors, lagStats, replay, worstBy } from './replay.js';
+import {
+  admittedPerBinByReplica,
+  admittedTimes,
+  counts,
+  describeErrors,
+  lagStats,
+  type ReplayHooks,
+  replay,
+  worstBy,
+  worstWindow,
+} from './replay.js';
 import { inspectReplica, listReplicas, type Replica } from './replicas.js';
 import { check, type DrillOutcome, liveRow } from './report.js';
 import { state } from './state.js';
@@ -26,14 +36,15 @@ import { state } from './state.js';
 /** A new replica must answer /readyz 200 within this of `compose up` returning, ms. */
 export const READY_BOUND_MS = 30_000;
 
-async function readyWithin(target: Target, ms: number): Promise<number> {
+/** ms until /readyz answers 200 (NaN: not within `ms`), and the body of that answer (its view of the mesh). */
+async function readyWithin(target: Target, ms: number): Promise<{ ms: number; body: string }> {
   const t0 = performance.now();
   while (performance.now() - t0 < ms) {
     const h = await httpCall(target, 'GET', '/readyz', ctlAgent, 1000).catch(() => undefined);
-    if (h?.status === 200) return performance.now() - t0;
+    if (h?.status === 200) return { ms: performance.now() - t0, body: h.body };
     await sleep(50);
   }
-  return Number.NaN;
+  return { ms: Number.NaN, body: '' };
 }
 
 export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
@@ -42,6 +53,10 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
   const readyMs: number[] = [];
   const stopMs: number[] = [];
   const replaced: string[] = [];
+  /** Per replacement, ms since the replay start: surge asked, new replica ready (routed to), old stopped. */
+  const marks: { surge: number; routed: number; stopped: number; readyView: string }[] = [];
+  // by Target object: a new replica may get the address of one removed before it
+  const names = new Map<Target, string>(state.replicas.map((r) => [r.target, r.name]));
   let doneAt = Number.NaN;
   /** Replacements finished while the trace still sent (ms since the replay start). */
   const doneTimes: number[] = [];
@@ -52,29 +67,37 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
     for (let k = 0; k < n; k++) {
       const old = state.replicas[k]!;
       const before = new Set((await listReplicas()).map((r) => r.id));
+      const surge = since();
       // surge: one more replica; compose keeps the running ones (--no-recreate)
       await compose(['up', '-d', '--no-build', '--no-recreate', '--scale', `node=${n + 1}`, 'node'], 120_000);
       const added = (await listReplicas()).filter((r) => !before.has(r.id));
       if (added.length !== 1) throw new Error(`rolling: expected one new replica, got ${added.length}`);
       const fresh: Replica = await inspectReplica(added[0]!.id);
-      readyMs.push(await readyWithin(fresh.target, READY_BOUND_MS));
+      names.set(fresh.target, fresh.name);
+      const ready = await readyWithin(fresh.target, READY_BOUND_MS);
+      readyMs.push(ready.ms);
       // the balancer: new requests of this trace node go to the new replica from now on
       route[k] = fresh.target;
+      const routed = since();
       const s0 = performance.now();
       // SIGTERM; the daemon drains (readiness off, in-flight requests finish, farewell), then exits
       await docker(['stop', '-t', '15', old.id], 60_000);
       stopMs.push(performance.now() - s0);
+      marks.push({ surge, routed, stopped: since(), readyView: ready.body });
       await docker(['rm', '-f', old.id], 30_000, false);
+      // its keep-alive sockets are dead: a later replica that takes its address starts afresh
+      hooks.abort?.(old.target);
       state.replicas[k] = fresh;
       replaced.push(`${old.name}->${fresh.name}`);
       doneTimes.push(since());
     }
     doneAt = since();
   };
-  const r = await replay(trace, 'drill-rolling', {
+  const hooks: ReplayHooks = {
     route: (node) => route[node],
     events: [{ atMs: Math.round(trace.t[trace.t.length - 1]! * 0.05), run: roll }],
-  });
+  };
+  const r = await replay(trace, 'drill-rolling', hooks);
   const row = liveRow(trace, r, Number.NaN, Number.NaN, `rolling replacement of ${n} replicas`);
   const c = counts(r);
   const traceEnd = trace.t[trace.t.length - 1]!;
@@ -87,6 +110,10 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
     perSecond[s]!++;
   }
   const slowestReady = Math.max(...readyMs.map((x) => (Number.isNaN(x) ? Number.POSITIVE_INFINITY : x)));
+  // where the worst second is, and who admitted in it (replica names instead of addresses)
+  const label = (v: number) => names.get(r.targetRefs[v]!) ?? r.targets[v] ?? '?';
+  const ww = worstWindow(r, label);
+  const per250 = admittedPerBinByReplica(r, 250, label);
   const checks = [
     check('worst 1 s over the drill', row.worst_1s, `<= ${BOUND}`, row.worst_1s <= BOUND),
     check('requests that got no decision', c.errors, '0', c.errors === 0),
@@ -116,6 +143,18 @@ export async function rollingDrill(trace: Trace): Promise<DrillOutcome> {
       replaced_at_ms: doneTimes.map((x) => round(x, 0)),
       admitted_per_second: perSecond,
       worst_1s_by: worstBy(r),
+      worst_1s_at: ww,
+      replacements_ms: marks.map((m) => ({
+        surge: round(m.surge, 0),
+        routed: round(m.routed, 0),
+        stopped: round(m.stopped, 0),
+      })),
+      ready_views: marks.map((m) => m.readyView),
+      admitted_per_250ms_by_replica: per250,
+      // each replica's clock minus the driver's, ms (decision times were put on the driver's)
+      clock_offsets_ms: Object.fromEntries(
+        r.clocks.map((c, v) => [label(v), `${c.offsetMs} ±${round(c.spreadMs / 2, 1)}`]),
+      ),
       requests: c,
       no_decision: describeErrors(r),
       ...lagStats(r),

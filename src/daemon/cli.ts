@@ -53,7 +53,8 @@ Endpoints:
                    included); 503 only once the limiter stopped outside a drain
   GET  /readyz     readiness probe: 200 when the node can decide (the L/N fallback
                    included: a single replica and the first pod are ready); 503
-                   while draining and before start
+                   while draining, before start, and while joining: when discovery
+                   finds other members, until the first sync answer (at most 10 s)
   GET  /healthz    the mesh view: 200 when started with a view of the mesh, else 503
                    with a reason (for monitoring, not a probe)
   GET  /metrics    Prometheus exposition

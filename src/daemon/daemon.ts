@@ -40,6 +40,8 @@ export interface DaemonOptions {
    * reload when one changes. Default: true when `load` is given.
    */
   watch?: boolean;
+  /** How long `/readyz` waits at start to join the mesh, ms (server.ts JOIN_TIMEOUT_MS, 10 s). */
+  joinTimeoutMs?: number;
 }
 
 /** A running daemon. */
@@ -143,6 +145,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     headersTimeoutMs: config.http.headersTimeoutMs ?? DAEMON_DEFAULTS.headersTimeoutMs,
     requestTimeoutMs: config.http.requestTimeoutMs ?? DAEMON_DEFAULTS.requestTimeoutMs,
     standalone: config.mesh.bootstrap.length === 0,
+    ...(options.joinTimeoutMs === undefined ? {} : { joinTimeoutMs: options.joinTimeoutMs }),
     limits: () => limitsBody(current, limiter, reloads, lastReload),
   });
 

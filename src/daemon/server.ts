@@ -47,6 +47,12 @@ export interface CheckServerDeps {
   requestTimeoutMs: number;
   /** True when no bootstrap peers are configured: a lone node's own view is complete. */
   standalone: boolean;
+  /**
+   * How long `/readyz` waits at start for the mesh's first sync answer while discovery finds
+   * other members, ms; then it answers 200 in the L/N fallback all the same (members found
+   * but none answering). Default {@link JOIN_TIMEOUT_MS}.
+   */
+  joinTimeoutMs?: number;
   /** The body of `GET /v1/limits` (the limits in force); 404 when absent. */
   limits?: () => object;
 }
@@ -54,7 +60,14 @@ export interface CheckServerDeps {
 /** Shared with the daemon: set while draining, so health turns 503 and connections close. */
 export interface ServerState {
   draining: boolean;
+  /** The node has joined the mesh it was pointed at (see {@link joined}); never unset. */
+  joined: boolean;
+  /** When the server was made (performance.now()): the start of the wait to join. */
+  since: number;
 }
+
+/** Default of {@link CheckServerDeps.joinTimeoutMs}, ms. */
+export const JOIN_TIMEOUT_MS = 10_000;
 
 /** The JSON body of an error response. */
 export interface ErrorBody {
@@ -97,7 +110,7 @@ const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> 
  *   domains and descriptors when loaded, the last config reload).
  */
 export function createCheckServer(deps: CheckServerDeps): { server: Server; state: ServerState } {
-  const state: ServerState = { draining: false };
+  const state: ServerState = { draining: false, joined: false, since: performance.now() };
   const server = createServer({ connectionsCheckingInterval: TIMEOUT_CHECK_MS }, (req, res) => {
     handle(deps, state, req, res).catch((err: unknown) => {
       deps.logger.error({ err: errorInfo(err, true) }, 'request handler failed');
@@ -419,10 +432,35 @@ function liveness(deps: CheckServerDeps, state: ServerState): { ok: boolean; bod
 }
 
 /**
- * `/readyz`, the readiness probe: can this node decide now? 200 when the limiter runs, in
- * the L/N fallback too (no peer heard yet, every peer stale), so a single replica and the
- * first pod of a Service become ready; 503 while draining (SIGTERM: readiness fails first)
- * and before the limiter runs. The mesh view is in the body, for people.
+ * Has this node joined the mesh it was pointed at? True (and kept) once it runs alone (no
+ * bootstrap), or a sync answer has been merged (it holds its peers' windows and the live
+ * members' names, and holds each key to the start-up share until it hears them all), or a
+ * discovery round found no member but itself (the first pod: the headless Service resolves
+ * to itself or to nothing yet), or `joinTimeoutMs` passed (members found, none answering:
+ * the L/N fallback decides, as in a partition).
+ *
+ * Until then a new pod of a rolling update knows no count of the mesh's and decides in the
+ * start-up fallback, whose N is 1 + the bootstrap entries (2 for one DNS name however many
+ * pods it resolves to): routed to at once, it admitted L/2 on its own above what the others
+ * had admitted in the window (the Docker rolling drill: worst 1 s 617 against L = 500).
+ */
+function joined(deps: CheckServerDeps, state: ServerState): boolean {
+  if (state.joined) return true;
+  if (deps.standalone || performance.now() - state.since >= (deps.joinTimeoutMs ?? JOIN_TIMEOUT_MS)) {
+    state.joined = true;
+    return true;
+  }
+  const s = deps.limiter.stats();
+  if (s.sync.pullsOk > 0 || (s.discovery.rounds > 0 && s.discovery.lastOthers === 0)) state.joined = true;
+  return state.joined;
+}
+
+/**
+ * `/readyz`, the readiness probe: can this node decide now? 200 when the limiter runs and
+ * the node has joined the mesh (see {@link joined}: at once alone and for the first pod of a
+ * Service, after the first sync answer for the pods that join others), in the L/N fallback
+ * too (every peer stale: a partition); 503 while draining (SIGTERM: readiness fails first),
+ * before the limiter runs and while joining. The mesh view is in the body, for people.
  */
 function readiness(deps: CheckServerDeps, state: ServerState): { ok: boolean; body: object } {
   const peers = deps.limiter.peers();
@@ -435,6 +473,8 @@ function readiness(deps: CheckServerDeps, state: ServerState): { ok: boolean; bo
   let reason: string | undefined;
   if (state.draining) reason = 'draining: shutting down';
   else if (!deps.limiter.ready) reason = 'limiter not started';
+  else if (!joined(deps, state))
+    reason = 'joining: other members found, waiting for the first sync answer from one of them';
   return reason === undefined
     ? { ok: true, body: { status: 'ok', ...view } }
     : { ok: false, body: { status: 'unavailable', reason, ...view } };

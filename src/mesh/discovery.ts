@@ -109,6 +109,14 @@ export interface DiscoveryStats {
   dnsErrors: number;
   /** Addresses the last round produced (static plus resolved). */
   lastResolved: number;
+  /** Rounds whose addresses were known (resolved, or failed to resolve), since start. */
+  rounds: number;
+  /**
+   * Of the last round's addresses, those not this node's own: 0 after a round means no other
+   * member to join (the first pod of a headless Service, whose name resolves to itself or to
+   * nothing yet), so a start-up has nothing to wait for.
+   */
+  lastOthers: number;
 }
 
 /** Consecutive failures of one address before a refused or timed-out dial is warned about. */
@@ -162,6 +170,8 @@ export class Discovery {
     dialFailures: {},
     dnsErrors: 0,
     lastResolved: 0,
+    rounds: 0,
+    lastOthers: 0,
   };
   /** host:port (or the multiaddr) → consecutive failed dials and the reasons already warned about; a success forgets both. */
   private readonly failing = new Map<string, { n: number; warned: Set<DialFailure> }>();
@@ -246,18 +256,22 @@ export class Discovery {
     }
     const connected = new Set(this.node.getConnections().map((c) => c.remotePeer.toString()));
     const self = this.node.peerId.toString();
-    const max = this.cfg.maxPeers ?? 0;
-    let budget = max > 0 ? max - connected.size : Number.POSITIVE_INFINITY;
-    if (budget <= 0) return;
     const open: Array<{ addr: Multiaddr; hp: string | undefined }> = [];
+    let others = 0;
     for (const t of targets) {
       const hp = hostPort(t.addr);
       if (hp !== undefined && own.has(hp)) continue;
       const known = t.peerId ?? (hp === undefined ? undefined : this.learned.get(hp));
       if (known === self) continue;
+      others++;
       if (known !== undefined && connected.has(known)) continue;
       open.push({ addr: t.addr, hp });
     }
+    this.stats.lastOthers = others;
+    this.stats.rounds++;
+    const max = this.cfg.maxPeers ?? 0;
+    let budget = max > 0 ? max - connected.size : Number.POSITIVE_INFINITY;
+    if (budget <= 0) return;
     if (max > 0) shuffle(open);
     const dials: Promise<void>[] = [];
     for (const t of open) {

@@ -752,7 +752,15 @@ function emptySync(): MeshStats['sync'] {
 }
 
 function emptyDiscovery(): MeshStats['discovery'] {
-  return { dials: 0, dialErrors: 0, dialFailures: {}, dnsErrors: 0, lastResolved: 0 };
+  return {
+    dials: 0,
+    dialErrors: 0,
+    dialFailures: {},
+    dnsErrors: 0,
+    lastResolved: 0,
+    rounds: 0,
+    lastOthers: 0,
+  };
 }
 
 /**

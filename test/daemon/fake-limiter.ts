@@ -209,7 +209,15 @@ export function emptyStats(peerId: string, topic: string): MeshStats {
     sync: { pulls: 0, pullsOk: 0, pullsFailed: 0, served: 0, bytesIn: 0, bytesOut: 0, failures: {} },
     versionMismatch: {},
     otherTopics: { events: 0, peers: {} },
-    discovery: { dials: 0, dialErrors: 0, dialFailures: {}, dnsErrors: 0, lastResolved: 0 },
+    discovery: {
+      dials: 0,
+      dialErrors: 0,
+      dialFailures: {},
+      dnsErrors: 0,
+      lastResolved: 0,
+      rounds: 0,
+      lastOthers: 0,
+    },
     engine: emptyEngineStats(),
   };
 }

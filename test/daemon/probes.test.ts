@@ -1,6 +1,6 @@
 /**
  * The probes (issue 28): `/livez` (the process decides) and `/readyz` (it can decide now,
- * in the L/N fallback too), in each situation of the README's table, and the SIGTERM
+ * in the L/N fallback too, once it has joined the mesh it was pointed at), in each situation of the README's table, and the SIGTERM
  * drain's order: readiness fails first, requests are still served for shutdownDelayMs,
  * then the listener closes, in-flight requests finish, and the limiter stops last.
  */
@@ -38,9 +38,23 @@ afterEach(async () => {
   daemon = undefined;
 });
 
-async function start(fake: FakeLimiter, cfg: DaemonConfig): Promise<Daemon> {
-  daemon = await startDaemon({ config: cfg, logger: memoryLogger(), createLimiter: () => fake });
+async function start(fake: FakeLimiter, cfg: DaemonConfig, joinTimeoutMs?: number): Promise<Daemon> {
+  daemon = await startDaemon({
+    config: cfg,
+    logger: memoryLogger(),
+    createLimiter: () => fake,
+    ...(joinTimeoutMs === undefined ? {} : { joinTimeoutMs }),
+  });
   return daemon;
+}
+
+/** What discovery found in its rounds so far: `others` addresses not the node's own. */
+function discovered(fake: FakeLimiter, rounds: number, others: number): void {
+  fake.statsValue.discovery = { ...fake.statsValue.discovery, rounds, lastOthers: others };
+}
+
+function syncAnswers(fake: FakeLimiter, ok: number): void {
+  fake.statsValue.sync = { ...fake.statsValue.sync, pulls: ok, pullsOk: ok };
 }
 
 async function probe(d: Daemon): Promise<{ livez: number; readyz: number; healthz: number }> {
@@ -60,6 +74,8 @@ describe('the probes in each situation', () => {
   it('a single replica whose bootstrap names only itself, and the first pod of a Service: ready, in fallback', async () => {
     const fake = new FakeLimiter();
     fake.fallback = true;
+    // the headless Service resolves to this pod alone (or to nothing yet): no member to join
+    discovered(fake, 1, 0);
     const d = await start(fake, config(['dns:ratemesh-headless:4001']));
     expect(await probe(d)).toEqual({ livez: 200, readyz: 200, healthz: 503 });
     const body = (await (await fetch(`${d.http.url}/readyz`)).json()) as Record<string, unknown>;
@@ -68,12 +84,52 @@ describe('the probes in each situation', () => {
 
   it('a partition (every peer stale): still live and ready (the L/N fallback decides)', async () => {
     const fake = new FakeLimiter();
+    discovered(fake, 3, 2);
+    syncAnswers(fake, 2);
     fake.peerList = [live('p1'), live('p2')];
     const d = await start(fake, config(['dns:ratemesh-headless:4001']));
     expect(await probe(d)).toEqual({ livez: 200, readyz: 200, healthz: 200 });
     fake.peerList = [stale('p1'), stale('p2')];
     fake.fallback = true;
     expect(await probe(d)).toEqual({ livez: 200, readyz: 200, healthz: 503 });
+  });
+
+  it('a pod joining others (a rolling update): live, not ready until its first sync answer, then ready for good', async () => {
+    const fake = new FakeLimiter();
+    fake.fallback = true;
+    // the Service names three other pods; none has answered a sync yet
+    discovered(fake, 1, 3);
+    const d = await start(fake, config(['dns:ratemesh-headless:4001']), 600_000);
+    expect(await probe(d)).toEqual({ livez: 200, readyz: 503, healthz: 503 });
+    const body = (await (await fetch(`${d.http.url}/readyz`)).json()) as Record<string, unknown>;
+    expect(body).toMatchObject({ status: 'unavailable', draining: false, fallback: true });
+    expect(String(body.reason)).toMatch(/^joining/);
+    // the first sync answer merged: it holds the mesh's windows and the live members' names
+    syncAnswers(fake, 1);
+    fake.fallback = false;
+    fake.peerList = [live('p1')];
+    expect(await probe(d)).toEqual({ livez: 200, readyz: 200, healthz: 200 });
+    // and stays ready through a partition afterwards (the L/N fallback decides)
+    fake.peerList = [stale('p1')];
+    fake.fallback = true;
+    expect(await probe(d)).toEqual({ livez: 200, readyz: 200, healthz: 503 });
+  });
+
+  it('a pod that finds members and hears none within joinTimeoutMs: ready in the L/N fallback', async () => {
+    const fake = new FakeLimiter();
+    fake.fallback = true;
+    discovered(fake, 5, 3);
+    const d = await start(fake, config(['dns:ratemesh-headless:4001']), 0);
+    expect(await probe(d)).toEqual({ livez: 200, readyz: 200, healthz: 503 });
+  });
+
+  it('before the first discovery round: not ready (it does not know yet whether it is alone)', async () => {
+    const fake = new FakeLimiter();
+    fake.fallback = true;
+    const d = await start(fake, config(['dns:ratemesh-headless:4001']), 600_000);
+    expect((await probe(d)).readyz).toBe(503);
+    discovered(fake, 1, 0);
+    expect((await probe(d)).readyz).toBe(200);
   });
 
   it('a limiter that stopped outside a drain: not live (a restart helps), not ready', async () => {

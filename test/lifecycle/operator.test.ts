@@ -143,6 +143,8 @@ describe('daemon metrics for the operator lines', () => {
       dialFailures: { encryption: 3, refused: 1 },
       dnsErrors: 2,
       lastResolved: 3,
+      rounds: 2,
+      lastOthers: 2,
     };
     fake.statsValue.otherTopics = { events: 1, peers: { p9: 'ratemesh/3' } };
     const daemon: Daemon = await startDaemon({
