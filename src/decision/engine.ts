@@ -374,6 +374,17 @@ export class Engine implements RateLimiter {
   }
 
   /**
+   * Still starting, `members` (this node included) are expected, more than `expectedMembers`
+   * said: a bootstrap name that resolves to several addresses (a headless Service) counts as one
+   * entry until discovery resolves it. The start-up share is then L over that many. Ignored once
+   * the start is over, and never lowers what is expected.
+   */
+  expectMembers(members: number): void {
+    if (!Number.isInteger(members) || members < 1) return;
+    if (this.core.peers.expect(members)) this.core.stamp++;
+  }
+
+  /**
    * True once, a staleness period, the data's age and a gossip interval after this node's first
    * sync answer: the caller should then pull every member's state again. A pod replaced at about
    * the time this one joined (a rolling deploy) may still have been live at its peers when they

@@ -127,7 +127,7 @@ export class PeerTable {
   allStale = false;
   /** Still starting: peers are expected (a mesh node with bootstrap peers) and not all have been heard. */
   private awaiting: boolean;
-  private readonly expected: number;
+  private expected: number;
   /** When the first peer was heard while starting. */
   private firstContact = Number.NEGATIVE_INFINITY;
   /**
@@ -137,6 +137,18 @@ export class PeerTable {
    */
   get splitN(): number {
     return this.knownN + this.left.length;
+  }
+
+  /**
+   * Still starting: more members are expected than said at construction (a bootstrap DNS name
+   * found to resolve to `n - 1` other addresses). Raises the start-up N; never lowers it, and
+   * changes nothing once the start is over. True when it raised it.
+   */
+  expect(n: number): boolean {
+    if (!this.awaiting || !(n > this.expected)) return false;
+    this.expected = Math.min(n, this.maxOrigins);
+    if (this.knownN < this.expected) this.knownN = this.expected;
+    return true;
   }
 
   constructor(

@@ -156,6 +156,11 @@ export interface DiscoveryConfig {
   maxPeers?: number;
   resolve: Resolver;
   logger: Logger;
+  /**
+   * After each round: the addresses it found that are not this node's (a DNS name counts every
+   * address it resolves to). The mesh tells the engine how many members to expect from it.
+   */
+  onRound?: (others: number) => void;
 }
 
 /**
@@ -269,6 +274,7 @@ export class Discovery {
     }
     this.stats.lastOthers = others;
     this.stats.rounds++;
+    this.cfg.onRound?.(others);
     const max = this.cfg.maxPeers ?? 0;
     let budget = max > 0 ? max - connected.size : Number.POSITIVE_INFINITY;
     if (budget <= 0) return;

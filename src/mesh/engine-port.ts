@@ -18,6 +18,8 @@ import type { Decision, Explanation, PolicySpec, RateLimiter } from '../types.js
  * ({@link peerConnection}).
  */
 export interface MeshEngine extends RateLimiter {
+  /** Still starting: this many members (itself included) are expected (see Engine.expectMembers). */
+  expectMembers(members: number): void;
   /** Every term of the decision a check would make now, changing nothing (see Engine.explain). */
   explain(policy: string, key: string, cost?: number, time?: number): Explanation;
   /** Policy-set version hash (informational: the wire carries one version per policy). */

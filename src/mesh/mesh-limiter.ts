@@ -499,6 +499,9 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
         maxPeers: cfg.dialPeers,
         resolve: systemResolver,
         logger: cfg.logger,
+        // a bootstrap name counts as one member until it resolves: a start-up share of L over
+        // every address it resolves to, not over 1 + the entries
+        onRound: (others) => this.engine.expectMembers(1 + others),
       });
       loadSnapshot(this.engine, cfg.snapshotFile, cfg.logger, cfg.clock.now());
       this.state = 'running';

@@ -264,6 +264,26 @@ describe('a node that expects peers (restart)', () => {
     expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
   });
 
+  it('a bootstrap name found to resolve to more members raises the start-up N while starting, and only then', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+    // one DNS name in the bootstrap list: 1 + 1 expected until discovery resolves it to 4 others
+    const fresh = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'fresh', expectedMembers: 2 });
+    fresh.expectMembers(5);
+    fresh.expectMembers(3); // never lowered
+    let admitted = 0;
+    for (let i = 0; i < 100; i++) if (fresh.check('p', 'k').allowed) admitted++;
+    expect(admitted).toBe(20);
+    // once the start is over (every expected peer heard) it changes nothing
+    const peers = ['p1', 'p2', 'p3', 'p4'].map(
+      (id) => new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: id, expectedMembers: 5 }),
+    );
+    for (const p of peers) fresh.receiveGossip(p.nodeId, p.buildGossip());
+    expect(fresh.stats().members).toBe(5);
+    fresh.expectMembers(9);
+    expect(fresh.check('p', 'k').mode).toBe('global');
+  });
+
   it('in fallback, counts it already holds still bound it by L: a restarted node that pulled a full window admits only what is left', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];

@@ -22,19 +22,21 @@ function fakeNode(ownIp: string, dialed: string[]): MeshNode {
   } as unknown as MeshNode;
 }
 
-async function oneRound(resolve: Resolver): Promise<{ d: Discovery; dialed: string[] }> {
+async function oneRound(resolve: Resolver): Promise<{ d: Discovery; dialed: string[]; told: number[] }> {
   const dialed: string[] = [];
+  const told: number[] = [];
   const d = new Discovery(fakeNode('10.0.0.1', dialed), {
     entries: parseBootstrap(['dns:ratemesh-mesh:4001']),
     intervalMs: 60_000,
     dialTimeoutMs: 1000,
     resolve,
     logger: quiet,
+    onRound: (others) => told.push(others),
   });
   d.start();
   await vi.waitFor(() => expect(d.stats.rounds).toBeGreaterThanOrEqual(1), { timeout: 5000, interval: 5 });
   await d.stop();
-  return { d, dialed };
+  return { d, dialed, told };
 }
 
 describe('Discovery counts the other members each round', () => {
@@ -45,8 +47,10 @@ describe('Discovery counts the other members each round', () => {
   });
 
   it('a name resolving to every pod of a rolling update: the others counted and dialled', async () => {
-    const { d, dialed } = await oneRound(async () => ['10.0.0.2', '10.0.0.1', '10.0.0.3', '10.0.0.4']);
+    const { d, dialed, told } = await oneRound(async () => ['10.0.0.2', '10.0.0.1', '10.0.0.3', '10.0.0.4']);
     expect(d.stats).toMatchObject({ rounds: 1, lastResolved: 4, lastOthers: 3 });
+    // the mesh is told: 1 + 3 members expected (the engine's start-up share, not 1 + the one name)
+    expect(told).toEqual([3]);
     expect(dialed.sort()).toEqual([
       '/ip4/10.0.0.2/tcp/4001',
       '/ip4/10.0.0.3/tcp/4001',
