@@ -1,4 +1,10 @@
-import { decodeMessage, encodeSyncResponse, TYPE_SYNC_RESPONSE, type WireEntry } from '../crdt/codec.js';
+import {
+  decodeMessage,
+  encodeSyncResponse,
+  type SyncResponse,
+  TYPE_SYNC_RESPONSE,
+  type WireEntry,
+} from '../crdt/codec.js';
 import type { OwnerStats } from '../decision/owner.js';
 import type { PeerView } from '../decision/peers.js';
 import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from '../decision/types.js';
@@ -98,13 +104,13 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
       ...this.init,
       relayHops,
       // the new engine holds every member the old one counts to L/N until it hears them
-      expectedMembers: Math.max(this.init.expectedMembers ?? 1, old.memberCount()),
+      expectedMembers: Math.max(1, old.memberCount()),
     };
     const next = this.factory(init);
     if (this.policiesNow !== undefined) next.replacePolicies(this.policiesNow, now);
     if (this.ownerSecret !== undefined) next.setOwnerSecret?.(this.ownerSecret);
     if (this.ownerOn !== undefined) next.enableOwnerPlacement?.(this.ownerOn);
-    next.restoreSnapshot(old.snapshot(now), now);
+    const replay = restoreOwn(old, next, now);
     let handed = 0;
     let withGone = true;
     for (const p of old.peerViews(now)) {
@@ -117,6 +123,9 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
       withGone = false;
       if (next.receiveSyncResponse(p.id, relabelled, now).ok) handed++;
     }
+    // this bucket's own counts, spent again as own (counted whatever the decision)
+    const counting = next as MeshEngine & Partial<CountingLimiter>;
+    for (const [policy, key, n] of replay) counting.checkAllCounted?.([[policy, key]], [n], 'every');
     this.init = init;
     this.inner = next;
     this.rebuilds++;
@@ -193,7 +202,10 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
     return this.inner.answerSync(from, request, now);
   }
   receiveSyncResponse(from: string, response: Uint8Array, now?: number): ReceiveResult {
-    return this.inner.receiveSyncResponse(from, response, now);
+    // an engine built for a switch holds every count of this node already (the handover): an
+    // answer's copy of them would be merged again as counts from before a restart
+    const r = this.rebuilds > 0 ? withoutOwnEcho(response, this.init.nodeId) : response;
+    return this.inner.receiveSyncResponse(from, r, now);
   }
   peerConnection(id: string, connected: boolean, now?: number): void {
     this.inner.peerConnection(id, connected, now);
@@ -210,6 +222,54 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   stats(now?: number): EngineStats {
     return this.inner.stats(now);
   }
+}
+
+/**
+ * This node's windows from `old` into `next`: its snapshot (restored as after a restart, on
+ * the unattributed floor), less each key's count in the current bucket, which is returned to
+ * be spent again in `next` as its own. Peers merge an origin's bucket as the larger of what
+ * they hold and what it sends: counts of the current bucket left on the floor would hide as
+ * many of the node's next admissions in that bucket from its peers. Without a counted check
+ * in `next` (a test's engine), everything goes to the floor.
+ */
+function restoreOwn(old: MeshEngine, next: MeshEngine, now: number): [string, string, number][] {
+  const snap = old.snapshot(now);
+  const dec = decodeMessage(snap);
+  if (typeof (next as Partial<CountingLimiter>).checkAllCounted !== 'function' || !dec.ok) {
+    next.restoreSnapshot(snap, now);
+    return [];
+  }
+  const m = dec.message as SyncResponse;
+  const replay: [string, string, number][] = [];
+  const entries: WireEntry[] = [];
+  for (const e of m.entries) {
+    const name = m.policies[e.policy]?.name;
+    const p = name === undefined ? undefined : old.policy(name);
+    const i = p === undefined ? -1 : Math.floor(now / (p.windowMs / p.buckets)) - e.base;
+    const n = i >= 0 && i < e.counts.length ? e.counts[i]! : 0;
+    if (n <= 0 || p === undefined) {
+      entries.push(e);
+      continue;
+    }
+    const counts = e.counts.slice();
+    counts[i] = 0;
+    entries.push({ ...e, counts });
+    // in costs the policy takes
+    const max = Math.max(1, Math.min(p.maxCost, p.limit));
+    for (let left = n; left > 0; left -= max) replay.push([name!, e.key, Math.min(max, left)]);
+  }
+  next.restoreSnapshot(encodeSyncResponse({ ...m, entries }), now);
+  return replay;
+}
+
+/** A sync answer less its entries of origin `self` (the responder's copy of our own counts). */
+function withoutOwnEcho(response: Uint8Array, self: string): Uint8Array {
+  const dec = decodeMessage(response);
+  if (!dec.ok || dec.message.type !== TYPE_SYNC_RESPONSE) return response;
+  const m = dec.message;
+  const i = m.origins.indexOf(self);
+  if (i <= 0 || !m.entries.some((e) => e.origin === i)) return response;
+  return encodeSyncResponse({ ...m, entries: m.entries.filter((e) => e.origin !== i) });
 }
 
 /**

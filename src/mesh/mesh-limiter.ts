@@ -644,7 +644,9 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
    * (src/mesh/auto-relay.ts). A switch, and a membership grown while relaying past what the
    * engine's relayHops allows for, first rebuilds the engine with the relayHops of the new mode
    * (engine-slot.ts: whole windows and the longer data delay while relaying; deltas and d when
-   * broadcasting), then switches the transport, and pulls every connected peer's state again.
+   * broadcasting), then switches the transport. No state pull: the new engine has what the old
+   * one held, and its late sync comes as after a join (an answer now would echo this node's
+   * admissions, which it holds already, as counts from before a restart).
    */
   private followMembership(): void {
     const node = this.node;
@@ -672,7 +674,6 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       },
       want > 0 ? 'ratemesh relays (relayFanout auto)' : 'ratemesh broadcasts (relayFanout auto)',
     );
-    this.links.resyncAll();
   }
 
   private pollEarlyPublish(): void {
