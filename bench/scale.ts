@@ -12,7 +12,7 @@
  * received per node per second, bytes received per node per cluster request,
  * the largest message, and the engine's wall time per node per second.
  *
- *   npx tsx bench/scale.ts [--only nodes|keys] [--design broadcast,relay] [--nodes 8,16] [--keys 1,100]
+ *   npx tsx bench/scale.ts [--only nodes|keys] [--design broadcast,relay,default] [--nodes 8,16] [--keys 1,100]
  *     [--seconds S] [--out FILE]
  *   npx tsx bench/scale.ts --print [--only nodes]   (the rows saved, as printed)
  *   npx tsx bench/scale.ts --fill-ceiling   (the ceiling of saved rows that lack it: no simulation)
@@ -41,8 +41,12 @@ const OUT = (() => {
   );
 })();
 
-/** The gossip design a row measures. */
-export type Design = 'broadcast' | 'relay';
+/**
+ * The gossip design a row measures: `broadcast` (relayFanout 0), `relay` (relayFanout FANOUT),
+ * `default` (relayFanout left out, 'auto': broadcast up to 101 members at g = 100 ms, relay at
+ * fanout 4 above; src/mesh/auto-relay.ts).
+ */
+export type Design = 'broadcast' | 'relay' | 'default';
 
 export interface ScaleRow {
   /** `nodes`: N grows, one key, L = 1000 per 1 s; `keys`: K grows, L = 20 per 10 s. */
@@ -144,7 +148,7 @@ export function runRow(
       expectedMembers: nodes,
       ...(design === 'relay' && STALE !== undefined ? { staleAfterMs: STALE } : {}),
     },
-    ...(design === 'relay' ? { relay: { fanout: FANOUT } } : {}),
+    ...(design === 'relay' ? { relay: { fanout: FANOUT } } : design === 'default' ? { relay: 'auto' } : {}),
   });
   const draw = drawArrivals(shape);
   const arrivals: number[][] = Array.from({ length: keys }, () => []);
