@@ -147,6 +147,7 @@ export function runRow(
       maxPeers: Math.max(256, nodes),
       expectedMembers: nodes,
       ...(design === 'relay' && STALE !== undefined ? { staleAfterMs: STALE } : {}),
+      ...(design === 'relay' && HOPS !== undefined ? { relayHops: HOPS } : {}),
     },
     ...(design === 'relay' ? { relay: { fanout: FANOUT } } : design === 'default' ? { relay: 'auto' } : {}),
   });
@@ -279,6 +280,8 @@ function arrivalsOf(shape: Shape): number[][] {
 const FANOUT = Number(process.env.FANOUT ?? 4);
 /** An override of staleAfterMs for relay rows (default: the engine's, from relayHops). */
 const STALE = process.env.STALE === undefined ? undefined : Number(process.env.STALE);
+/** An override of relayHops for relay rows (default: expectedRelayHops(N, FANOUT)). */
+const HOPS = process.env.HOPS === undefined ? undefined : Number(process.env.HOPS);
 export const NODE_COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024];
 /** `--steady`: the nodes rows it runs by default, for how long, and from when it counts the steady part. */
 const STEADY_NODE_COUNTS = [8, 16, 32, 64, 128, 256];
