@@ -162,3 +162,88 @@ describe("relayFanout 'auto' (live, loopback): a mesh that grows past the thresh
     for (const n of left) expect(n.stats().relay.switches).toBe(2);
   }, 90_000);
 });
+
+describe("mixed modes (live, loopback): broadcasting and relaying members deliver each other's counts", () => {
+  const cluster = new Cluster();
+  afterAll(() => cluster.stopAll());
+
+  it('a line A - R - B, R relaying, A and B broadcasting: A and B hear each other only through R', async () => {
+    const engines = new Map<string, Engine>();
+    const factory = (init: ConstructorParameters<typeof Engine>[0]) => {
+      const e = new Engine(init);
+      if (!init.nodeId.startsWith('warm-')) engines.set(init.nodeId, e);
+      return e;
+    };
+    const a = await cluster.add({ policies: [POLICY], relayFanout: 0, engineFactory: factory });
+    const r = await cluster.add({
+      policies: [POLICY],
+      relayFanout: 2,
+      bootstrap: [dialable(a)],
+      engineFactory: factory,
+    });
+    const b = await cluster.add({
+      policies: [POLICY],
+      relayFanout: 0,
+      bootstrap: [dialable(r)],
+      engineFactory: factory,
+    });
+    const nodes = [a, r, b];
+    await waitFor('every node sees 2 live members', () =>
+      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 2 && n.stats().sync.pullsOk >= 1),
+    );
+    for (let j = 0; j < 7; j++) expect(a.check('api', 'k').allowed).toBe(true);
+    for (let j = 0; j < 11; j++) expect(b.check('api', 'k').allowed).toBe(true);
+    for (let j = 0; j < 13; j++) expect(r.check('api', 'k').allowed).toBe(true);
+    await waitFor(
+      'every node counts 31',
+      () => nodes.every((n) => Math.round(engines.get(n.peerId)!.estimate('api', 'k')) === 31),
+      20_000,
+    );
+    // A and B are not connected: their messages went signed (R said it relays) and R forwarded them
+    expect(a.stats().peers.connected).toBe(1);
+    expect(b.stats().peers.connected).toBe(1);
+    expect(a.stats().transport!.signedOut).toBeGreaterThan(0);
+    expect(r.stats().transport!.itemsOut).toBeGreaterThan(r.stats().transport!.batchesOut);
+  }, 60_000);
+
+  it("a line R1 - A - R2, A broadcasting: A forwards the relays' items in batches of its own", async () => {
+    const engines = new Map<string, Engine>();
+    const factory = (init: ConstructorParameters<typeof Engine>[0]) => {
+      const e = new Engine(init);
+      if (!init.nodeId.startsWith('warm-')) engines.set(init.nodeId, e);
+      return e;
+    };
+    const r1 = await cluster.add({ policies: [POLICY], relayFanout: 2, engineFactory: factory });
+    const a = await cluster.add({
+      policies: [POLICY],
+      relayFanout: 0,
+      bootstrap: [dialable(r1)],
+      engineFactory: factory,
+    });
+    const r2 = await cluster.add({
+      policies: [POLICY],
+      relayFanout: 2,
+      bootstrap: [dialable(a)],
+      dialPeers: 1,
+      engineFactory: factory,
+    });
+    const nodes = [r1, a, r2];
+    await waitFor('every node sees 2 live members', () =>
+      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 2 && n.stats().sync.pullsOk >= 1),
+    );
+    for (let j = 0; j < 7; j++) expect(r1.check('api', 'k').allowed).toBe(true);
+    for (let j = 0; j < 11; j++) expect(r2.check('api', 'k').allowed).toBe(true);
+    for (let j = 0; j < 13; j++) expect(a.check('api', 'k').allowed).toBe(true);
+    await waitFor(
+      'every node counts 31',
+      () => nodes.every((n) => Math.round(engines.get(n.peerId)!.estimate('api', 'k')) === 31),
+      20_000,
+    );
+    const t = a.stats().transport!;
+    expect(a.stats().relay.fanout).toBe(0);
+    // no relayed frames one per peer: batches (the relays' items), its own messages signed
+    expect(t.batchesOut).toBeGreaterThan(0);
+    expect(t.relayedOut).toBe(0);
+    expect(t.signedOut).toBeGreaterThan(0);
+  }, 60_000);
+});
