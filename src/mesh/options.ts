@@ -221,10 +221,11 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
   // 'auto' (the default): broadcast while the membership is small, relay past autoRelayMembers
   // (src/mesh/auto-relay.ts); a number forces it (0: broadcast)
   const relayAuto = opts.relayFanout === undefined || opts.relayFanout === 'auto';
-  if (!relayAuto && typeof opts.relayFanout !== 'number')
+  const rf = opts.relayFanout;
+  if (!relayAuto && !(typeof rf === 'number' && Number.isInteger(rf) && rf >= 0 && rf <= MAX_RELAY_FANOUT))
     fail(
       'relayFanout',
-      `must be 'auto' or an integer in 0..${MAX_RELAY_FANOUT} (got ${JSON.stringify(String(opts.relayFanout))})`,
+      `must be 'auto' or an integer in 0..${MAX_RELAY_FANOUT} (got ${typeof rf === 'number' ? rf : JSON.stringify(String(rf))})`,
     );
   const autoRelayMembers = num(
     'autoRelayMembers',
@@ -239,9 +240,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
   // at start the membership a node expects is itself and its bootstrap entries (the engine's
   // expectedMembers); a DNS name counts one, and the mesh switches once it hears more
   const startMembers = 1 + bootstrap.length;
-  const relayFanout = relayAuto
-    ? autoRelayFanout(startMembers, autoRelayMembers, false)
-    : num('relayFanout', opts.relayFanout, 0, 0, MAX_RELAY_FANOUT, true);
+  const relayFanout = relayAuto ? autoRelayFanout(startMembers, autoRelayMembers, false) : (rf as number);
   // 0..64 ('auto': used whenever it relays, at least 1), 1..64 with a relayFanout forced on
   const relayHopsOption = optional(opts.relayHops, undefined, (v) =>
     integer(v, 'relayHops', relayFanout > 0 && !relayAuto ? 1 : 0, MAX_RELAY_HOPS),
