@@ -12,7 +12,7 @@
  * received per node per second, bytes received per node per cluster request,
  * the largest message, and the engine's wall time per node per second.
  *
- *   npx tsx bench/scale.ts [--only nodes|keys] [--design broadcast,relay] [--nodes 8,16] [--keys 1,100]
+ *   npx tsx bench/scale.ts [--only nodes|keys] [--design broadcast,relay,default] [--nodes 8,16] [--keys 1,100]
  *     [--seconds S] [--out FILE]
  *   npx tsx bench/scale.ts --print [--only nodes]   (the rows saved, as printed)
  *   npx tsx bench/scale.ts --fill-ceiling   (the ceiling of saved rows that lack it: no simulation)
@@ -41,8 +41,12 @@ const OUT = (() => {
   );
 })();
 
-/** The gossip design a row measures. */
-export type Design = 'broadcast' | 'relay';
+/**
+ * The gossip design a row measures: `broadcast` (relayFanout 0), `relay` (relayFanout FANOUT),
+ * `default` (relayFanout left out, 'auto': broadcast up to 101 members at g = 100 ms, relay at
+ * fanout 4 above; src/mesh/auto-relay.ts).
+ */
+export type Design = 'broadcast' | 'relay' | 'default';
 
 export interface ScaleRow {
   /** `nodes`: N grows, one key, L = 1000 per 1 s; `keys`: K grows, L = 20 per 10 s. */
@@ -143,8 +147,9 @@ export function runRow(
       maxPeers: Math.max(256, nodes),
       expectedMembers: nodes,
       ...(design === 'relay' && STALE !== undefined ? { staleAfterMs: STALE } : {}),
+      ...(design === 'relay' && HOPS !== undefined ? { relayHops: HOPS } : {}),
     },
-    ...(design === 'relay' ? { relay: { fanout: FANOUT } } : {}),
+    ...(design === 'relay' ? { relay: { fanout: FANOUT } } : design === 'default' ? { relay: 'auto' } : {}),
   });
   const draw = drawArrivals(shape);
   const arrivals: number[][] = Array.from({ length: keys }, () => []);
@@ -275,6 +280,8 @@ function arrivalsOf(shape: Shape): number[][] {
 const FANOUT = Number(process.env.FANOUT ?? 4);
 /** An override of staleAfterMs for relay rows (default: the engine's, from relayHops). */
 const STALE = process.env.STALE === undefined ? undefined : Number(process.env.STALE);
+/** An override of relayHops for relay rows (default: expectedRelayHops(N, FANOUT)). */
+const HOPS = process.env.HOPS === undefined ? undefined : Number(process.env.HOPS);
 export const NODE_COUNTS = [8, 16, 32, 64, 128, 256, 512, 1024];
 /** `--steady`: the nodes rows it runs by default, for how long, and from when it counts the steady part. */
 const STEADY_NODE_COUNTS = [8, 16, 32, 64, 128, 256];

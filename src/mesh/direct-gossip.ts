@@ -59,6 +59,13 @@ const FRAME_WANT_SIGNATURES = 5;
 const FRAME_FEATURES = 8;
 /** Reads relay batches with MAC lists (kind 7). */
 const FEATURE_BATCH_MAC = 1;
+/**
+ * Relays now (relay mode): its own messages reach a few peers only, and it forwards what it
+ * merges in batches. A broadcasting peer then signs its own messages, so that this one can forward them.
+ */
+const FEATURE_RELAY = 2;
+/** Broadcast mode: peers a batch of relayed items (learned from relay batches) goes to each tick. */
+export const FORWARD_FANOUT = 4;
 
 /** Largest relayMacPeers. */
 export const MAX_RELAY_MAC_PEERS = 1_024;
@@ -151,6 +158,11 @@ export interface DirectGossipInit {
    */
   relayFanout?: number;
   /**
+   * The fanout may change at run time ({@link DirectGossip.setRelayFanout}, `relayFanout:
+   * 'auto'`): MAC keys are then made ready from the start.
+   */
+  relaySwitchable?: boolean;
+  /**
    * Relay mode: most members whose MAC our own item carries (src/mesh/relay-mac.ts):
    * each checks an 8-byte MAC instead of our signature. Default
    * {@link DEFAULT_RELAY_MAC_PEERS}; 0: our items carry none (other origins' lists are still forwarded).
@@ -221,12 +233,13 @@ interface MacMember extends MacPeer {
 }
 
 /** features 8: bits, then (relay mode) how many direct links the sender has, when known. */
-function featuresFrame(links: number): Uint8Array {
-  const body = 1 + varintLength(FEATURE_BATCH_MAC) + (links > 0 ? varintLength(links) : 0);
+function featuresFrame(links: number, relaying: boolean): Uint8Array {
+  const bits = FEATURE_BATCH_MAC | (relaying ? FEATURE_RELAY : 0);
+  const body = 1 + varintLength(bits) + (links > 0 ? varintLength(links) : 0);
   const frame = new Uint8Array(varintLength(body) + body);
   let off = writeVarint(frame, 0, body);
   frame[off++] = FRAME_FEATURES;
-  off = writeVarint(frame, off, FEATURE_BATCH_MAC);
+  off = writeVarint(frame, off, bits);
   if (links > 0) writeVarint(frame, off, links);
   return frame;
 }
@@ -335,14 +348,16 @@ export class DirectGossip
   private readonly asked = new Map<string, number>();
   /** Each peer's topics, from the hello on its stream to us. */
   private readonly remoteTopics = new Map<string, string[]>();
-  /** Relay mode: fanout (0: broadcast). */
-  readonly relayFanout: number;
+  /** Relay mode: fanout (0: broadcast); see {@link setRelayFanout}. */
+  private fanout: number;
+  /** Peers whose features frame says they relay (FEATURE_RELAY), by id. */
+  private readonly relayingPeers = new Set<string>();
   private readonly random: () => number;
   /** Relay mode: per topic, the newest message of each origin (by id) learned since our last batch. */
   private readonly outbox = new Map<string, Map<string, BatchItem>>();
   /** Relay mode: our side of the pairwise MAC keys (Ed25519 identities; undefined with relayMacPeers 0). */
   private readonly macs: RelayMacs | undefined;
-  private readonly relayMacPeers: number;
+  private readonly macPeersWanted: number;
   /** The MAC key shared with each origin by id (null: none can be made). */
   private readonly macPeers = new Map<string, MacPeer | null>();
   private macBuilds = 0;
@@ -374,12 +389,12 @@ export class DirectGossip
     const f = init.relayFanout ?? 0;
     if (!Number.isInteger(f) || f < 0 || f > MAX_RELAY_FANOUT)
       throw new RangeError(`relayFanout must be an integer in 0..${MAX_RELAY_FANOUT} (got ${f})`);
-    this.relayFanout = f;
+    this.fanout = f;
     const mp = init.relayMacPeers ?? DEFAULT_RELAY_MAC_PEERS;
     if (!Number.isInteger(mp) || mp < 0 || mp > MAX_RELAY_MAC_PEERS)
       throw new RangeError(`relayMacPeers must be an integer in 0..${MAX_RELAY_MAC_PEERS} (got ${mp})`);
-    this.relayMacPeers = f > 0 ? mp : 0;
-    this.macs = this.relayMacPeers > 0 ? RelayMacs.of(components.privateKey) : undefined;
+    this.macPeersWanted = f > 0 || init.relaySwitchable === true ? mp : 0;
+    this.macs = this.macPeersWanted > 0 ? RelayMacs.of(components.privateKey) : undefined;
     this.selfKeyBytes = publicKeyToProtobuf(components.privateKey.publicKey);
     this.random = init.random ?? Math.random;
     // One validator map for both paths: the mesh sets it once and gossipsub's messages meet the same check.
@@ -389,6 +404,37 @@ export class DirectGossip
   }
 
   readonly [Symbol.toStringTag] = 'ratemesh:direct-gossip';
+
+  /** Relay mode's fanout now (0: broadcast). */
+  get relayFanout(): number {
+    return this.fanout;
+  }
+
+  /** Relay mode: most members our items carry a MAC for (0 while broadcasting). */
+  private get relayMacPeers(): number {
+    return this.fanout > 0 ? this.macPeersWanted : 0;
+  }
+
+  /**
+   * Switches between broadcast (0) and relay at fanout `f` (`relayFanout: 'auto'`), and tells
+   * every peer (features frame: FEATURE_RELAY). What waits in the outbox goes with the next
+   * batch either way (a broadcasting node forwards relayed items in batches too).
+   */
+  setRelayFanout(f: number): void {
+    if (!Number.isInteger(f) || f < 0 || f > MAX_RELAY_FANOUT)
+      throw new RangeError(`relayFanout must be an integer in 0..${MAX_RELAY_FANOUT} (got ${f})`);
+    if (f === this.fanout) return;
+    const was = this.fanout > 0;
+    this.fanout = f;
+    if (was === f > 0) return;
+    const frame = featuresFrame(f > 0 ? this.advertisedLinks : 0, f > 0);
+    for (const link of this.out.values()) this.write(link, frame);
+  }
+
+  /** Whether some peer said it relays (our own messages then go signed, for it to forward). */
+  get peersRelay(): boolean {
+    return this.relayingPeers.size > 0;
+  }
 
   async start(): Promise<void> {
     if (this.running) return;
@@ -428,6 +474,7 @@ export class DirectGossip
     this.macMembers.clear();
     this.remoteFeatures.clear();
     this.remoteLinks.clear();
+    this.relayingPeers.clear();
     await Promise.all(closing);
   }
 
@@ -533,7 +580,7 @@ export class DirectGossip
   async publish(topic: string, data: Uint8Array): Promise<PublishResult> {
     const recipients: PeerId[] = [];
     const direct = this.directSubscribers(topic);
-    if (this.relayFanout > 0) {
+    if (this.fanout > 0) {
       recipients.push(...this.publishBatch(topic, data, direct));
     } else {
       const frame = await this.ownFrame(topic, data);
@@ -543,6 +590,8 @@ export class DirectGossip
           recipients.push(link.peerId);
         }
       }
+      // items relaying peers handed us (their origins reached only a few): on to a few peers
+      if ((this.outbox.get(topic)?.size ?? 0) > 0) this.forwardBatch(topic, direct);
     }
     const fb = this.fallback;
     if (fb !== undefined) {
@@ -593,7 +642,7 @@ export class DirectGossip
     const own = direct.length;
     const targets = pickWeighted(
       direct,
-      this.relayFanout,
+      this.fanout,
       (l) => 1 / Math.max(1, this.remoteLinks.get(l.peerId.toString()) ?? own),
       this.random,
     );
@@ -631,6 +680,47 @@ export class DirectGossip
     return out;
   }
 
+  /**
+   * Broadcast mode: the items waiting in the outbox (learned from relay batches: their origins
+   * relay, so they reached only a few peers) in ONE batch, without an item of ours, to
+   * FORWARD_FANOUT random peers; each forwards them again in its next tick. A mesh where no
+   * member relays has none of them, and sends none.
+   */
+  private forwardBatch(topic: string, direct: readonly OutLink[]): void {
+    const topicIdx = this.topics.indexOf(topic);
+    const box = this.outbox.get(topic);
+    if (topicIdx < 0 || box === undefined) return;
+    const own = direct.length;
+    const targets = pickWeighted(
+      direct,
+      FORWARD_FANOUT,
+      (l) => 1 / Math.max(1, this.remoteLinks.get(l.peerId.toString()) ?? own),
+      this.random,
+    );
+    const items = [...box.values()];
+    const withMacs = targets.some((l) => this.readsMacs(l));
+    const { frame, used } = encodeBatch(topicIdx, items, this.init.maxFrameBytes, withMacs);
+    let i = 0;
+    for (const id of box.keys()) {
+      if (i++ >= used) break;
+      box.delete(id);
+    }
+    this.stats.itemsDeferred += box.size;
+    let plain: Uint8Array | undefined;
+    for (const link of targets) {
+      let fr = frame;
+      if (withMacs && !this.readsMacs(link)) {
+        plain ??= encodeBatch(topicIdx, items, this.init.maxFrameBytes, false, used).frame;
+        fr = plain;
+      }
+      if (this.write(link, fr)) {
+        this.stats.framesOut++;
+        this.stats.batchesOut++;
+        this.stats.itemsOut += used;
+      }
+    }
+  }
+
   /** Whether the peer at the other end said it reads batches with MAC lists (kind 7). */
   private readsMacs(link: OutLink): boolean {
     return ((this.remoteFeatures.get(link.peerId.toString()) ?? 0) & FEATURE_BATCH_MAC) !== 0;
@@ -643,7 +733,7 @@ export class DirectGossip
     if (now - this.advertisedAt < LINKS_ADVERT_MS) return;
     this.advertisedLinks = links;
     this.advertisedAt = now;
-    const frame = featuresFrame(links);
+    const frame = featuresFrame(links, true);
     for (const l of direct) this.write(l, frame);
   }
 
@@ -715,7 +805,8 @@ export class DirectGossip
     const topicIdx = this.topics.indexOf(topic);
     if (topicIdx < 0) throw new Error(`not subscribed to ${topic}`);
     const seq = this.seq++;
-    const signed = Date.now() < this.signUntil;
+    // signed for peers that relay: they asked (FRAME_WANT_SIGNATURES) or said so (FEATURE_RELAY)
+    const signed = Date.now() < this.signUntil || this.relayingPeers.size > 0;
     const head = 1 + varintLength(topicIdx) + SEQ_BYTES;
     const body = head + (signed ? SIG_BYTES : 0) + data.byteLength;
     const frame = new Uint8Array(varintLength(body) + body);
@@ -810,6 +901,7 @@ export class DirectGossip
     this.remoteTopics.delete(id);
     this.remoteFeatures.delete(id);
     this.remoteLinks.delete(id);
+    this.relayingPeers.delete(id);
     this.asked.delete(id);
   }
 
@@ -837,7 +929,7 @@ export class DirectGossip
         { once: true },
       );
       this.write(link, this.hello());
-      this.write(link, featuresFrame(this.relayFanout > 0 ? this.advertisedLinks : 0));
+      this.write(link, featuresFrame(this.fanout > 0 ? this.advertisedLinks : 0, this.fanout > 0));
     } catch (err) {
       link.opening = false;
       link.failures++;
@@ -947,6 +1039,8 @@ export class DirectGossip
           return;
         }
         this.remoteFeatures.set(link.id, bits[0]);
+        if ((bits[0] & FEATURE_RELAY) !== 0) this.relayingPeers.add(link.id);
+        else this.relayingPeers.delete(link.id);
         if (bits[1] < f.byteLength) {
           const links = readVarint(f, bits[1]);
           if (links === undefined || links[0] > MAX_ADVERTISED_LINKS) {
@@ -1215,7 +1309,7 @@ export class DirectGossip
         signature: it.sig.slice(),
         key: origin?.key ?? link.key,
       };
-      this.deliver(link, msg, own ? link.keyBytes : it.key.slice(), it.seq, it.macs.slice());
+      this.deliver(link, msg, own ? link.keyBytes : it.key.slice(), it.seq, it.macs.slice(), true);
     }
   }
 
@@ -1296,8 +1390,11 @@ export class DirectGossip
     originKey: Uint8Array,
     seq: number,
     macs: Uint8Array = NO_KEY,
+    batched = false,
   ): void {
     const validate = this.topicValidators.get(msg.topic);
+    // relay mode forwards in batches; broadcast mode too what came in one (see forwardBatch)
+    const inBatch = this.fanout > 0 || batched;
     if (validate === undefined) return;
     let r: TopicValidatorResult | Promise<TopicValidatorResult>;
     try {
@@ -1308,7 +1405,7 @@ export class DirectGossip
       return;
     }
     if (r === TopicValidatorResult.Accept) {
-      if (this.relayFanout > 0) this.enqueue(msg, originKey, seq, macs);
+      if (inBatch) this.enqueue(msg, originKey, seq, macs);
       else this.relay(msg, originKey, seq, link.id);
       return;
     }
@@ -1319,7 +1416,7 @@ export class DirectGossip
       r.then(
         (res) => {
           if (res !== TopicValidatorResult.Accept || !this.running) return;
-          if (this.relayFanout > 0) this.enqueue(held, key, seq, macs);
+          if (inBatch) this.enqueue(held, key, seq, macs);
           else this.relay(held, key, seq, link.id);
         },
         () => this.drop('validator-threw'),

@@ -36,6 +36,8 @@ export interface GossipInHost {
   /** The node's counters this path fills. */
   readonly counters: Pick<MeshStats, 'gossip' | 'dropped' | 'injected'>;
   running(): boolean;
+  /** Relay mode's fanout now (0: broadcast; 'auto' changes it as membership does). */
+  relayFanout(): number;
   /** TESTS/DRILLS ONLY: every gossip message in and out is dropped. */
   isolated(): boolean;
 }
@@ -88,7 +90,7 @@ export class GossipIn {
     const members = this.host.engine.memberCount();
     // relay mode relays what we merged, never what the engine refused (an ignored peer's, a
     // duplicate, a message that does not decode)
-    if (!this.receive(msg, peer) && this.host.cfg.relayFanout > 0) return TopicValidatorResult.Ignore;
+    if (!this.receive(msg, peer) && this.host.relayFanout() > 0) return TopicValidatorResult.Ignore;
     return this.relayDecision(msg.data, members);
   };
 
@@ -105,7 +107,7 @@ export class GossipIn {
     const g = this.host.counters.gossip;
     if (this.host.isolated()) return TopicValidatorResult.Ignore;
     const mode = this.host.cfg.relay;
-    if (this.host.cfg.relayFanout > 0) {
+    if (this.host.relayFanout() > 0) {
       // relay mode (direct transport): every message we merge goes into our next batch
       if (this.host.engine.gossipReach(data) === 0) return TopicValidatorResult.Reject;
     } else if (mode !== 'always') {

@@ -12,10 +12,12 @@ import type {
   PolicyKey,
   PolicySpec,
 } from '../types.js';
+import { autoRelayFanout, relayHopsFor } from './auto-relay.js';
 import { MAX_PUBLISHES_IN_FLIGHT, RPC_FRAME_MESSAGES, SYNC_MAX_INBOUND_STREAMS, TOPIC } from './constants.js';
 import { defaultEngineFactory } from './default-engine.js';
 import { Discovery, systemResolver } from './discovery.js';
 import type { EngineFactory, MeshEngine } from './engine-port.js';
+import { EngineSlot } from './engine-slot.js';
 import { bump, GossipIn } from './gossip-in.js';
 import { peerIdOf } from './identity.js';
 import { PeerLinks } from './links.js';
@@ -45,7 +47,8 @@ const FAREWELL_WAIT_MS = 1_000;
 class MeshLimiterImpl implements EmbeddedMeshLimiter {
   readonly peerId: string;
   readonly topic: string;
-  private readonly engine: MeshEngine;
+  /** The engine, in a slot: 'auto' relay replaces it when it switches mode (engine-slot.ts). */
+  private readonly engine: EngineSlot;
   private readonly factory: EngineFactory;
   private state: State = 'idle';
   private starting: Promise<void> | undefined;
@@ -67,13 +70,15 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   private readonly gossipIn: GossipIn;
   private readonly counters: Omit<
     MeshStats,
-    'peerId' | 'topic' | 'running' | 'peers' | 'sync' | 'discovery' | 'engine' | 'versionMismatch'
+    'peerId' | 'topic' | 'running' | 'peers' | 'sync' | 'discovery' | 'engine' | 'versionMismatch' | 'relay'
   >;
+  /** 'auto' relay: switches made (and rebuilds for more hops while relaying). */
+  private relaySwitches = 0;
 
   constructor(private readonly cfg: MeshConfig) {
     this.peerId = peerIdOf(cfg.privateKey);
     this.factory = cfg.engineFactory ?? defaultEngineFactory;
-    this.engine = this.factory({
+    this.engine = new EngineSlot(this.factory, {
       policies: cfg.policies,
       nodeId: this.peerId,
       clock: cfg.clock,
@@ -126,6 +131,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       timers: this.timers,
       counters: this.counters,
       running: () => this.state === 'running',
+      relayFanout: () => this.relayFanout(),
       isolated: () => this.isolated,
     });
   }
@@ -460,6 +466,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
         maxConnections: cfg.maxConnections,
         dialTimeoutMs: cfg.dialTimeoutMs,
         relayFanout: cfg.relayFanout,
+        relaySwitchable: cfg.relayAuto,
         relayMacPeers: cfg.relayMacPeers,
       });
       this.node = node;
@@ -623,9 +630,54 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
 
   private readonly onTick = (): void => {
     this.counters.gossip.ticks++;
+    if (this.cfg.relayAuto) this.followMembership();
     this.publish();
     if (this.state === 'running' && this.engine.lateSyncDue(this.cfg.clock.now())) this.links.resyncAll();
   };
+
+  /** Relay mode's fanout now: the transport's (0: broadcast). */
+  private relayFanout(): number {
+    const node = this.node;
+    const direct = node === undefined ? undefined : directGossipOf(node);
+    return direct?.relayFanout ?? this.cfg.relayFanout;
+  }
+
+  /**
+   * `relayFanout: 'auto'`: broadcast or relay as the membership the engine counts says
+   * (src/mesh/auto-relay.ts). A switch, and a membership grown while relaying past what the
+   * engine's relayHops allows for, first rebuilds the engine with the relayHops of the new mode
+   * (engine-slot.ts: whole windows and the longer data delay while relaying; deltas and d when
+   * broadcasting), then switches the transport. No state pull: the new engine has what the old
+   * one held, and its late sync comes as after a join (an answer now would echo this node's
+   * admissions, which it holds already, as counts from before a restart).
+   */
+  private followMembership(): void {
+    const node = this.node;
+    const direct = node === undefined ? undefined : directGossipOf(node);
+    if (this.state !== 'running' || direct === undefined) return;
+    const members = this.engine.memberCount();
+    const f = direct.relayFanout;
+    const want = autoRelayFanout(members, this.cfg.autoRelayMembers, f > 0);
+    const hops =
+      want === 0
+        ? 0
+        : Math.max(1, this.cfg.relayHopsOption ?? relayHopsFor(members, want), this.engine.relayHops);
+    if (want === f && hops === this.engine.relayHops) return;
+    const now = this.cfg.clock.now();
+    const handed = hops === this.engine.relayHops ? 0 : this.engine.rebuild(hops, now);
+    direct.setRelayFanout(want);
+    this.relaySwitches++;
+    this.cfg.logger.info(
+      {
+        members,
+        relayFanout: want,
+        relayHops: hops,
+        handedOver: handed,
+        autoRelayMembers: this.cfg.autoRelayMembers,
+      },
+      want > 0 ? 'ratemesh relays (relayFanout auto)' : 'ratemesh broadcasts (relayFanout auto)',
+    );
+  }
 
   private pollEarlyPublish(): void {
     if (this.state !== 'running' || this.earlyImmediate !== undefined) return;
@@ -650,8 +702,12 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       return;
     }
     const pubsub = node.services.pubsub;
-    // floodPublish hands the message to every connected subscriber: that, plus us, is its reach
-    const data = this.engine.buildGossip(this.cfg.clock.now(), pubsub.getSubscribers(this.topic).length + 1);
+    // floodPublish hands the message to every connected subscriber: that, plus us, is its reach;
+    // a relay's batch goes to relayFanout of them (a broadcasting receiver then forwards it)
+    const subscribers = pubsub.getSubscribers(this.topic).length;
+    const f = this.relayFanout();
+    const reach = f > 0 ? Math.min(f, subscribers) + 1 : subscribers + 1;
+    const data = this.engine.buildGossip(this.cfg.clock.now(), reach);
     void this.send(node, data);
   }
 
@@ -743,6 +799,12 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
             },
           }),
       engine,
+      relay: {
+        auto: this.cfg.relayAuto,
+        fanout: this.relayFanout(),
+        relayHops: this.engine.relayHops,
+        switches: this.relaySwitches,
+      },
       ...(direct === undefined
         ? {}
         : { transport: { ...direct.stats, dropped: { ...direct.stats.dropped } } }),

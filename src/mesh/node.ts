@@ -73,6 +73,8 @@ export interface MeshNodeConfig {
   transport?: GossipTransport | undefined;
   /** Relay mode's fanout (direct transport only); 0 or absent: broadcast. */
   relayFanout?: number | undefined;
+  /** `relayFanout: 'auto'`: the fanout changes at run time (over gossipsub the node broadcasts). */
+  relaySwitchable?: boolean | undefined;
   /** Relay mode: members our items carry a MAC for (default DEFAULT_RELAY_MAC_PEERS; 0: signatures only). */
   relayMacPeers?: number | undefined;
 }
@@ -96,7 +98,8 @@ function fastMsgId(msg: { from?: Uint8Array; seqno?: Uint8Array; data?: Uint8Arr
 export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
   const { D, Dlo, Dhi } = cfg.degree;
   const transport = cfg.transport ?? defaultTransport;
-  const relayFanout = cfg.relayFanout ?? 0;
+  // 'auto' over gossipsub broadcasts (relay mode is the direct transport's)
+  const relayFanout = cfg.relaySwitchable === true && transport !== 'direct' ? 0 : (cfg.relayFanout ?? 0);
   if (relayFanout > 0 && transport !== 'direct')
     throw new TypeError(
       `relay mode (relayFanout ${relayFanout}) needs the direct transport, not ${transport}`,
@@ -140,6 +143,7 @@ export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
             maxFrameBytes: cfg.maxRpcBytes,
             fallbackService: 'gossipsub',
             relayFanout,
+            relaySwitchable: cfg.relaySwitchable === true,
             ...(cfg.relayMacPeers === undefined ? {} : { relayMacPeers: cfg.relayMacPeers }),
           }),
         };

@@ -3,9 +3,10 @@ import type { PrivateKey } from '@libp2p/interface';
 import { preSharedKey } from '@libp2p/pnet';
 import { multiaddr } from '@multiformats/multiaddr';
 import { type Clock, systemClock } from '../clock.js';
-import { expectedRelayHops, MAX_RELAY_HOPS } from '../decision/constants.js';
+import { MAX_RELAY_HOPS } from '../decision/constants.js';
 import type { PolicySpec } from '../types.js';
 import { bytes, fail, finite, integer, optional, stringArray } from '../validate.js';
+import { autoRelayFanout, defaultAutoRelayMembers, relayHopsFor } from './auto-relay.js';
 import {
   DEFAULT_DIAL_TIMEOUT_MS,
   DEFAULT_DISCOVERY_INTERVAL_MS,
@@ -48,10 +49,16 @@ export interface MeshConfig {
   injectSeed: number;
   meshDegree: { D: number; Dlo: number; Dhi: number };
   relay: RelayMode;
-  /** 0: broadcast. */
+  /** The fanout at start (0: broadcast); under `relayAuto` the mesh changes it as membership does. */
   relayFanout: number;
-  /** The engine's relayHops (0 in broadcast mode). */
+  /** `relayFanout: 'auto'` (the default): the mesh chooses broadcast or relay from the membership it sees. */
+  relayAuto: boolean;
+  /** 'auto': relay once more members than this are seen (src/mesh/auto-relay.ts). */
+  autoRelayMembers: number;
+  /** The engine's relayHops at start (0 in broadcast mode). */
   relayHops: number;
+  /** relayHops as given (undefined: from the membership when relaying). */
+  relayHopsOption: number | undefined;
   /** Relay mode: members our items carry a MAC for (0: signatures only). */
   relayMacPeers: number;
   /** 0: dial every bootstrap entry. */
@@ -86,6 +93,7 @@ const KNOWN = new Set<string>([
   'meshDegree',
   'relay',
   'relayFanout',
+  'autoRelayMembers',
   'relayHops',
   'relayMacPeers',
   'dialPeers',
@@ -210,24 +218,42 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     fail('relay', `must be 'auto', 'always' or 'never' (got ${JSON.stringify(String(relay))})`);
   }
 
-  const relayFanout = num('relayFanout', opts.relayFanout, 0, 0, MAX_RELAY_FANOUT, true);
+  // 'auto' (the default): broadcast while the membership is small, relay past autoRelayMembers
+  // (src/mesh/auto-relay.ts); a number forces it (0: broadcast)
+  const relayAuto = opts.relayFanout === undefined || opts.relayFanout === 'auto';
+  const rf = opts.relayFanout;
+  if (!relayAuto && !(typeof rf === 'number' && Number.isInteger(rf) && rf >= 0 && rf <= MAX_RELAY_FANOUT))
+    fail(
+      'relayFanout',
+      `must be 'auto' or an integer in 0..${MAX_RELAY_FANOUT} (got ${typeof rf === 'number' ? rf : JSON.stringify(String(rf))})`,
+    );
+  const autoRelayMembers = num(
+    'autoRelayMembers',
+    opts.autoRelayMembers,
+    defaultAutoRelayMembers(gossipIntervalMs),
+    2,
+    1_000_000,
+    true,
+  );
+  if (!relayAuto && opts.autoRelayMembers !== undefined)
+    fail('autoRelayMembers', "applies to relayFanout: 'auto' only (relayFanout is set)");
+  // at start the membership a node expects is itself and its bootstrap entries (the engine's
+  // expectedMembers); a DNS name counts one, and the mesh switches once it hears more
+  const startMembers = 1 + bootstrap.length;
+  const relayFanout = relayAuto ? autoRelayFanout(startMembers, autoRelayMembers, false) : (rf as number);
+  // 0..64 ('auto': used whenever it relays, at least 1), 1..64 with a relayFanout forced on
+  const relayHopsOption = optional(opts.relayHops, undefined, (v) =>
+    integer(v, 'relayHops', relayFanout > 0 && !relayAuto ? 1 : 0, MAX_RELAY_HOPS),
+  );
+  // at least 1 when relaying: the engine then sends whole windows and allows for a hop (a short
+  // bootstrap list says little of the mesh's size)
   const relayHops =
-    relayFanout > 0
-      ? // at least 1: the engine then sends whole windows and allows for a hop (a short
-        // bootstrap list says little of the mesh's size)
-        num(
-          'relayHops',
-          opts.relayHops,
-          Math.max(1, expectedRelayHops(1 + bootstrap.length, relayFanout)),
-          1,
-          MAX_RELAY_HOPS,
-          true,
-        )
-      : 0;
+    relayFanout > 0 ? Math.max(1, relayHopsOption ?? relayHopsFor(startMembers, relayFanout)) : 0;
   const dialPeers = num(
     'dialPeers',
     opts.dialPeers,
-    relayFanout > 0 ? Math.max(6, 2 * relayFanout) : 0,
+    // 'auto' dials every entry: a node may broadcast again when the mesh shrinks
+    relayFanout > 0 && !relayAuto ? Math.max(6, 2 * relayFanout) : 0,
     0,
     4_096,
     true,
@@ -262,7 +288,10 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     meshDegree: { D, Dlo, Dhi },
     relay,
     relayFanout,
+    relayAuto,
+    autoRelayMembers,
     relayHops,
+    relayHopsOption,
     relayMacPeers: num(
       'relayMacPeers',
       opts.relayMacPeers,

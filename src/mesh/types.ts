@@ -68,11 +68,21 @@ export interface MeshLimiterOptions {
    * the newest message of every origin it learned since its last tick, each
    * signed by its origin; receivers verify, merge what is new and relay it on.
    * Messages per node per tick stay at `relayFanout` whatever the mesh size;
-   * counts take a few hops (about log_f N ticks) to reach everyone. 0
-   * (default): broadcast, each message straight to every connected peer. Every
-   * member must run the same mode. 1..16.
+   * counts take a few hops (about log_f N ticks) to reach everyone. `'auto'`
+   * (default): broadcast while this node sees at most `autoRelayMembers`
+   * members, relay at fanout 4 above that, broadcast again at 3/4 of it or
+   * under (src/mesh/auto-relay.ts); the engine's relayHops follows each switch.
+   * 0: always broadcast, each message straight to every connected peer. 1..16:
+   * always relay at that fanout. Members in either mode deliver each other's
+   * counts (a broadcasting node forwards what reaches it in relay batches).
    */
-  relayFanout?: number;
+  relayFanout?: number | 'auto';
+  /**
+   * `relayFanout: 'auto'`: relay once this node sees more members than this (itself included).
+   * Default 1 + gossipIntervalMs (where broadcast would bring 1,000 messages in per node a
+   * second: 101 members at g = 100 ms). 2..1,000,000.
+   */
+  autoRelayMembers?: number;
   /**
    * Relay mode: most members this node's own item carries an 8-byte MAC for
    * (pairwise keys from X25519 on the identity keys, src/mesh/relay-mac.ts).
@@ -85,14 +95,15 @@ export interface MeshLimiterOptions {
   /**
    * Relay mode: the hops a member's gossip may take to reach this node beyond the first,
    * which the engine's staleness and unseen horizon allow for (EngineOptions.relayHops).
-   * Default: expectedRelayHops(members, relayFanout), members = 1 + the bootstrap entries
-   * (every member must list the mesh). 0..64; ignored in broadcast mode.
+   * Default: expectedRelayHops(members, relayFanout), at least 1: members = 1 + the bootstrap
+   * entries with a relayFanout set (every member must list the mesh), the members seen when
+   * 'auto' switches to relay. 0..64; ignored in broadcast mode.
    */
   relayHops?: number;
   /**
    * Most peers this node dials from its bootstrap list (a random subset, redrawn
    * while short); peers that dial it come on top. Default: every entry in
-   * broadcast mode, max(6, 2 × relayFanout) in relay mode (a relay needs only a
+   * broadcast mode and under 'auto', max(6, 2 × relayFanout) with a relayFanout set (a relay needs only a
    * few links; every member is still heard through them). 0: every entry.
    */
   dialPeers?: number;
@@ -259,6 +270,11 @@ export interface MeshStats {
     /** Received messages that came through another node than their origin (no clock-offset sample). */
     relayedIn: number;
   };
+  /**
+   * Relay or broadcast now: `fanout` (0: broadcast), the engine's `relayHops`, whether
+   * `relayFanout` is 'auto', and how often 'auto' switched (or rebuilt the engine for more hops).
+   */
+  relay: { auto: boolean; fanout: number; relayHops: number; switches: number };
   /** The direct transport's own counters (frames, relay batches, signatures checked, drops); absent over gossipsub. */
   transport?: DirectGossipStats;
   /** Messages the transport dropped, by reason (oversize, unsigned, self, stopped, ...). */

@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import { expectedRelayHops } from '../decision/constants.js';
 import { Engine, type EngineOptions } from '../decision/engine.js';
+import { autoRelayFanout, defaultAutoRelayMembers } from '../mesh/auto-relay.js';
 import { varintLength } from '../mesh/frame-decoder.js';
 import { DEFAULT_RELAY_MAC_PEERS, MAC_ENTRY_BYTES } from '../mesh/relay-mac.js';
 import type { Decision, PolicySpec } from '../types.js';
@@ -54,8 +55,11 @@ export interface SimOptions {
    * Relayed copies reach the engine marked as such (no clock-offset sample). `macPeers`: each
    * item also carries its origin's MAC list, one 12-byte entry per other member up to this many
    * (the live mesh's relayMacPeers, default 64; 0: none), counted in the bytes only.
+   * `'auto'`: what a mesh node does with `relayFanout` left out ('auto', src/mesh/auto-relay.ts)
+   * when every node sees all `nodes` members: broadcast up to defaultAutoRelayMembers(g), relay at
+   * its fanout above (the node count is fixed here: no switch at run time).
    */
-  relay?: { fanout: number; macPeers?: number };
+  relay?: { fanout: number; macPeers?: number } | 'auto';
 }
 
 /** Bytes an origin's message costs inside a relay batch beyond its own: a signature, an origin reference, framing. */
@@ -111,8 +115,15 @@ export class Simulator {
   /** Wall time spent in engine calls (decisions, building and receiving gossip), ms; counted when `timeEngine`. */
   engineMs = 0;
 
+  /** How gossip travels: `opts.relay` with 'auto' resolved (undefined: broadcast). */
+  readonly relay: { fanout: number; macPeers?: number } | undefined;
+
   constructor(readonly opts: SimOptions) {
     const n = opts.nodes;
+    if (opts.relay === 'auto') {
+      const f = autoRelayFanout(n, defaultAutoRelayMembers(opts.gossipIntervalMs), false);
+      this.relay = f > 0 ? { fanout: f } : undefined;
+    } else this.relay = opts.relay;
     this.epoch = opts.epochMs ?? 1.7e12;
     this.prng = new Prng(opts.seed ?? 1);
     this.ids = Array.from({ length: n }, (_, i) => `node-${i}`);
@@ -126,7 +137,7 @@ export class Simulator {
   }
 
   private newEngine(id: string, i: number, extra: Partial<EngineOptions> = {}): Engine {
-    const relay = this.opts.relay;
+    const relay = this.relay;
     return new Engine({
       gossipIntervalMs: this.opts.gossipIntervalMs,
       expectedDelayMs: this.opts.delayMs,
@@ -248,7 +259,7 @@ export class Simulator {
   private publishBytes(node: number, bytes: Uint8Array): void {
     this.messages++;
     this.bytes += bytes.length;
-    if (this.opts.relay !== undefined) {
+    if (this.relay !== undefined) {
       this.relayPublish(node, bytes);
       return;
     }
@@ -317,7 +328,7 @@ export class Simulator {
       box[o] = undefined;
     }
     list.length = 0;
-    const f = Math.min(this.opts.relay!.fanout, n - 1);
+    const f = Math.min(this.relay!.fanout, n - 1);
     // f distinct targets other than `node`, uniformly
     const picked: number[] = [];
     while (picked.length < f) {
@@ -349,7 +360,7 @@ export class Simulator {
         }
       }
     };
-    const perItem = RELAY_ITEM_OVERHEAD + macListBytes(n, this.opts.relay!.macPeers);
+    const perItem = RELAY_ITEM_OVERHEAD + macListBytes(n, this.relay!.macPeers);
     for (const to of picked) {
       let size = 4;
       for (let k = 0; k < items.length; k++) if (!skip(k, to)) size += items[k]!.bytes.length + perItem;

@@ -390,9 +390,10 @@ export function burstsKey(
 
 /**
  * The simulated mesh of `nodes` nodes a user who sets nothing gets: the engine's and the mesh's
- * defaults, g = 100 ms and d = 10 ms, gossip straight to every member (relay is off unless set),
- * each node expecting every member (a mesh node expects 1 + its bootstrap peers: here every
- * other node). When the mesh's defaults change with its size, change them here.
+ * defaults, g = 100 ms and d = 10 ms, `relayFanout: 'auto'` (gossip straight to every member up
+ * to 101 members, relay at fanout 4 above: src/mesh/auto-relay.ts), each node expecting every
+ * member (a mesh node expects 1 + its bootstrap peers: here every other node). When the mesh's
+ * defaults change with its size, change them here.
  */
 export function defaultMesh(nodes: number, seed = 7): Omit<SimOptions, 'policies'> {
   return {
@@ -400,6 +401,7 @@ export function defaultMesh(nodes: number, seed = 7): Omit<SimOptions, 'policies
     gossipIntervalMs: 100,
     delayMs: 10,
     seed,
+    relay: 'auto',
     engine: { expectedMembers: nodes },
   };
 }

@@ -191,6 +191,7 @@ export function emptyStats(peerId: string, topic: string): MeshStats {
     topic,
     running: true,
     peers: { connected: 0, members: 0, departed: 0 },
+    relay: { auto: true, fanout: 0, relayHops: 0, switches: 0 },
     gossip: {
       ticks: 0,
       earlyPublishes: 0,

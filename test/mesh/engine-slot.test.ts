@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest';
+import { defaultStaleAfterMs } from '../../src/decision/constants.js';
+import { Engine } from '../../src/decision/engine.js';
+import { EngineSlot } from '../../src/mesh/engine-slot.js';
+
+const policies = [{ name: 'api', limit: 10_000, windowMs: 60_000 }];
+
+/** Two nodes on a manual clock, each engine in a slot, gossip handed over by hand. */
+function pair() {
+  const clock = { t: 1.7e12, now: () => clock.t };
+  const mk = (id: string) =>
+    new EngineSlot((init) => new Engine(init), {
+      policies,
+      nodeId: id,
+      clock,
+      gossipIntervalMs: 50,
+      expectedDelayMs: 10,
+      departAfterMs: 5_000,
+      expectedMembers: 2,
+    });
+  const a = mk('a');
+  const b = mk('b');
+  const tick = () => {
+    clock.t += 50;
+    const ga = a.buildGossip(clock.t, 2);
+    const gb = b.buildGossip(clock.t, 2);
+    clock.t += 5;
+    expect(b.receiveGossip('a', ga, clock.t).ok).toBe(true);
+    expect(a.receiveGossip('b', gb, clock.t).ok).toBe(true);
+  };
+  const est = () => [a, b].map((s) => Math.round((s.engine as Engine).estimate('api', 'k')));
+  return { clock, a, b, tick, est };
+}
+
+describe('EngineSlot: an engine rebuilt with other relayHops keeps what the old one held', () => {
+  it("hands over both nodes' counts, and a node's next admissions in the same bucket still reach its peer", () => {
+    const { clock, a, b, tick, est } = pair();
+    for (let i = 0; i < 3; i++) tick();
+    for (let i = 0; i < 10; i++) a.check('api', 'k');
+    for (let i = 0; i < 20; i++) b.check('api', 'k');
+    for (let i = 0; i < 3; i++) tick();
+    expect(est()).toEqual([30, 30]);
+    const before = a.engine;
+    // both switch to relay (as the members of a mesh that grew do, about at once)
+    expect(a.rebuild(3, clock.t)).toBe(1);
+    expect(b.rebuild(3, clock.t)).toBe(1);
+    expect(a.engine).not.toBe(before);
+    expect([a.relayHops, b.relayHops]).toEqual([3, 3]);
+    expect(a.engine.stats(clock.t).members).toBe(2);
+    expect((a.engine as Engine).staleAfterMs).toBe(defaultStaleAfterMs(50, 10, 3));
+    expect(est()).toEqual([30, 30]);
+    // the current bucket (6 s long here) holds the counts of before the switch: the next
+    // admissions land in it too, and the peer, which merges a bucket as the larger copy, sees them
+    for (let i = 0; i < 5; i++) a.check('api', 'k');
+    for (let i = 0; i < 3; i++) tick();
+    expect(est()).toEqual([35, 35]);
+    // and back to broadcast
+    a.rebuild(0, clock.t);
+    b.rebuild(0, clock.t);
+    expect(a.relayHops).toBe(0);
+    for (let i = 0; i < 7; i++) b.check('api', 'k');
+    for (let i = 0; i < 3; i++) tick();
+    expect(est()).toEqual([42, 42]);
+    expect(a.rebuilds).toBe(2);
+  });
+
+  it("a sync answer after a switch does not count the node's own admissions twice", () => {
+    const { clock, a, b, tick, est } = pair();
+    for (let i = 0; i < 3; i++) tick();
+    for (let i = 0; i < 10; i++) a.check('api', 'k');
+    for (let i = 0; i < 3; i++) tick();
+    a.rebuild(2, clock.t);
+    // a pulls b's state: b's answer holds b's copy of a's 10
+    const res = b.answerSync('a', a.buildSyncRequest(clock.t), clock.t);
+    expect(res).toBeInstanceOf(Uint8Array);
+    expect(a.receiveSyncResponse('b', res as Uint8Array, clock.t).ok).toBe(true);
+    expect(est()).toEqual([10, 10]);
+  });
+
+  it('policies replaced at run time carry over', () => {
+    const { clock, a } = pair();
+    a.replacePolicies([...policies, { name: 'login', limit: 5, windowMs: 60_000 }], clock.t);
+    a.rebuild(2, clock.t);
+    expect(a.policy('login')?.limit).toBe(5);
+  });
+});
