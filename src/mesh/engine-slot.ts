@@ -163,6 +163,10 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   policy(name: string): Policy | undefined {
     return this.inner.policy(name);
   }
+  expectMembers(members: number): void {
+    this.inner.expectMembers(members);
+  }
+
   explain(policy: string, key: string, cost?: number, time?: number): Explanation {
     return this.inner.explain(policy, key, cost, time);
   }
