@@ -256,8 +256,42 @@ export class KeyWindow {
    * first `1 - w` of the bucket is already out (see {@link ownLeft}).
    */
   ownWeight(w: number): number {
-    return this.ownLeft(this.oldest, 1 - w);
+    const cut = 1 - w;
+    // the answer only changes where the cut passes a part's last admission: kept for the
+    // interval it holds on, for the oldest bucket of `ownAt` (a roll or a merge into it clears it)
+    if (this.ownAt === this.cur && cut >= this.ownLo && cut < this.ownHi) return this.ownVal;
+    if (cut + 1e-9 >= 1) return 0;
+    const parts = this.parts;
+    const at = 2 * OWN_PARTS * this.oldest;
+    let all = 0;
+    let left = 0;
+    let lo = Number.NEGATIVE_INFINITY;
+    let hi = 1 - 1e-9;
+    for (let j = 0; j < OWN_PARTS; j++) {
+      const v = parts[at + j]!;
+      if (!(v > 0)) continue;
+      all += v;
+      // as in ownLeft: the part is in while cut + 2^-23 < its last admission
+      const edge = parts[at + OWN_PARTS + j]! - 2 ** -23;
+      if (cut < edge) {
+        left += v;
+        if (edge < hi) hi = edge;
+      } else if (edge > lo) lo = edge;
+    }
+    if (!(all > 0)) return 1 - Math.max(0, cut);
+    const val = left >= all ? 1 : left / all;
+    this.ownAt = this.cur;
+    this.ownLo = lo;
+    this.ownHi = hi;
+    this.ownVal = val;
+    return val;
   }
+
+  /** {@link ownWeight}'s last answer: for the oldest bucket of `ownAt` (NaN: none), cuts in [ownLo, ownHi). */
+  private ownAt = Number.NaN;
+  private ownLo = 0;
+  private ownHi = 0;
+  private ownVal = 0;
 
   /**
    * The part of slot `s`'s own admissions still inside the window when the part `cut` (0..1) of
@@ -406,6 +440,7 @@ export class KeyWindow {
     this.own[s] = count;
     // learned back without times: they may be anywhere in the bucket
     this.spreadOwn(s, delta);
+    this.ownAt = Number.NaN;
     this.sum[s] = this.sum[s]! + delta;
     if (b > this.cur - this.k) {
       this.full += delta;
