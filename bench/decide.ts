@@ -43,7 +43,8 @@ function meshEngines(): { engine: Engine; feed: () => void } {
     for (let i = 0; i < peers.length; i++) engine.receiveGossip(`peer-${i}`, peers[i]!.buildGossip());
   };
   feed();
-  if (engine.peerViews().some((p) => p.members !== all.length)) throw new Error('a peer does not hear the whole mesh');
+  if (engine.peerViews().some((p) => p.members !== all.length))
+    throw new Error('a peer does not hear the whole mesh');
   return { engine, feed };
 }
 

@@ -1,4 +1,3 @@
-
 /**
  * Windowed G-counter for one (policy, key).
  *
@@ -561,8 +560,7 @@ export class KeyWindow {
       const sp0 = spans ? listLeft(scratch, n, b === this.cur - this.k ? start : -1) : 0;
       const all = others * (1 - start) + own * w0 + sp0;
       if (all >= need - 1e-9) {
-        const atStart =
-          own * (w0 - this.ownLeft(s, start)) + (spans ? sp0 - listLeft(scratch, n, start) : 0);
+        const atStart = own * (w0 - this.ownLeft(s, start)) + (spans ? sp0 - listLeft(scratch, n, start) : 0);
         if (atStart >= need - 1e-9) return t;
         let lo = start;
         let hi = 1;
