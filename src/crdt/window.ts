@@ -258,39 +258,26 @@ export class KeyWindow {
     const cut = 1 - w;
     // the answer only changes where the cut passes a part's last admission: kept for the
     // interval it holds on, for the oldest bucket of `ownAt` (a roll or a merge into it clears it)
-    if (this.ownAt === this.cur && cut >= this.ownLo && cut < this.ownHi) return this.ownVal;
-    if (cut + 1e-9 >= 1) return 0;
-    const parts = this.parts;
-    const at = 2 * OWN_PARTS * this.oldest;
-    let all = 0;
-    let left = 0;
-    let lo = Number.NEGATIVE_INFINITY;
-    let hi = 1 - 1e-9;
-    for (let j = 0; j < OWN_PARTS; j++) {
-      const v = parts[at + j]!;
-      if (!(v > 0)) continue;
-      all += v;
-      // as in ownLeft: the part is in while cut + 2^-23 < its last admission
-      const edge = parts[at + OWN_PARTS + j]! - 2 ** -23;
-      if (cut < edge) {
-        left += v;
-        if (edge < hi) hi = edge;
-      } else if (edge > lo) lo = edge;
+    const c = cut + 2 ** -23;
+    if (this.ownAt === this.cur && c >= this.ownLo && c < this.ownHi && cut + 1e-9 < 1) return this.ownVal;
+    const val = this.ownLeft(this.oldest, cut);
+    if (this.leftLo <= this.leftHi) {
+      this.ownAt = this.cur;
+      this.ownLo = this.leftLo;
+      this.ownHi = this.leftHi;
+      this.ownVal = val;
     }
-    if (!(all > 0)) return 1 - Math.max(0, cut);
-    const val = left >= all ? 1 : left / all;
-    this.ownAt = this.cur;
-    this.ownLo = lo;
-    this.ownHi = hi;
-    this.ownVal = val;
     return val;
   }
 
-  /** {@link ownWeight}'s last answer: for the oldest bucket of `ownAt` (NaN: none), cuts in [ownLo, ownHi). */
+  /** {@link ownWeight}'s last answer: for the oldest bucket of `ownAt` (NaN: none), cuts + 2^-23 in [ownLo, ownHi). */
   private ownAt = Number.NaN;
   private ownLo = 0;
   private ownHi = 0;
   private ownVal = 0;
+  /** The cuts + 2^-23 {@link ownLeft}'s last answer holds for, [leftLo, leftHi) (empty when it varies with the cut). */
+  private leftLo = 0;
+  private leftHi = -1;
 
   /**
    * The part of slot `s`'s own admissions still inside the window when the part `cut` (0..1) of
@@ -298,18 +285,30 @@ export class KeyWindow {
    * whole (the tolerance absorbs float error at whole-ms boundaries); 1 - cut when it has none.
    */
   ownLeft(s: number, cut: number): number {
+    this.leftLo = 0;
+    this.leftHi = -1;
     if (cut + 1e-9 >= 1) return 0;
     const parts = this.parts;
     const at = 2 * OWN_PARTS * s;
     let all = 0;
     let left = 0;
+    const c = cut + 2 ** -23;
+    let lo = Number.NEGATIVE_INFINITY;
+    let hi = Number.POSITIVE_INFINITY;
     for (let j = 0; j < OWN_PARTS; j++) {
       const v = parts[at + j]!;
+      if (!(v > 0)) continue;
       all += v;
       // the times are float32 rounded up (addOwn): equal within 2^-23 of a bucket is out
-      if (v > 0 && cut + 2 ** -23 < parts[at + OWN_PARTS + j]!) left += v;
+      const last = parts[at + OWN_PARTS + j]!;
+      if (c < last) {
+        left += v;
+        if (last < hi) hi = last;
+      } else if (last > lo) lo = last;
     }
     if (!(all > 0)) return 1 - Math.max(0, cut);
+    this.leftLo = lo;
+    this.leftHi = hi;
     // float32 parts: exact for whole counts under 2^24 a part
     return left >= all ? 1 : left / all;
   }

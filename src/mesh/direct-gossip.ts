@@ -652,18 +652,36 @@ export class DirectGossip
     const box = this.outbox.get(topic);
     const items: BatchItem[] = [{ key: NO_KEY, seq, sig, data, macs }];
     if (box !== undefined) for (const it of box.values()) items.push(it);
+    const out: PeerId[] = [];
+    this.sendBatch(topicIdx, items, box, 1, targets, withMacs, out);
+    return out;
+  }
+
+  /**
+   * Encodes `items` in one batch (with MAC lists when `withMacs`; a plain copy for targets that do
+   * not read them), drops from `box` what went out (its items start at `items[skip]`; what did
+   * not fit waits, the newest per origin still) and writes it to each target; the targets written
+   * to go to `out`.
+   */
+  private sendBatch(
+    topicIdx: number,
+    items: BatchItem[],
+    box: Map<string, BatchItem> | undefined,
+    skip: number,
+    targets: readonly OutLink[],
+    withMacs: boolean,
+    out?: PeerId[],
+  ): void {
     const { frame, used } = encodeBatch(topicIdx, items, this.init.maxFrameBytes, withMacs);
-    let plain: Uint8Array | undefined;
     if (box !== undefined) {
-      // what went out leaves the outbox; what did not fit waits (the newest per origin still)
-      let i = 1;
+      let i = skip;
       for (const id of box.keys()) {
         if (i++ >= used) break;
         box.delete(id);
       }
       this.stats.itemsDeferred += box.size;
     }
-    const out: PeerId[] = [];
+    let plain: Uint8Array | undefined;
     for (const link of targets) {
       let fr = frame;
       if (withMacs && !this.readsMacs(link)) {
@@ -674,10 +692,9 @@ export class DirectGossip
         this.stats.framesOut++;
         this.stats.batchesOut++;
         this.stats.itemsOut += used;
-        out.push(link.peerId);
+        out?.push(link.peerId);
       }
     }
-    return out;
   }
 
   /**
@@ -697,28 +714,14 @@ export class DirectGossip
       (l) => 1 / Math.max(1, this.remoteLinks.get(l.peerId.toString()) ?? own),
       this.random,
     );
-    const items = [...box.values()];
-    const withMacs = targets.some((l) => this.readsMacs(l));
-    const { frame, used } = encodeBatch(topicIdx, items, this.init.maxFrameBytes, withMacs);
-    let i = 0;
-    for (const id of box.keys()) {
-      if (i++ >= used) break;
-      box.delete(id);
-    }
-    this.stats.itemsDeferred += box.size;
-    let plain: Uint8Array | undefined;
-    for (const link of targets) {
-      let fr = frame;
-      if (withMacs && !this.readsMacs(link)) {
-        plain ??= encodeBatch(topicIdx, items, this.init.maxFrameBytes, false, used).frame;
-        fr = plain;
-      }
-      if (this.write(link, fr)) {
-        this.stats.framesOut++;
-        this.stats.batchesOut++;
-        this.stats.itemsOut += used;
-      }
-    }
+    this.sendBatch(
+      topicIdx,
+      [...box.values()],
+      box,
+      0,
+      targets,
+      targets.some((l) => this.readsMacs(l)),
+    );
   }
 
   /** Whether the peer at the other end said it reads batches with MAC lists (kind 7). */

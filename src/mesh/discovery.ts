@@ -168,8 +168,9 @@ export interface DiscoveryConfig {
  * every address a DNS entry resolves to, now and every `intervalMs`, skipping
  * ones already connected and our own. Peer ids are learned on connect.
  */
-export class Discovery {
-  readonly stats: DiscoveryStats = {
+/** Discovery's counters before its first round (also what a node without discovery reports). */
+export function emptyDiscoveryStats(): DiscoveryStats {
+  return {
     dials: 0,
     dialErrors: 0,
     dialFailures: {},
@@ -178,6 +179,10 @@ export class Discovery {
     rounds: 0,
     lastOthers: 0,
   };
+}
+
+export class Discovery {
+  readonly stats: DiscoveryStats = emptyDiscoveryStats();
   /** host:port (or the multiaddr) → consecutive failed dials and the reasons already warned about; a success forgets both. */
   private readonly failing = new Map<string, { n: number; warned: Set<DialFailure> }>();
   /** DNS names whose failure was warned about (until they resolve again). */

@@ -15,7 +15,7 @@ import type {
 import { autoRelayFanout, relayHopsFor } from './auto-relay.js';
 import { MAX_PUBLISHES_IN_FLIGHT, RPC_FRAME_MESSAGES, SYNC_MAX_INBOUND_STREAMS, TOPIC } from './constants.js';
 import { defaultEngineFactory } from './default-engine.js';
-import { Discovery, systemResolver } from './discovery.js';
+import { Discovery, emptyDiscoveryStats, systemResolver } from './discovery.js';
 import type { EngineFactory, MeshEngine } from './engine-port.js';
 import { EngineSlot } from './engine-slot.js';
 import { bump, GossipIn } from './gossip-in.js';
@@ -786,7 +786,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       otherTopics: { events: c.otherTopics.events, peers: { ...c.otherTopics.peers } },
       discovery:
         this.discovery === undefined
-          ? emptyDiscovery()
+          ? emptyDiscoveryStats()
           : { ...this.discovery.stats, dialFailures: { ...this.discovery.stats.dialFailures } },
       ...(this.owners === undefined
         ? {}
@@ -814,18 +814,6 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
 
 function emptySync(): MeshStats['sync'] {
   return { pulls: 0, pullsOk: 0, pullsFailed: 0, served: 0, bytesIn: 0, bytesOut: 0, failures: {} };
-}
-
-function emptyDiscovery(): MeshStats['discovery'] {
-  return {
-    dials: 0,
-    dialErrors: 0,
-    dialFailures: {},
-    dnsErrors: 0,
-    lastResolved: 0,
-    rounds: 0,
-    lastOthers: 0,
-  };
 }
 
 /**

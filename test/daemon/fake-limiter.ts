@@ -1,6 +1,7 @@
 import type { PeerView } from '../../src/decision/peers.js';
 import { emptyEngineStats, type PolicyReplacement } from '../../src/decision/types.js';
 import { ErrorCodes, RateMeshError } from '../../src/errors.js';
+import { emptyDiscoveryStats } from '../../src/mesh/discovery.js';
 import type { MeshLimiter, MeshStats } from '../../src/mesh/types.js';
 import type { PolicySet } from '../../src/policy/index.js';
 import type { Decision, Explanation, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../../src/types.js';
@@ -210,15 +211,7 @@ export function emptyStats(peerId: string, topic: string): MeshStats {
     sync: { pulls: 0, pullsOk: 0, pullsFailed: 0, served: 0, bytesIn: 0, bytesOut: 0, failures: {} },
     versionMismatch: {},
     otherTopics: { events: 0, peers: {} },
-    discovery: {
-      dials: 0,
-      dialErrors: 0,
-      dialFailures: {},
-      dnsErrors: 0,
-      lastResolved: 0,
-      rounds: 0,
-      lastOthers: 0,
-    },
+    discovery: emptyDiscoveryStats(),
     engine: emptyEngineStats(),
   };
 }
