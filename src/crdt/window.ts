@@ -48,6 +48,24 @@
 /** Parts of a bucket own admissions are kept by (see {@link KeyWindow.parts}). */
 export const OWN_PARTS = 4;
 
+/** Indices of the window's scalars in {@link KeyWindow.d}. */
+const CUR = 0;
+const FULL = 1;
+const OWN_FULL = 2;
+const OFFERED_FULL = 3;
+/** The bucket the oldest bucket's span list was made for (NaN: none). */
+const SPANS_AT = 4;
+/** {@link KeyWindow.ownWeight}'s last answer: for the oldest bucket of OWN_AT (NaN: none), cuts + 2^-23 in [OWN_LO, OWN_HI). */
+const OWN_AT = 5;
+const OWN_LO = 6;
+const OWN_HI = 7;
+const OWN_VAL = 8;
+/** The cuts + 2^-23 {@link KeyWindow.ownLeft}'s last answer holds for, [LEFT_LO, LEFT_HI) (empty when it varies with the cut). */
+const LEFT_LO = 9;
+const LEFT_HI = 10;
+/** The scalars before the owner's numbers in {@link KeyWindow.d}. */
+export const SCALARS = 11;
+
 /** The origin of the unattributed floor in {@link KeyWindow.mergeCapped}. */
 export const FLOOR = -1;
 
@@ -55,33 +73,35 @@ export class KeyWindow {
   /** Slots in the ring: k + 2. */
   readonly r: number;
   readonly k: number;
-  /** The current bucket id the ring is rolled to (-Infinity before first use). */
-  cur = Number.NEGATIVE_INFINITY;
-  /** Bucket id held by each slot (NaN = none). */
-  readonly ids: Float64Array;
-  /** Own admitted cost per slot. */
-  readonly own: Float64Array;
+  /**
+   * Every number the window keeps but the parts and peers' entries, in one array (a key's memory
+   * is mostly per-object overhead: one array instead of four and no boxed number fields): the
+   * scalars below at their fixed indices, `extra` numbers for the owner of the window (see
+   * {@link KeyWindow.constructor}), then per slot own admitted cost (at `ob + s`), Σ over every
+   * origin, own included (at `sb + s`), and own offered cost, admitted or not: this node's demand
+   * (at `fb + s`).
+   */
+  readonly d: Float64Array;
+  /** Where own admitted cost, the sum over origins and own offered cost start in `d`. */
+  readonly ob: number;
+  readonly sb: number;
+  readonly fb: number;
   /**
    * Per slot, own admitted cost by part of the bucket: `parts[2 * OWN_PARTS * s + j]` for the
    * j-th of OWN_PARTS equal parts, and at `+ OWN_PARTS` the time of the last admission in that
    * part (a fraction of the bucket; 1 for counts without a time). Own counts learned back from
-   * peers have no times and are spread evenly.
+   * peers have no times and are spread evenly. It shares `d`'s buffer.
    */
   readonly parts: Float32Array;
-  /** Own offered cost per slot (admitted or not): this node's demand. */
-  readonly offered: Float64Array;
-  /** Σ over every origin (own included) per slot. */
-  readonly sum: Float64Array;
   /** Per slot, how many peer origins have counts there spanning less than the whole bucket (made with the first). */
   spanned: Int32Array | undefined = undefined;
   /**
    * The oldest bucket's peers with a span, as their count and span decoded (SPAN_FIELDS numbers
-   * each: 32 bytes per such peer, kept with the key), so the estimate loops over them only; rebuilt when `oldestSpansAt` is not the current bucket (a merge into the oldest
+   * each: 32 bytes per such peer, kept with the key), so the estimate loops over them only; rebuilt when `d[SPANS_AT]` is not the current bucket (a merge into the oldest
    * bucket, a drop or a roll resets it).
    */
   private oldestSpans: Float64Array | undefined = undefined;
   private oldestSpansN = 0;
-  private oldestSpansAt = Number.NaN;
   /**
    * Per origin index (>= 1) its counts, demand and report time, then, from its first counts that
    * span less than a whole bucket, one span per slot ({@link packSpan}; -1: the whole bucket);
@@ -95,12 +115,6 @@ export class KeyWindow {
    * (over-count), are never gossiped, and age out with their bucket.
    */
   floor: Float64Array | undefined = undefined;
-  /** Σ sum over the full-weight buckets c-k+1 .. c+1. */
-  full = 0;
-  /** Σ own over the full-weight buckets. */
-  ownFull = 0;
-  /** Σ offered over the full-weight buckets. */
-  offeredFull = 0;
   /** Slot of bucket c-k (the partly weighted one). */
   oldest = 0;
   /** Slot of bucket c. */
@@ -108,15 +122,71 @@ export class KeyWindow {
   /** Slot of bucket c + 1. */
   nextSlot = 0;
 
-  /** @param k buckets per window */
-  constructor(k: number) {
+  /**
+   * @param k buckets per window
+   * @param extra numbers kept in `d` for the window's owner, at `SCALARS ..` (the engine's
+   *   per-key bookkeeping: one array per key, not two)
+   */
+  constructor(k: number, extra = 0) {
     this.k = k;
-    this.r = k + 2;
-    this.ids = new Float64Array(this.r).fill(Number.NaN);
-    this.own = new Float64Array(this.r);
-    this.parts = new Float32Array(2 * OWN_PARTS * this.r);
-    this.offered = new Float64Array(this.r);
-    this.sum = new Float64Array(this.r);
+    const r = k + 2;
+    this.r = r;
+    this.ob = SCALARS + extra;
+    this.sb = this.ob + r;
+    this.fb = this.sb + r;
+    const n = this.fb + r;
+    const buf = new ArrayBuffer(8 * n + 4 * 2 * OWN_PARTS * r);
+    this.d = new Float64Array(buf, 0, n);
+    this.parts = new Float32Array(buf, 8 * n, 2 * OWN_PARTS * r);
+    this.d[CUR] = Number.NEGATIVE_INFINITY;
+    this.d[SPANS_AT] = Number.NaN;
+    this.d[OWN_AT] = Number.NaN;
+    this.d[LEFT_HI] = -1;
+  }
+
+  /** The current bucket id the ring is rolled to (-Infinity before first use). */
+  get cur(): number {
+    return this.d[CUR]!;
+  }
+  /** Σ sum over the full-weight buckets c-k+1 .. c+1. */
+  get full(): number {
+    return this.d[FULL]!;
+  }
+  set full(v: number) {
+    this.d[FULL] = v;
+  }
+  /** Σ own over the full-weight buckets. */
+  get ownFull(): number {
+    return this.d[OWN_FULL]!;
+  }
+  set ownFull(v: number) {
+    this.d[OWN_FULL] = v;
+  }
+  /** Σ offered over the full-weight buckets. */
+  get offeredFull(): number {
+    return this.d[OFFERED_FULL]!;
+  }
+  set offeredFull(v: number) {
+    this.d[OFFERED_FULL] = v;
+  }
+  /** Own admitted cost in slot `s`. */
+  ownOf(s: number): number {
+    return this.d[this.ob + s]!;
+  }
+  /** Σ over every origin (own included) in slot `s`. */
+  sumOf(s: number): number {
+    return this.d[this.sb + s]!;
+  }
+  /** Own offered cost in slot `s`. */
+  offeredOf(s: number): number {
+    return this.d[this.fb + s]!;
+  }
+  /** The bucket id slot `s` holds: the one of c-k .. c+1 that maps to it (NaN before first use). */
+  bucketOf(s: number): number {
+    const c = this.cur;
+    if (c === Number.NEGATIVE_INFINITY) return Number.NaN;
+    const lo = c - this.k;
+    return lo + ((((s - (lo % this.r)) % this.r) + this.r) % this.r);
   }
 
   /** Slot index of bucket id `b`. */
@@ -130,19 +200,20 @@ export class KeyWindow {
    * A `c` earlier than the current one is ignored (time never runs backwards here).
    */
   roll(c: number): void {
-    if (c <= this.cur) return;
-    const { r, k, ids, own, offered, sum, peers, floor } = this;
+    const prev = this.cur;
+    if (c <= prev) return;
+    const { r, k, d, ob, sb, fb, peers, floor } = this;
     let full = 0;
     let ownFull = 0;
     let offeredFull = 0;
     for (let b = c - k; b <= c + 1; b++) {
       const s = this.slotOf(b);
-      if (ids[s] !== b) {
-        ids[s] = b;
-        own[s] = 0;
+      // the ring held c' - k .. c' + 1 for the previous c': buckets after that are new here
+      if (b > prev + 1) {
+        d[ob + s] = 0;
         this.parts.fill(0, 2 * OWN_PARTS * s, 2 * OWN_PARTS * (s + 1));
-        offered[s] = 0;
-        sum[s] = 0;
+        d[fb + s] = 0;
+        d[sb + s] = 0;
         if (this.spanned !== undefined) this.spanned[s] = 0;
         if (floor !== undefined) floor[s] = 0;
         for (let o = 1; o < peers.length; o++) {
@@ -154,15 +225,15 @@ export class KeyWindow {
         }
       }
       if (b > c - k) {
-        full += sum[s]!;
-        ownFull += own[s]!;
-        offeredFull += offered[s]!;
+        full += d[sb + s]!;
+        ownFull += d[ob + s]!;
+        offeredFull += d[fb + s]!;
       }
     }
-    this.full = full;
-    this.ownFull = ownFull;
-    this.offeredFull = offeredFull;
-    this.cur = c;
+    d[FULL] = full;
+    d[OWN_FULL] = ownFull;
+    d[OFFERED_FULL] = offeredFull;
+    d[CUR] = c;
     this.oldest = this.slotOf(c - k);
     this.curSlot = this.slotOf(c);
     this.nextSlot = this.slotOf(c + 1);
@@ -174,8 +245,8 @@ export class KeyWindow {
    */
   estimateWhole(w: number): number {
     const o = this.oldest;
-    const own = this.own[o]!;
-    return this.full + (this.sum[o]! - own) + own * this.ownWeight(w);
+    const own = this.d[this.ob + o]!;
+    return this.full + (this.d[this.sb + o]! - own) + own * this.ownWeight(w);
   }
 
   /**
@@ -184,9 +255,9 @@ export class KeyWindow {
    */
   estimate(w: number): number {
     const o = this.oldest;
-    const own = this.own[o]!;
+    const own = this.d[this.ob + o]!;
     const sp = this.spanned;
-    const others = sp === undefined || sp[o] === 0 ? (this.sum[o]! - own) * w : this.othersLeft(w);
+    const others = sp === undefined || sp[o] === 0 ? (this.d[this.sb + o]! - own) * w : this.othersLeft(w);
     return this.full + others + own * this.ownWeight(w);
   }
 
@@ -196,10 +267,10 @@ export class KeyWindow {
    */
   private othersLeft(w: number): number {
     const o = this.oldest;
-    if (this.oldestSpansAt !== this.cur) this.listOldestSpans();
+    if (this.d[SPANS_AT] !== this.cur) this.listOldestSpans();
     const list = this.oldestSpans!;
     const cut = 1 - w;
-    let rest = this.sum[o]! - this.own[o]!;
+    let rest = this.d[this.sb + o]! - this.d[this.ob + o]!;
     let left = 0;
     for (let i = 0; i < this.oldestSpansN; i += SPAN_FIELDS) {
       const c = list[i]!;
@@ -215,7 +286,7 @@ export class KeyWindow {
     if (this.oldestSpans === undefined || this.oldestSpans.length < n)
       this.oldestSpans = new Float64Array(Math.max(n, 8));
     this.oldestSpansN = this.decodeSpans(this.oldest, this.oldestSpans);
-    this.oldestSpansAt = this.cur;
+    this.d[SPANS_AT] = this.cur;
   }
 
   /** How many numbers slot `s`'s decoded spans take (SPAN_FIELDS per peer with a span). */
@@ -247,7 +318,7 @@ export class KeyWindow {
 
   /** This node's own admitted cost in the window, weighted by when it was admitted. */
   ownEstimate(w: number): number {
-    return this.ownFull + this.own[this.oldest]! * this.ownWeight(w);
+    return this.ownFull + this.d[this.ob + this.oldest]! * this.ownWeight(w);
   }
 
   /**
@@ -259,25 +330,17 @@ export class KeyWindow {
     // the answer only changes where the cut passes a part's last admission: kept for the
     // interval it holds on, for the oldest bucket of `ownAt` (a roll or a merge into it clears it)
     const c = cut + 2 ** -23;
-    if (this.ownAt === this.cur && c >= this.ownLo && c < this.ownHi && cut + 1e-9 < 1) return this.ownVal;
+    const d = this.d;
+    if (d[OWN_AT] === d[CUR] && c >= d[OWN_LO]! && c < d[OWN_HI]! && cut + 1e-9 < 1) return d[OWN_VAL]!;
     const val = this.ownLeft(this.oldest, cut);
-    if (this.leftLo <= this.leftHi) {
-      this.ownAt = this.cur;
-      this.ownLo = this.leftLo;
-      this.ownHi = this.leftHi;
-      this.ownVal = val;
+    if (d[LEFT_LO]! <= d[LEFT_HI]!) {
+      this.d[OWN_AT] = this.cur;
+      d[OWN_LO] = d[LEFT_LO]!;
+      d[OWN_HI] = d[LEFT_HI]!;
+      this.d[OWN_VAL] = val;
     }
     return val;
   }
-
-  /** {@link ownWeight}'s last answer: for the oldest bucket of `ownAt` (NaN: none), cuts + 2^-23 in [ownLo, ownHi). */
-  private ownAt = Number.NaN;
-  private ownLo = 0;
-  private ownHi = 0;
-  private ownVal = 0;
-  /** The cuts + 2^-23 {@link ownLeft}'s last answer holds for, [leftLo, leftHi) (empty when it varies with the cut). */
-  private leftLo = 0;
-  private leftHi = -1;
 
   /**
    * The part of slot `s`'s own admissions still inside the window when the part `cut` (0..1) of
@@ -285,8 +348,8 @@ export class KeyWindow {
    * whole (the tolerance absorbs float error at whole-ms boundaries); 1 - cut when it has none.
    */
   ownLeft(s: number, cut: number): number {
-    this.leftLo = 0;
-    this.leftHi = -1;
+    this.d[LEFT_LO] = 0;
+    this.d[LEFT_HI] = -1;
     if (cut + 1e-9 >= 1) return 0;
     const parts = this.parts;
     const at = 2 * OWN_PARTS * s;
@@ -307,15 +370,15 @@ export class KeyWindow {
       } else if (last > lo) lo = last;
     }
     if (!(all > 0)) return 1 - Math.max(0, cut);
-    this.leftLo = lo;
-    this.leftHi = hi;
+    this.d[LEFT_LO] = lo;
+    this.d[LEFT_HI] = hi;
     // float32 parts: exact for whole counts under 2^24 a part
     return left >= all ? 1 : left / all;
   }
 
   /** This node's own offered cost in the window (its demand), weighted the same way. */
   offeredEstimate(w: number): number {
-    return this.offeredFull + this.offered[this.oldest]! * w;
+    return this.offeredFull + this.d[this.fb + this.oldest]! * w;
   }
 
   /**
@@ -333,8 +396,8 @@ export class KeyWindow {
       const last = t < at ? t + 2 ** -24 : t;
       if (last > this.parts[i + OWN_PARTS]!) this.parts[i + OWN_PARTS] = last;
     }
-    this.own[s] = this.own[s]! + cost;
-    this.sum[s] = this.sum[s]! + cost;
+    this.d[this.ob + s] = this.d[this.ob + s]! + cost;
+    this.d[this.sb + s] = this.d[this.sb + s]! + cost;
     this.full += cost;
     this.ownFull += cost;
   }
@@ -350,13 +413,13 @@ export class KeyWindow {
 
   /** True when this node offered any cost in the window, the partly weighted oldest bucket included. */
   hasOffered(): boolean {
-    return this.offeredFull > 0 || this.offered[this.oldest]! > 0;
+    return this.offeredFull > 0 || this.d[this.fb + this.oldest]! > 0;
   }
 
   /** Record own offered cost in the current bucket (call after roll). */
   addOffered(cost: number): void {
     const s = this.curSlot;
-    this.offered[s] = this.offered[s]! + cost;
+    this.d[this.fb + s] = this.d[this.fb + s]! + cost;
     this.offeredFull += cost;
   }
 
@@ -420,8 +483,8 @@ export class KeyWindow {
       p[i] = span;
     }
     p[s] = count;
-    if (s === this.oldest) this.oldestSpansAt = Number.NaN;
-    this.sum[s] = this.sum[s]! + delta;
+    if (s === this.oldest) this.d[SPANS_AT] = Number.NaN;
+    this.d[this.sb + s] = this.d[this.sb + s]! + delta;
     if (b > this.cur - this.k) this.full += delta;
     return delta;
   }
@@ -433,13 +496,13 @@ export class KeyWindow {
   mergeOwnEntry(b: number, count: number): void {
     if (b < this.cur - this.k || b > this.cur + 1) return;
     const s = this.slotOf(b);
-    const delta = count - this.own[s]!;
+    const delta = count - this.d[this.ob + s]!;
     if (delta <= 0) return;
-    this.own[s] = count;
+    this.d[this.ob + s] = count;
     // learned back without times: they may be anywhere in the bucket
     this.spreadOwn(s, delta);
-    this.ownAt = Number.NaN;
-    this.sum[s] = this.sum[s]! + delta;
+    this.d[OWN_AT] = Number.NaN;
+    this.d[this.sb + s] = this.d[this.sb + s]! + delta;
     if (b > this.cur - this.k) {
       this.full += delta;
       this.ownFull += delta;
@@ -454,7 +517,7 @@ export class KeyWindow {
     const delta = count - this.floor[s]!;
     if (delta <= 0) return 0;
     this.floor[s] = count;
-    this.sum[s] = this.sum[s]! + delta;
+    this.d[this.sb + s] = this.d[this.sb + s]! + delta;
     if (b > this.cur - this.k) this.full += delta;
     return delta;
   }
@@ -486,14 +549,14 @@ export class KeyWindow {
   firstPeerBucket(): number {
     for (let x = this.cur - this.k; x <= this.cur + 1; x++) {
       const s = this.slotOf(x);
-      if (this.sum[s]! - this.own[s]! > 1e-9) return x;
+      if (this.d[this.sb + s]! - this.d[this.ob + s]! > 1e-9) return x;
     }
     return Number.POSITIVE_INFINITY;
   }
 
   /** True when any origin has counts in the window, the partly weighted oldest bucket included. */
   hasCounts(): boolean {
-    return this.full > 0 || this.sum[this.oldest]! > 0;
+    return this.full > 0 || this.d[this.sb + this.oldest]! > 0;
   }
 
   /**
@@ -506,23 +569,23 @@ export class KeyWindow {
   countsSince(h: number, out: Float64Array): void {
     if (h === this.cur) {
       const n = this.nextSlot;
-      const ownCur = this.own[this.curSlot]!;
-      out[0] = this.sum[n]! + ownCur;
-      out[1] = this.own[n]! + ownCur;
+      const ownCur = this.d[this.ob + this.curSlot]!;
+      out[0] = this.d[this.sb + n]! + ownCur;
+      out[1] = this.d[this.ob + n]! + ownCur;
       return;
     }
     let all = 0;
     let own = 0;
     let b = this.cur - this.k;
     if (h >= b) {
-      own = this.own[this.slotOf(h)]!;
+      own = this.d[this.ob + this.slotOf(h)]!;
       all = own;
       b = h + 1;
     }
     for (; b <= this.cur + 1; b++) {
       const s = this.slotOf(b);
-      all += this.sum[s]!;
-      own += this.own[s]!;
+      all += this.d[this.sb + s]!;
+      own += this.d[this.ob + s]!;
     }
     out[0] = all;
     out[1] = own;
@@ -542,14 +605,14 @@ export class KeyWindow {
     let t = 0;
     for (let b = this.cur - this.k; b <= this.cur + 1; b++) {
       const s = this.slotOf(b);
-      const own = this.own[s]!;
+      const own = this.d[this.ob + s]!;
       // peers' counts with a span leave as it says (listLeft: what they hold at a cut), decoded
       // once per slot into the scratch list
       const room = ownOnly ? 0 : this.spanNumbers(s);
       if (scratch.length < room) scratch = new Float64Array(2 * room);
       const n = room > 0 ? this.decodeSpans(s, scratch) : 0;
       const spans = n > 0;
-      const others = ownOnly ? 0 : this.sum[s]! - own - (spans ? listLeft(scratch, n, -1) : 0);
+      const others = ownOnly ? 0 : this.d[this.sb + s]! - own - (spans ? listLeft(scratch, n, -1) : 0);
       // drained(c) for the cut at c in [start, 1]: others' evenly, ours by part of the bucket
       // (ownLeft): monotone, so the first c that drains `need` is found by bisection (this runs
       // on denials only; no closures, nothing allocated)
@@ -680,7 +743,7 @@ export class KeyWindow {
   ownCounts(from = this.cur - this.k): number[] {
     const counts: number[] = [];
     for (let b = Math.max(from, this.cur - this.k); b <= this.cur; b++)
-      counts.push(this.own[this.slotOf(b)]!);
+      counts.push(this.d[this.ob + this.slotOf(b)]!);
     return counts;
   }
 
@@ -701,7 +764,7 @@ export class KeyWindow {
   /** True when nobody has anything left in the window (safe to forget the key). */
   isEmpty(): boolean {
     if (this.full > 0 || this.offeredFull > 0) return false;
-    return this.sum[this.oldest] === 0 && this.offered[this.oldest] === 0;
+    return this.d[this.sb + this.oldest] === 0 && this.d[this.fb + this.oldest] === 0;
   }
 
   /**
@@ -714,7 +777,7 @@ export class KeyWindow {
   dropOrigin(o: number, fold = false): void {
     const p = this.peers[o];
     if (p === undefined) return;
-    this.oldestSpansAt = Number.NaN;
+    this.d[SPANS_AT] = Number.NaN;
     const spanned = this.spanned;
     if (spanned !== undefined && p.length > this.r + 2)
       for (let s = 0; s < this.r; s++) if (p[this.r + 2 + s]! >= 0) spanned[s] = spanned[s]! - 1;
@@ -726,9 +789,8 @@ export class KeyWindow {
         this.floor[s] = this.floor[s]! + v;
         continue;
       }
-      this.sum[s] = this.sum[s]! - v;
-      const b = this.ids[s]!;
-      if (b > this.cur - this.k && b <= this.cur + 1) this.full -= v;
+      this.d[this.sb + s] = this.d[this.sb + s]! - v;
+      if (s !== this.oldest && this.cur !== Number.NEGATIVE_INFINITY) this.full -= v;
     }
     this.peers[o] = undefined;
   }

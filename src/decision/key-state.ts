@@ -1,15 +1,36 @@
-import { KeyWindow } from '../crdt/window.js';
+import { KeyWindow, SCALARS } from '../crdt/window.js';
 
 /**
  * What the engine keeps for one key of a global policy: the key's windowed G-counter and the
  * engine's own bookkeeping around it (demand share, gossip scheduling, eviction), so one map
  * lookup finds both while the counter stays a pure CRDT.
  */
+/** Where KeyState's numbers live in its window's array (KeyWindow.d): no boxed number fields. */
+const SHARE = SCALARS + 0;
+const UNSYNCED = SCALARS + 1;
+const SENTDEMAND = SCALARS + 2;
+const SENTDEMANDAT = SCALARS + 3;
+const HELD = SCALARS + 4;
+const HELDAT = SCALARS + 5;
+const FLY1 = SCALARS + 6;
+const FLY1AT = SCALARS + 7;
+const FLY2 = SCALARS + 8;
+const FLY2AT = SCALARS + 9;
+const SENTBUCKET = SCALARS + 10;
+const PREVBUCKET = SCALARS + 11;
+const CREATED = SCALARS + 12;
+const NUMBERS = 13;
+
+/**
+ * What the engine keeps for one key of a global policy: the key's windowed G-counter and the
+ * engine's own bookkeeping around it (demand share, gossip scheduling, eviction), so one map
+ * lookup finds both while the counter stays a pure CRDT. The bookkeeping's numbers are kept in
+ * the window's array (a number field of an object is a 16-byte box of its own in V8; with a dozen
+ * of them, a key's memory went mostly to boxes).
+ */
 export class KeyState {
   /** The key's windowed G-counter: every origin's counts. */
   readonly window: KeyWindow;
-  /** Controlled mode: this node's demand-weighted share of the key's headroom. */
-  share = 0;
   /** The view stamp the share belongs to (-1: none yet). */
   shareStamp = -1;
   /** Controlled mode: the sharers the headroom is split over. */
@@ -18,43 +39,12 @@ export class KeyState {
   touchTick = -1;
   /** Gossip: whether the key is in the engine's dirty set. */
   inDirty = false;
-  /** Own cost admitted since the last gossip that carried this key. */
-  unsynced = 0;
   /** Gossip: left out of a full message, so due in the next one. */
   pending = false;
   /** Gossip: the tick whose message carried it. */
   sentTick = -1;
-  /** Own demand (offered cost per window) as the last gossip carried it. */
-  sentDemand = 0;
-  /** When (ours) the last gossip carried this key's demand. */
-  sentDemandAt = Number.NEGATIVE_INFINITY;
-  /**
-   * Our demand reports as the peers may hold them (see {@link reportDemand}): `held`, sent at
-   * `heldAt`, reached every live peer; up to two later ones may still be on their way (`fly1`
-   * sent at `fly1At`, `fly2` at `fly2At`; NaN: none). A node weighs itself by the least of them.
-   */
-  held = 0;
-  heldAt = Number.NEGATIVE_INFINITY;
-  fly1 = 0;
-  fly1At = Number.NaN;
-  fly2 = 0;
-  fly2At = Number.NaN;
   /** Gossip: the sequence number of the message that last carried it (-1: never). */
   sentSeq = -1;
-  /**
-   * Gossip: the next message carries own counts from this bucket on (the
-   * current bucket when it was last sent: only that one and later ones can
-   * have changed since); -Infinity: the whole window (never sent, or a repair).
-   */
-  sentBucket = Number.NEGATIVE_INFINITY;
-  /**
-   * Gossip: the current bucket when it was sent the time before last. A message carries counts
-   * from here on, so one lost message is repaired by the next that carries the key, without a
-   * round trip; -Infinity: the whole window.
-   */
-  prevBucket = Number.NEGATIVE_INFINITY;
-  /** When this node first saw the key (its time). */
-  created = 0;
   /** A local front limiter's state, when the policy has one. */
   local: unknown = undefined;
   /** Used since inserted or last passed over by eviction (second chance). */
@@ -70,7 +60,106 @@ export class KeyState {
     public policy: number,
     readonly key: string,
   ) {
-    this.window = new KeyWindow(buckets);
+    this.window = new KeyWindow(buckets, NUMBERS);
+    const d = this.window.d;
+    d[SENTDEMANDAT] = Number.NEGATIVE_INFINITY;
+    d[HELDAT] = Number.NEGATIVE_INFINITY;
+    d[FLY1AT] = Number.NaN;
+    d[FLY2AT] = Number.NaN;
+    d[SENTBUCKET] = Number.NEGATIVE_INFINITY;
+    d[PREVBUCKET] = Number.NEGATIVE_INFINITY;
+  }
+
+  /** Controlled mode: this node's demand-weighted share of the key's headroom. */
+  get share(): number {
+    return this.window.d[SHARE]!;
+  }
+  set share(v: number) {
+    this.window.d[SHARE] = v;
+  }
+  /** Own cost admitted since the last gossip that carried this key. */
+  get unsynced(): number {
+    return this.window.d[UNSYNCED]!;
+  }
+  set unsynced(v: number) {
+    this.window.d[UNSYNCED] = v;
+  }
+  /** Own demand (offered cost per window) as the last gossip carried it. */
+  get sentDemand(): number {
+    return this.window.d[SENTDEMAND]!;
+  }
+  set sentDemand(v: number) {
+    this.window.d[SENTDEMAND] = v;
+  }
+  /** When (ours) the last gossip carried this key's demand. */
+  get sentDemandAt(): number {
+    return this.window.d[SENTDEMANDAT]!;
+  }
+  set sentDemandAt(v: number) {
+    this.window.d[SENTDEMANDAT] = v;
+  }
+  /** Our demand report every live peer holds (see {@link reportDemand}). */
+  get held(): number {
+    return this.window.d[HELD]!;
+  }
+  set held(v: number) {
+    this.window.d[HELD] = v;
+  }
+  /** When `held` was sent. */
+  get heldAt(): number {
+    return this.window.d[HELDAT]!;
+  }
+  set heldAt(v: number) {
+    this.window.d[HELDAT] = v;
+  }
+  /** A later report that may still be on its way. */
+  get fly1(): number {
+    return this.window.d[FLY1]!;
+  }
+  set fly1(v: number) {
+    this.window.d[FLY1] = v;
+  }
+  /** When `fly1` was sent (NaN: none). */
+  get fly1At(): number {
+    return this.window.d[FLY1AT]!;
+  }
+  set fly1At(v: number) {
+    this.window.d[FLY1AT] = v;
+  }
+  /** A later one still. */
+  get fly2(): number {
+    return this.window.d[FLY2]!;
+  }
+  set fly2(v: number) {
+    this.window.d[FLY2] = v;
+  }
+  /** When `fly2` was sent (NaN: none). */
+  get fly2At(): number {
+    return this.window.d[FLY2AT]!;
+  }
+  set fly2At(v: number) {
+    this.window.d[FLY2AT] = v;
+  }
+  /** Gossip: the next message carries own counts from this bucket on (the current bucket when it was last sent: only that one and later ones can have changed since); -Infinity: the whole window (never sent, or a repair). */
+  get sentBucket(): number {
+    return this.window.d[SENTBUCKET]!;
+  }
+  set sentBucket(v: number) {
+    this.window.d[SENTBUCKET] = v;
+  }
+  /** Gossip: the current bucket when it was sent the time before last. A message carries counts from here on, so one lost message is repaired by the next that carries the key, without a round trip; -Infinity: the whole window. */
+  get prevBucket(): number {
+    return this.window.d[PREVBUCKET]!;
+  }
+  set prevBucket(v: number) {
+    this.window.d[PREVBUCKET] = v;
+  }
+  /** When this node first saw the key (its time). */
+  get created(): number {
+    return this.window.d[CREATED]!;
+  }
+  set created(v: number) {
+    this.window.d[CREATED] = v;
   }
 }
 

@@ -320,9 +320,9 @@ export class Rule {
     let h = H;
     for (let b = Math.max(cU, kw.cur - kw.k); b <= kw.cur; b++) {
       const s = kw.slotOf(b);
-      own -= kw.own[s]!;
+      own -= kw.ownOf(s);
       // peers' counts in the horizon's bucket already count as older
-      h -= b === cU ? kw.own[s]! : kw.sum[s]!;
+      h -= b === cU ? kw.ownOf(s) : kw.sumOf(s);
       if (own + cost <= share * h + 1e-9) return (b + 1) * rt.bw + u - now;
     }
     const after = (kw.cur + 1) * rt.bw + u - now;

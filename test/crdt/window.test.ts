@@ -26,7 +26,7 @@ function mergeInto(dst: KeyWindow, src: KeyWindow): KeyWindow {
   for (let o = 1; o < src.peers.length; o++) {
     const p = src.peers[o];
     if (p === undefined) continue;
-    for (let s = 0; s < src.r; s++) dst.mergeEntry(o, src.ids[s]!, p[s]!);
+    for (let s = 0; s < src.r; s++) dst.mergeEntry(o, src.bucketOf(s), p[s]!);
   }
   return dst;
 }
@@ -36,10 +36,10 @@ function snapshot(kw: KeyWindow) {
   const perBucket: Record<string, number> = {};
   const perPeer: Record<string, number> = {};
   for (let s = 0; s < kw.r; s++) {
-    perBucket[String(kw.ids[s])] = kw.sum[s]!;
+    perBucket[String(kw.bucketOf(s))] = kw.sumOf(s);
     for (let o = 1; o < kw.peers.length; o++) {
       const p = kw.peers[o];
-      if (p !== undefined && p[s]! > 0) perPeer[`${o}@${kw.ids[s]}`] = p[s]!;
+      if (p !== undefined && p[s]! > 0) perPeer[`${o}@${kw.bucketOf(s)}`] = p[s]!;
     }
   }
   return {
@@ -207,7 +207,7 @@ describe('KeyWindow roll and expiry', () => {
     kw.roll(1000);
     expect(kw.estimate(1)).toBe(0);
     expect(kw.full).toBe(0);
-    expect(Array.from(kw.sum)).toEqual([0, 0, 0, 0, 0]);
+    expect(Array.from({ length: kw.r }, (_, s) => kw.sumOf(s))).toEqual([0, 0, 0, 0, 0]);
     expect(kw.isEmpty()).toBe(true);
   });
 
@@ -488,8 +488,8 @@ describe('KeyWindow peer spans (arrival times)', () => {
           // and what a recomputation from the entry arrays gives (the estimate keeps a list of
           // the oldest bucket's spans between merges: it must follow every change)
           const old = kw.oldest;
-          let rest = kw.sum[old]! - kw.own[old]!;
-          let ref = kw.full + kw.own[old]! * kw.ownWeight(w);
+          let rest = kw.sumOf(old) - kw.ownOf(old);
+          let ref = kw.full + kw.ownOf(old) * kw.ownWeight(w);
           for (let i = 1; i < kw.peers.length; i++) {
             const p = kw.peers[i];
             if (p === undefined || p.length <= kw.r + 2 || p[kw.r + 2 + old]! < 0) continue;
