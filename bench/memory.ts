@@ -11,6 +11,7 @@
  */
 import { ManualClock } from '../src/clock.js';
 import { Engine } from '../src/decision/engine.js';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { printTable } from './table.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -66,12 +67,26 @@ function perKey(k: number, peers: number): number {
   return (total - theirs) / N;
 }
 
+/** Heap bytes per key of rate-limiter-flexible's RateLimiterMemory holding N keys, each consumed once. */
+async function rlflexPerKey(): Promise<number> {
+  const before = heap();
+  const rl = new RateLimiterMemory({ points: 1000, duration: 1 });
+  for (let i = 0; i < N; i++) await rl.consume(`acct:${i}`);
+  const total = heap() - before;
+  // keep the limiter alive through the measurement
+  if ((await rl.get('acct:0')) === null) throw new Error('rate-limiter-flexible lost a key');
+  return total / N;
+}
+
 const rows: (string | number)[][] = [];
 for (const k of [10, 50]) {
   for (const peers of [0, 3, 7]) rows.push([k, peers, Math.round(perKey(k, peers))]);
 }
 console.log(`bytes per tracked key, V8 heap + array buffers (${N} keys, node ${process.version}):`);
 printTable(['k', 'peers', 'bytes/key'], rows);
+console.log(
+  `rate-limiter-flexible RateLimiterMemory, same process, ${N} keys: ${Math.round(await rlflexPerKey())} bytes/key (one counter and expiry per key, no window of buckets)`,
+);
 /**
  * Heap bytes per member of an engine hearing `members` peers, each gossiping counts for one key:
  * its peer-table entry plus its window of that key (what each member costs before its keys).
