@@ -9,9 +9,10 @@
  * prints heap bytes per key after a full GC, then the bound an operator can
  * plan on: maxKeys × bytes per key + one sketch per policy.
  */
+
+import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { ManualClock } from '../src/clock.js';
 import { Engine } from '../src/decision/engine.js';
-import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { printTable } from './table.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
