@@ -241,8 +241,11 @@ export class Owners {
     const peers = this.core.peers;
     if (peers.allStale) return false;
     this.refreshView(now);
-    // a member heard anew (a join, a heal, a start) may have decided under a view without us
-    if (this.addedAt > now - this.holdMs || this.lostUntil > now - this.goneHoldMs) return false;
+    // a member heard anew (a join, a heal, a start) may have decided under a view without us,
+    // until its newest message names the members we have: it then decides with this view (asks
+    // the owner), and that message carried what it admitted before (see viewsAgree)
+    if (this.lostUntil > now - this.goneHoldMs) return false;
+    if (this.addedAt > now - this.holdMs && !this.viewsAgree()) return false;
     // a member gone (stale): what it admitted before it went silent reached us long before; what
     // nodes that could not ask it decided meanwhile (the local rule) reaches us within g + D
     const h = this.hashKey(rt.policy.name, key);
@@ -256,6 +259,30 @@ export class Owners {
     }
     return true;
   }
+
+  /**
+   * Whether every live peer's newest message names as many members as we hear (this node
+   * included): none of them still decides under a view without some of us. Each formed that
+   * view before it sent the message, and the message carries every count it had admitted
+   * until then (by its own view's rule); since, it asks the owner. Kept per view stamp.
+   */
+  private viewsAgree(): boolean {
+    const core = this.core;
+    if (this.agreeStamp === core.stamp) return this.agree;
+    const live = core.peers.live;
+    const n = live.length + 1;
+    let agree = true;
+    for (let i = 0; i < live.length; i++)
+      if (live[i]!.members !== n) {
+        agree = false;
+        break;
+      }
+    this.agree = agree;
+    this.agreeStamp = core.stamp;
+    return agree;
+  }
+  private agree = false;
+  private agreeStamp = -1;
 
   /**
    * Evaluate a key of a placed policy into `out` (nothing spent: the engine commits, then calls

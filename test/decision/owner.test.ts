@@ -109,6 +109,70 @@ describe('owner placement in the engine (issue 27)', () => {
     expect(a.check('login', key).allowed).toBe(true);
   });
 
+  it('a member joining: the owner decides by the local rule until the joiner names every member, then exactly; a key the joiner decided alone is shared until its demand fades', () => {
+    // gossip every 1 s, so the hold after a view gains a member (a staleness period, the data's
+    // age and an interval) lasts seconds; messages below are delivered by hand, within it
+    const clock = new ManualClock(T0);
+    const policies: PolicySpec[] = [{ name: 'login', limit: 5, windowMs: 60_000 }];
+    const mk = (id: string) => {
+      const e = new Engine({ nodeId: id, clock, policies, gossipIntervalMs: 1_000, expectedDelayMs: 1 });
+      e.enableOwnerPlacement();
+      return e;
+    };
+    const a = mk('a');
+    const b = mk('b');
+    const c = mk('c');
+    const send = (from: Engine, to: Engine) => {
+      const r = to.receiveGossip(from.nodeId, from.buildGossip());
+      expect(r.ok).toBe(true);
+    };
+    // a and b formed long ago
+    for (let i = 0; i < 20; i++) {
+      clock.advance(1_000);
+      send(a, b);
+      send(b, a);
+    }
+    // two keys a owns with b, and with b and c
+    const keys: string[] = [];
+    for (let u = 0; u < 1_000 && keys.length < 2; u++) {
+      const k = `user:${u}`;
+      if (a.remoteOwner('login', k) === undefined && b.remoteOwner('login', k) === 'a') keys.push(k);
+    }
+    const [quiet, busy] = keys as [string, string];
+    // c, alone (no peers: the local rule, L = 5 >= 4 N keeps it local), admits 3 of `busy`
+    for (let i = 0; i < 3; i++) expect(c.check('login', busy).allowed).toBe(true);
+    clock.advance(10);
+    // c and a hear each other; c has not heard b: its message names 2 members, a hears 3
+    send(a, c);
+    send(c, a);
+    expect(a.remoteOwner('login', quiet)).toBeUndefined();
+    expect(a.remoteOwner('login', busy)).toBeUndefined();
+    expect(a.peerViews().find((p) => p.id === 'c')?.members).toBe(2);
+    expect(a.check('login', quiet).owner).toEqual({ id: 'a', decidedBy: 'local', reason: 'settling' });
+    // c hears b, then names 3: every view agrees, well within the hold
+    clock.advance(10);
+    send(b, c);
+    send(c, b);
+    send(b, a);
+    send(c, a);
+    expect(a.peerViews().every((p) => p.members === 3)).toBe(true);
+    const exact = a.check('login', quiet);
+    expect(exact.owner).toEqual({ id: 'a', decidedBy: 'owner' });
+    expect(exact.allowed).toBe(true);
+    // `busy`: c decided it alone lately (its demand is in its gossip), so the owner shares it by
+    // the local rule; the window holds c's 3, and no attempt anywhere passes L
+    expect(a.estimate('login', busy)).toBe(3);
+    let admitted = 3;
+    for (let i = 0; i < 10; i++) {
+      const d = a.check('login', busy);
+      expect(d.owner).toEqual({ id: 'a', decidedBy: 'local', reason: 'shared' });
+      if (d.allowed) admitted++;
+      if (b.check('login', busy).allowed) admitted++;
+      if (c.check('login', busy).allowed) admitted++;
+    }
+    expect(admitted).toBeLessThanOrEqual(5);
+  });
+
   it('answers asks only as the owner, from a live member, with valid input; counts each refusal', () => {
     const { a, b } = pair([{ name: 'login', limit: 5, windowMs: 60_000 }]);
     const onB = ownedBy(a, 'b', 'login');
