@@ -27,6 +27,7 @@ import { MAX_RELAY_FANOUT, MAX_RELAY_MAC_PEERS } from './direct-gossip.js';
 import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
 import { generateIdentity, identityFromProtobuf } from './identity.js';
+import { JOIN_TIMEOUT_MS } from './join.js';
 import { stderrLogger } from './logger.js';
 import { DEFAULT_RELAY_MAC_PEERS } from './relay-mac.js';
 import type { Logger, MeshLimiterOptions, RelayMode } from './types.js';
@@ -68,6 +69,7 @@ export interface MeshConfig {
   maxSyncBytes: number;
   syncTimeoutMs: number;
   discoveryIntervalMs: number;
+  joinTimeoutMs: number;
   departAfterMs: number;
   dialTimeoutMs: number;
   inboundConnectionThreshold: number;
@@ -102,6 +104,7 @@ const KNOWN = new Set<string>([
   'maxSyncBytes',
   'syncTimeoutMs',
   'discoveryIntervalMs',
+  'joinTimeoutMs',
   'departAfterMs',
   'dialTimeoutMs',
   'inboundConnectionThreshold',
@@ -319,6 +322,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
       100,
       3_600_000,
     ),
+    joinTimeoutMs: num('joinTimeoutMs', opts.joinTimeoutMs, JOIN_TIMEOUT_MS, 0, 3_600_000),
     departAfterMs: num(
       'departAfterMs',
       opts.departAfterMs,
