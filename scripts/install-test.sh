@@ -7,6 +7,7 @@
 #    and examples/daemon.yaml.
 # 2. A fresh ESM project installs the tarball alone: install size, packages and the
 #    import time are printed (figures, not gated), then express, @types/express, typescript.
+#    import('ratemesh') must load no gRPC code and no module of the libp2p stack (start() does).
 # 3. `tsc` with strict and skipLibCheck false over an Express-only app (no fastify installed).
 # 4. The app: two Express instances embedding the mesh on loopback with a psk made by
 #    `npx ratemesh psk` (scripts/install-test/app.ts); require() from CommonJS; `npx ratemesh --help`.

@@ -1,6 +1,5 @@
 import './polyfill.js';
 import type { PrivateKey } from '@libp2p/interface';
-import { preSharedKey } from '@libp2p/pnet';
 import { multiaddr } from '@multiformats/multiaddr';
 import { type Clock, systemClock } from '../clock.js';
 import { MAX_RELAY_HOPS } from '../decision/constants.js';
@@ -30,6 +29,7 @@ import { generateIdentity, identityFromProtobuf } from './identity.js';
 import { JOIN_TIMEOUT_MS } from './join.js';
 import { stderrLogger } from './logger.js';
 import { DEFAULT_RELAY_MAC_PEERS } from './relay-mac.js';
+import { swarmKeyProblem } from './swarm-key.js';
 import type { Logger, MeshLimiterOptions, RelayMode } from './types.js';
 
 /** MeshLimiterOptions parsed once: defaults filled, every field checked. */
@@ -150,11 +150,9 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
   }
   const psk = optional(opts.psk, undefined, (v) => bytes(v, 'psk'));
   if (psk !== undefined) {
-    try {
-      preSharedKey({ psk })();
-    } catch (err) {
-      fail('psk', `not a libp2p swarm key file (/key/swarm/psk/1.0.0/) (${(err as Error).message})`);
-    }
+    const problem = swarmKeyProblem(psk);
+    if (problem !== undefined)
+      fail('psk', `not a libp2p swarm key file (/key/swarm/psk/1.0.0/) (${problem})`);
   }
 
   if (opts.insecure !== undefined && typeof opts.insecure !== 'boolean')
