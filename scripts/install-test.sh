@@ -52,6 +52,12 @@ sorted="$(printf '%s\n' "${times[@]}" | sort -n | tr '\n' ' ')"
 echo "   import('ratemesh'), 5 runs, ms: $sorted(median $(printf '%s\n' "${times[@]}" | sort -n | sed -n 3p))"
 node -e "import('ratemesh').then(()=>{const l=Object.keys(require.cache).join(' ');if(/grpc|protobufjs/.test(l)){console.error('FAIL: import loaded gRPC');process.exit(1)}})"
 echo "   import('ratemesh') loads no gRPC code"
+cp "$FIX/trace-hooks.mjs" .
+hooks_url="$(node -p "require('node:url').pathToFileURL('$APP/trace-hooks.mjs').href")"
+loaded="$(node --import "data:text/javascript,import{register}from'node:module';register('$hooks_url')" \
+  -e "import('ratemesh')" 2>&1 | grep -c '^LOADED' || true)"
+[ "$loaded" -eq 0 ] || { echo "FAIL: import('ratemesh') loaded $loaded modules of the libp2p stack (start() loads it)"; exit 1; }
+echo "   import('ratemesh') loads no module of the libp2p stack (libp2p, gossipsub, noise, yamux, tcp, pnet: start() loads them)"
 
 timeout 300 npm install "${NPM_FLAGS[@]}" "express@$(dev_version express)" 2>&1 | sed 's/^/   /'
 timeout 300 npm install "${NPM_FLAGS[@]}" -D "typescript@$(dev_version typescript)" \
