@@ -7,9 +7,11 @@
 #    and examples/daemon.yaml.
 # 2. A fresh ESM project installs the tarball alone: install size, packages and the
 #    import time are printed (figures, not gated), then express, @types/express, typescript.
+#    import('ratemesh') must load no gRPC code and no module of the libp2p stack (start() does).
 # 3. `tsc` with strict and skipLibCheck false over an Express-only app (no fastify installed).
 # 4. The app: two Express instances embedding the mesh on loopback with a psk made by
 #    `npx ratemesh psk` (scripts/install-test/app.ts); require() from CommonJS; `npx ratemesh --help`.
+# 5. A Fastify-only project (no express): compiled likewise and run (fastify-app.ts).
 # Set RATEMESH_INSTALL_TEST_GIT=1 to also install from git+file:// (a clone whose prepare
 # builds; needs the commit checked out, and takes a minute more).
 # Bounded: every step under `timeout`; the whole run takes about a minute on a warm npm cache.
@@ -51,6 +53,12 @@ sorted="$(printf '%s\n' "${times[@]}" | sort -n | tr '\n' ' ')"
 echo "   import('ratemesh'), 5 runs, ms: $sorted(median $(printf '%s\n' "${times[@]}" | sort -n | sed -n 3p))"
 node -e "import('ratemesh').then(()=>{const l=Object.keys(require.cache).join(' ');if(/grpc|protobufjs/.test(l)){console.error('FAIL: import loaded gRPC');process.exit(1)}})"
 echo "   import('ratemesh') loads no gRPC code"
+cp "$FIX/trace-hooks.mjs" .
+hooks_url="$(node -p "require('node:url').pathToFileURL('$APP/trace-hooks.mjs').href")"
+loaded="$(node --import "data:text/javascript,import{register}from'node:module';register('$hooks_url')" \
+  -e "import('ratemesh')" 2>&1 | grep -c '^LOADED' || true)"
+[ "$loaded" -eq 0 ] || { echo "FAIL: import('ratemesh') loaded $loaded modules of the libp2p stack (start() loads it)"; exit 1; }
+echo "   import('ratemesh') loads no module of the libp2p stack (libp2p, gossipsub, noise, yamux, tcp, pnet: start() loads them)"
 
 timeout 300 npm install "${NPM_FLAGS[@]}" "express@$(dev_version express)" 2>&1 | sed 's/^/   /'
 timeout 300 npm install "${NPM_FLAGS[@]}" -D "typescript@$(dev_version typescript)" \
@@ -74,6 +82,20 @@ echo "== install test: two Express instances embedding the mesh, on loopback"
 timeout 90 node out/app.js 2>&1 | sed 's/^/   /'
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "== install test: FAILED (exit $rc)"; exit "$rc"; }
+
+echo "== install test: a Fastify-only project (no express installed)"
+FST="$WORK/fastify"
+mkdir -p "$FST" && cd "$FST"
+printf '{ "name": "ratemesh-fastify-test", "private": true, "type": "module" }\n' >package.json
+timeout 300 npm install "${NPM_FLAGS[@]}" "$TARBALL" "fastify@$(dev_version fastify)" 2>&1 | sed 's/^/   /'
+timeout 300 npm install "${NPM_FLAGS[@]}" -D "typescript@$(dev_version typescript)" "@types/node@$(dev_version @types/node)" 2>&1 | sed 's/^/   /'
+[ ! -d node_modules/express ] || { echo "FAIL: express got installed; this project is Fastify only"; exit 1; }
+cp "$FIX/fastify-app.ts" app.ts
+sed 's/"files": \[[^]]*\]/"files": ["app.ts"]/' "$FIX/tsconfig.json" >tsconfig.json
+timeout 120 npx tsc -p tsconfig.json
+echo "   compiled a Fastify-only app (strict, skipLibCheck false)"
+timeout 60 node out/app.js 2>&1 | sed 's/^/   /'
+[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "== install test: FAILED (the Fastify app)"; exit 1; }
 
 if [ "${RATEMESH_INSTALL_TEST_GIT:-0}" = 1 ]; then
   echo "== install test: npm install git+file://$ROOT (prepare builds in the clone)"

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { systemClock } from '../clock.js';
 import { ErrorCodes, errorInfo, isRateMeshError, RateMeshError } from '../errors.js';
 import { retryAfterSeconds } from '../http/headers.js';
+import { JOIN_TIMEOUT_MS, JoinWatch } from '../mesh/join.js';
 import type { Logger, MeshLimiter } from '../mesh/types.js';
 import type { Decision, KeyOutcome } from '../types.js';
 import { fieldPath, isPlainObject, jsonDepth, shown } from '../validate.js';
@@ -60,14 +61,15 @@ export interface CheckServerDeps {
 /** Shared with the daemon: set while draining, so health turns 503 and connections close. */
 export interface ServerState {
   draining: boolean;
-  /** The node has joined the mesh it was pointed at (see {@link joined}); never unset. */
-  joined: boolean;
-  /** When the server was made (performance.now()): the start of the wait to join. */
-  since: number;
+  /**
+   * Has the node joined the mesh it was pointed at (src/mesh/join.ts, the rule an embedded
+   * node's `health().ready` follows too)? Its wait began when the server was made
+   * (performance.now()).
+   */
+  join: JoinWatch;
 }
 
-/** Default of {@link CheckServerDeps.joinTimeoutMs}, ms. */
-export const JOIN_TIMEOUT_MS = 10_000;
+export { JOIN_TIMEOUT_MS };
 
 /** The JSON body of an error response. */
 export interface ErrorBody {
@@ -110,7 +112,10 @@ const ROUTES: Record<string, { methods: readonly string[]; label: RouteLabel }> 
  *   domains and descriptors when loaded, the last config reload).
  */
 export function createCheckServer(deps: CheckServerDeps): { server: Server; state: ServerState } {
-  const state: ServerState = { draining: false, joined: false, since: performance.now() };
+  const state: ServerState = {
+    draining: false,
+    join: new JoinWatch(deps.standalone, deps.joinTimeoutMs ?? JOIN_TIMEOUT_MS, performance.now()),
+  };
   const server = createServer({ connectionsCheckingInterval: TIMEOUT_CHECK_MS }, (req, res) => {
     handle(deps, state, req, res).catch((err: unknown) => {
       deps.logger.error({ err: errorInfo(err, true) }, 'request handler failed');
@@ -432,32 +437,8 @@ function liveness(deps: CheckServerDeps, state: ServerState): { ok: boolean; bod
 }
 
 /**
- * Has this node joined the mesh it was pointed at? True (and kept) once it runs alone (no
- * bootstrap), or a sync answer has been merged (it holds its peers' windows and the live
- * members' names, and holds each key to the start-up share until it hears them all), or a
- * discovery round found no member but itself (the first pod: the headless Service resolves
- * to itself or to nothing yet), or `joinTimeoutMs` passed (members found, none answering:
- * the L/N fallback decides, as in a partition).
- *
- * Until then a new pod of a rolling update knows no count of the mesh's and decides in the
- * start-up fallback, whose N is 1 + the bootstrap entries (2 for one DNS name however many
- * pods it resolves to): routed to at once, it admitted L/2 on its own above what the others
- * had admitted in the window (the Docker rolling drill: worst 1 s 617 against L = 500).
- */
-function joined(deps: CheckServerDeps, state: ServerState): boolean {
-  if (state.joined) return true;
-  if (deps.standalone || performance.now() - state.since >= (deps.joinTimeoutMs ?? JOIN_TIMEOUT_MS)) {
-    state.joined = true;
-    return true;
-  }
-  const s = deps.limiter.stats();
-  if (s.sync.pullsOk > 0 || (s.discovery.rounds > 0 && s.discovery.lastOthers === 0)) state.joined = true;
-  return state.joined;
-}
-
-/**
  * `/readyz`, the readiness probe: can this node decide now? 200 when the limiter runs and
- * the node has joined the mesh (see {@link joined}: at once alone and for the first pod of a
+ * the node has joined the mesh (see {@link JoinWatch}: at once alone and for the first pod of a
  * Service, after the first sync answer for the pods that join others), in the L/N fallback
  * too (every peer stale: a partition); 503 while draining (SIGTERM: readiness fails first),
  * before the limiter runs and while joining. The mesh view is in the body, for people.
@@ -473,7 +454,7 @@ function readiness(deps: CheckServerDeps, state: ServerState): { ok: boolean; bo
   let reason: string | undefined;
   if (state.draining) reason = 'draining: shutting down';
   else if (!deps.limiter.ready) reason = 'limiter not started';
-  else if (!joined(deps, state))
+  else if (!state.join.joined(performance.now(), () => deps.limiter.stats()))
     reason = 'joining: other members found, waiting for the first sync answer from one of them';
   return reason === undefined
     ? { ok: true, body: { status: 'ok', ...view } }

@@ -234,7 +234,7 @@ export class EngineCore {
           gossipIntervalMs: this.cfg.gossipIntervalMs,
           dataDelayMs: this.cfg.dataDelayMs,
         },
-        'ratemesh policy window is under twice the gossip horizon (gossipIntervalMs + data delay): views of the peers are a large part of the window old, so bursts on many nodes at once can pass the limit (overAdmission controlled: by a few percent, new demand counting for an equal share until every peer has heard it; naive: by much more); lower gossipIntervalMs or lengthen the window',
+        'ratemesh policy window is under twice the gossip horizon (gossipIntervalMs + data delay): views of the peers are a large part of the window old, so bursts on many nodes at once can pass the limit (overAdmission controlled: by a few percent, up to 6.3 % in a burst after a lull on every node; naive: by much more); lower gossipIntervalMs or lengthen the window',
       );
     }
   }

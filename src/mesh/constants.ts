@@ -1,3 +1,5 @@
+import type { TopicValidatorResult } from '@libp2p/gossipsub';
+
 /** Defaults of the mesh layer; every one can be overridden through MeshLimiterOptions. */
 /**
  * Loopback by default: a node reachable from other hosts is a choice (and needs a psk, or
@@ -45,3 +47,14 @@ export const TOPIC_PREFIX = 'ratemesh/';
 export const TOPIC = `${TOPIC_PREFIX}4`;
 /** Largest snapshot file a node reads at start, bytes (the sync frame limit). */
 export const MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Gossipsub's `TopicValidatorResult` values, without loading gossipsub for them: its module
+ * graph is part of the libp2p stack that node.ts loads on start(), not on `import('ratemesh')`.
+ * (test/mesh/lazy-stack.test.ts checks they are gossipsub's own.)
+ */
+export const Validation = {
+  Accept: 'accept' as TopicValidatorResult.Accept,
+  Ignore: 'ignore' as TopicValidatorResult.Ignore,
+  Reject: 'reject' as TopicValidatorResult.Reject,
+} as const;

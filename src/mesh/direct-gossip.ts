@@ -1,7 +1,12 @@
 import './polyfill.js';
 import { publicKeyFromProtobuf, publicKeyToProtobuf } from '@libp2p/crypto/keys';
-import type { Message, PublishResult, SubscriptionChangeData, TopicValidatorFn } from '@libp2p/gossipsub';
-import { TopicValidatorResult } from '@libp2p/gossipsub';
+import type {
+  Message,
+  PublishResult,
+  SubscriptionChangeData,
+  TopicValidatorFn,
+  TopicValidatorResult,
+} from '@libp2p/gossipsub';
 import type {
   ComponentLogger,
   Connection,
@@ -14,6 +19,7 @@ import type {
 } from '@libp2p/interface';
 import { TypedEventEmitter } from '@libp2p/interface';
 import { peerIdFromPublicKey } from '@libp2p/peer-id';
+import { Validation } from './constants.js';
 import { FrameDecoder, readVarint, varintLength, writeVarint } from './frame-decoder.js';
 import { lazyWindowUpdates } from './link-tuning.js';
 import { nativeSigner, nativeVerifier, type Signer, type Verifier } from './native-ed25519.js';
@@ -1407,7 +1413,7 @@ export class DirectGossip
       this.log.error('topic validator threw: %e', err);
       return;
     }
-    if (r === TopicValidatorResult.Accept) {
+    if (r === Validation.Accept) {
       if (inBatch) this.enqueue(msg, originKey, seq, macs);
       else this.relay(msg, originKey, seq, link.id);
       return;
@@ -1418,7 +1424,7 @@ export class DirectGossip
       const key = originKey.slice();
       r.then(
         (res) => {
-          if (res !== TopicValidatorResult.Accept || !this.running) return;
+          if (res !== Validation.Accept || !this.running) return;
           if (inBatch) this.enqueue(held, key, seq, macs);
           else this.relay(held, key, seq, link.id);
         },

@@ -1,6 +1,6 @@
-import type { Message, TopicValidatorFn } from '@libp2p/gossipsub';
-import { TopicValidatorResult } from '@libp2p/gossipsub';
+import type { Message, TopicValidatorFn, TopicValidatorResult } from '@libp2p/gossipsub';
 import type { PeerId } from '@libp2p/interface';
+import { Validation } from './constants.js';
 import type { MeshEngine } from './engine-port.js';
 import type { PeerLinks } from './links.js';
 import type { MeshConfig } from './options.js';
@@ -79,18 +79,18 @@ export class GossipIn {
   readonly validate: TopicValidatorFn = (peer, msg) => {
     if (msg.type !== 'signed') {
       bump(this.host.counters.dropped, 'unsigned');
-      return TopicValidatorResult.Reject;
+      return Validation.Reject;
     }
     if (msg.data.byteLength > this.host.cfg.maxMessageBytes) {
       bump(this.host.counters.dropped, 'oversize');
-      return TopicValidatorResult.Reject;
+      return Validation.Reject;
     }
     // the members known as it came: a farewell merged takes its origin out of the count, and the
     // one member that origin does not reach must still hear it
     const members = this.host.engine.memberCount();
     // relay mode relays what we merged, never what the engine refused (an ignored peer's, a
     // duplicate, a message that does not decode)
-    if (!this.receive(msg, peer) && this.host.relayFanout() > 0) return TopicValidatorResult.Ignore;
+    if (!this.receive(msg, peer) && this.host.relayFanout() > 0) return Validation.Ignore;
     return this.relayDecision(msg.data, members);
   };
 
@@ -105,21 +105,21 @@ export class GossipIn {
    */
   private relayDecision(data: Uint8Array, members: number): TopicValidatorResult {
     const g = this.host.counters.gossip;
-    if (this.host.isolated()) return TopicValidatorResult.Ignore;
+    if (this.host.isolated()) return Validation.Ignore;
     const mode = this.host.cfg.relay;
     if (this.host.relayFanout() > 0) {
       // relay mode (direct transport): every message we merge goes into our next batch
-      if (this.host.engine.gossipReach(data) === 0) return TopicValidatorResult.Reject;
+      if (this.host.engine.gossipReach(data) === 0) return Validation.Reject;
     } else if (mode !== 'always') {
       const reach = this.host.engine.gossipReach(data);
-      if (reach === 0) return TopicValidatorResult.Reject; // the engine counted why
+      if (reach === 0) return Validation.Reject; // the engine counted why
       if (mode === 'never' || reach >= members) {
         g.notRelayed++;
-        return TopicValidatorResult.Ignore;
+        return Validation.Ignore;
       }
     }
     g.relayed++;
-    return TopicValidatorResult.Accept;
+    return Validation.Accept;
   }
 
   /** `via`: the peer that handed us the message; not its origin when relayed. */

@@ -20,6 +20,7 @@ import type { EngineFactory, MeshEngine } from './engine-port.js';
 import { EngineSlot } from './engine-slot.js';
 import { bump, GossipIn } from './gossip-in.js';
 import { peerIdOf } from './identity.js';
+import { JoinWatch } from './join.js';
 import { PeerLinks } from './links.js';
 import { createMeshNode, directGossipOf, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
@@ -35,7 +36,6 @@ import type {
   MeshLimiterOptions,
   MeshState,
   MeshStats,
-  OwnerMeshLimiter,
 } from './types.js';
 import { warmUp } from './warm.js';
 
@@ -59,6 +59,8 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   /** Owner placement (issue 27): asks to the owners of thin keys, answers as owner. */
   private owners: OwnerService | undefined;
   private discovery: Discovery | undefined;
+  /** Readiness at start (join.ts, the daemon's `/readyz` rule): made when the node runs. */
+  private join: JoinWatch | undefined;
   private tickTimer: NodeJS.Timeout | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private earlyImmediate: NodeJS.Immediate | undefined;
@@ -382,13 +384,17 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       }
       fallback = this.engine.stats(this.cfg.clock.now()).fallback;
     }
+    const joined = state === 'running' && this.joined();
     let reason: string | undefined;
     if (this.shuttingDown !== undefined) reason = 'draining: shutting down';
     else if (state !== 'running') reason = `node ${state}`;
     else if (!this.engine.ready) reason = 'engine not ready';
+    else if (!joined)
+      reason = 'joining: other members found, waiting for the first sync answer from one of them';
     const h: MeshHealth = {
       live: state !== 'stopped',
       ready: reason === undefined,
+      joined,
       state,
       draining: this.shuttingDown !== undefined,
       fallback,
@@ -396,6 +402,16 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     };
     if (reason !== undefined) h.reason = reason;
     return h;
+  }
+
+  /** The daemon's join rule (join.ts) over this node's sync and discovery counters. */
+  private joined(): boolean {
+    const join = this.join;
+    if (join === undefined) return false;
+    return join.joined(this.cfg.clock.now(), () => ({
+      sync: this.sync?.stats ?? { pullsOk: 0 },
+      discovery: this.discovery?.stats ?? emptyDiscoveryStats(),
+    }));
   }
 
   shutdown(options?: ShutdownOptions): Promise<void> {
@@ -511,6 +527,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
         onRound: (others) => this.engine.expectMembers(1 + others),
       });
       loadSnapshot(this.engine, cfg.snapshotFile, cfg.logger, cfg.clock.now());
+      this.join = new JoinWatch(cfg.bootstrap.length === 0, cfg.joinTimeoutMs, cfg.clock.now());
       this.state = 'running';
       if (this.owners !== undefined) this.engine.enableOwnerPlacement?.(true);
       this.tickTimer = setInterval(this.onTick, cfg.gossipIntervalMs);

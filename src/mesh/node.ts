@@ -1,14 +1,42 @@
 import './polyfill.js';
-import { noise } from '@chainsafe/libp2p-noise';
-import { yamux } from '@chainsafe/libp2p-yamux';
-import { type GossipSub, gossipsub, StrictSign } from '@libp2p/gossipsub';
-import { type Identify, identify } from '@libp2p/identify';
+// The libp2p stack (libp2p, gossipsub, noise, yamux, identify, tcp, pnet: about 250 ms of module
+// loading, most of `import('ratemesh')` before) is imported by createMeshNode, on start(), not
+// when the package is imported: a process that only builds an Engine, the adapters or the CLI's
+// help never loads it. Types only here.
+import type { GossipSub } from '@libp2p/gossipsub';
+import type { Identify } from '@libp2p/identify';
 import type { ConnectionProtector, Libp2p, PrivateKey } from '@libp2p/interface';
-import { preSharedKey } from '@libp2p/pnet';
-import { tcp } from '@libp2p/tcp';
-import { createLibp2p, type ServiceFactoryMap } from 'libp2p';
+import type { ServiceFactoryMap } from 'libp2p';
 import { DirectGossip, directGossip, type MeshPubSub } from './direct-gossip.js';
 import { tunedEncrypter } from './link-tuning.js';
+
+/** The libp2p stack's modules, loaded once, by the first {@link createMeshNode}. */
+let stack:
+  | Promise<
+      [
+        typeof import('@chainsafe/libp2p-noise'),
+        typeof import('@chainsafe/libp2p-yamux'),
+        typeof import('@libp2p/gossipsub'),
+        typeof import('@libp2p/identify'),
+        typeof import('@libp2p/pnet'),
+        typeof import('@libp2p/tcp'),
+        typeof import('libp2p'),
+      ]
+    >
+  | undefined;
+
+function libp2pStack(): NonNullable<typeof stack> {
+  stack ??= Promise.all([
+    import('@chainsafe/libp2p-noise'),
+    import('@chainsafe/libp2p-yamux'),
+    import('@libp2p/gossipsub'),
+    import('@libp2p/identify'),
+    import('@libp2p/pnet'),
+    import('@libp2p/tcp'),
+    import('libp2p'),
+  ]);
+  return stack;
+}
 
 /**
  * How gossip travels. `'direct'` (default): one long-lived libp2p stream per
@@ -104,6 +132,15 @@ export async function createMeshNode(cfg: MeshNodeConfig): Promise<MeshNode> {
     throw new TypeError(
       `relay mode (relayFanout ${relayFanout}) needs the direct transport, not ${transport}`,
     );
+  const [
+    { noise },
+    { yamux },
+    { gossipsub, StrictSign },
+    { identify },
+    { preSharedKey },
+    { tcp },
+    { createLibp2p },
+  ] = await libp2pStack();
   const protector: (() => ConnectionProtector) | undefined =
     cfg.psk === undefined ? undefined : preSharedKey({ psk: cfg.psk });
   const pubsub = gossipsub({

@@ -1,6 +1,5 @@
 import './polyfill.js';
 import type { PrivateKey } from '@libp2p/interface';
-import { preSharedKey } from '@libp2p/pnet';
 import { multiaddr } from '@multiformats/multiaddr';
 import { type Clock, systemClock } from '../clock.js';
 import { MAX_RELAY_HOPS } from '../decision/constants.js';
@@ -27,8 +26,10 @@ import { MAX_RELAY_FANOUT, MAX_RELAY_MAC_PEERS } from './direct-gossip.js';
 import { type BootstrapEntry, parseBootstrap } from './discovery.js';
 import type { EngineFactory } from './engine-port.js';
 import { generateIdentity, identityFromProtobuf } from './identity.js';
+import { JOIN_TIMEOUT_MS } from './join.js';
 import { stderrLogger } from './logger.js';
 import { DEFAULT_RELAY_MAC_PEERS } from './relay-mac.js';
+import { swarmKeyProblem } from './swarm-key.js';
 import type { Logger, MeshLimiterOptions, RelayMode } from './types.js';
 
 /** MeshLimiterOptions parsed once: defaults filled, every field checked. */
@@ -68,6 +69,7 @@ export interface MeshConfig {
   maxSyncBytes: number;
   syncTimeoutMs: number;
   discoveryIntervalMs: number;
+  joinTimeoutMs: number;
   departAfterMs: number;
   dialTimeoutMs: number;
   inboundConnectionThreshold: number;
@@ -102,6 +104,7 @@ const KNOWN = new Set<string>([
   'maxSyncBytes',
   'syncTimeoutMs',
   'discoveryIntervalMs',
+  'joinTimeoutMs',
   'departAfterMs',
   'dialTimeoutMs',
   'inboundConnectionThreshold',
@@ -147,11 +150,9 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
   }
   const psk = optional(opts.psk, undefined, (v) => bytes(v, 'psk'));
   if (psk !== undefined) {
-    try {
-      preSharedKey({ psk })();
-    } catch (err) {
-      fail('psk', `not a libp2p swarm key file (/key/swarm/psk/1.0.0/) (${(err as Error).message})`);
-    }
+    const problem = swarmKeyProblem(psk);
+    if (problem !== undefined)
+      fail('psk', `not a libp2p swarm key file (/key/swarm/psk/1.0.0/) (${problem})`);
   }
 
   if (opts.insecure !== undefined && typeof opts.insecure !== 'boolean')
@@ -319,6 +320,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
       100,
       3_600_000,
     ),
+    joinTimeoutMs: num('joinTimeoutMs', opts.joinTimeoutMs, JOIN_TIMEOUT_MS, 0, 3_600_000),
     departAfterMs: num(
       'departAfterMs',
       opts.departAfterMs,

@@ -117,6 +117,12 @@ export interface MeshLimiterOptions {
   syncTimeoutMs?: number;
   /** How often bootstrap entries are re-resolved and unconnected ones redialled, ms. Default 2000. */
   discoveryIntervalMs?: number;
+  /**
+   * How long `health().ready` waits after `start()` to join the mesh while bootstrap entries
+   * name other members and none has answered a sync yet, ms; then ready in the L/N fallback
+   * all the same. The daemon's `/readyz` follows the same rule (src/mesh/join.ts). Default 10000.
+   */
+  joinTimeoutMs?: number;
   /** A dial (TCP, pnet, noise, yamux) must finish within this, ms. Default 5000. */
   dialTimeoutMs?: number;
   /**
@@ -156,10 +162,16 @@ export interface MeshHealth {
   /** The process should be kept: false only once the node is stopped (or failed to start). */
   live: boolean;
   /**
-   * The node can decide: running and not shutting down. True in the L/N fallback too
-   * (no peer heard yet, every peer stale), so a single replica and the first pod are ready.
+   * The node can decide and has joined the mesh it was pointed at: running, not shutting down,
+   * and alone (no bootstrap), or its bootstrap resolved to no other member (the first pod), or
+   * a sync answer from a member has been merged, or `joinTimeoutMs` passed since `start()`.
+   * The rule of the daemon's `/readyz` (src/mesh/join.ts). True in the L/N fallback too (a
+   * single replica, the first pod, every peer stale in a partition), and kept once joined.
+   * Only the probe waits: `check` decides from `start()` on (in the start-up share).
    */
   ready: boolean;
+  /** The node has joined the mesh (see `ready`); false before `start()`. */
+  joined: boolean;
   state: MeshState;
   /** `shutdown()` has begun. */
   draining: boolean;

@@ -7,11 +7,14 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { generateKey } from '@libp2p/pnet';
 import { afterEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.js';
 import { type Daemon, startDaemon } from '../../src/daemon/daemon.js';
 import { isRateMeshError } from '../../src/errors.js';
 import { rateMeshGuard } from '../../src/http/index.js';
+import { TOPIC } from '../../src/mesh/constants.js';
 import { dialFailureReason } from '../../src/mesh/discovery.js';
-import { createMeshLimiter, type EmbeddedMeshLimiter } from '../../src/mesh/index.js';
+import { createMeshLimiter, type EmbeddedMeshLimiter, type MeshStats } from '../../src/mesh/index.js';
+import { PeerLinks } from '../../src/mesh/links.js';
 import { FakeLimiter, memoryLogger } from '../daemon/fake-limiter.js';
 
 type Line = { level: string; obj: Record<string, unknown>; msg: string };
@@ -131,6 +134,37 @@ describe('mesh operator lines', () => {
     );
     expect(dialFailureReason(new Error('timed out after 2000 ms'))).toBe('timeout');
     expect(dialFailureReason('??')).toBe('other');
+  });
+
+  it('a peer on another ratemesh version (another topic): one warn line per peer and topic, counted', () => {
+    const { lines, logger } = recorder();
+    const otherTopics: MeshStats['otherTopics'] = { events: 0, peers: {} };
+    const links = new PeerLinks({
+      engine: {} as never,
+      clock: systemClock,
+      logger,
+      topic: TOPIC,
+      timers: new Set(),
+      otherTopics,
+      running: () => undefined,
+    });
+    const subscribed = (id: string, topic: string) =>
+      links.onSubscriptionChange(
+        new CustomEvent('subscription-change', {
+          detail: { peerId: { toString: () => id } as never, subscriptions: [{ topic, subscribe: true }] },
+        }),
+      );
+    subscribed('p9', 'ratemesh/3');
+    subscribed('p9', 'ratemesh/3'); // again (a reconnect): counted, not warned again
+    subscribed('p9', 'some-other-app'); // not a ratemesh topic: nothing
+    subscribed('p8', TOPIC); // ours: nothing to warn of
+    const warns = lines.filter((l) => l.level === 'warn');
+    expect(warns).toHaveLength(1);
+    expect(warns[0]!.msg).toMatch(/another ratemesh topic \(another wire format\)/);
+    expect(warns[0]!.obj).toMatchObject({ peer: 'p9', theirTopic: 'ratemesh/3', ourTopic: TOPIC });
+    expect(otherTopics).toEqual({ events: 2, peers: { p9: 'ratemesh/3' } });
+    subscribed('p7', 'ratemesh/5');
+    expect(lines.filter((l) => l.level === 'warn')).toHaveLength(2);
   });
 });
 

@@ -1,15 +1,20 @@
 /**
  * The embedded lifecycle (issue 28): `shutdown()` in its order (readiness off, serve for
- * delayMs, stop accepting, in-flight requests finish, farewell), `health()` for probes,
+ * delayMs, stop accepting, in-flight requests finish, farewell), `health()` for probes (the
+ * daemon's `/readyz` join rule),
  * and the HTTP adapters after the node stopped: 503, never a silent fail-open.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import express from 'express';
 import { afterEach, describe, expect, it } from 'vitest';
 import { rateMeshExpress } from '../../src/http/express.js';
 import { rateMeshGuard } from '../../src/http/index.js';
-import { createMeshLimiter, type EmbeddedMeshLimiter } from '../../src/mesh/index.js';
+import {
+  createMeshLimiter,
+  type EmbeddedMeshLimiter,
+  type MeshLimiterOptions,
+} from '../../src/mesh/index.js';
 import { shutdownOptions } from '../../src/mesh/shutdown.js';
 import type { PolicySpec } from '../../src/types.js';
 
@@ -46,7 +51,11 @@ afterEach(async () => {
   await Promise.all(nodes.splice(0).map((n) => n.stop()));
 });
 
-function mesh(bootstrap: string[] = [], policies: PolicySpec[] = POLICIES): EmbeddedMeshLimiter {
+function mesh(
+  bootstrap: string[] = [],
+  policies: PolicySpec[] = POLICIES,
+  extra: Partial<MeshLimiterOptions> = {},
+): EmbeddedMeshLimiter {
   const node = createMeshLimiter({
     policies,
     listen: ['/ip4/127.0.0.1/tcp/0'],
@@ -55,9 +64,19 @@ function mesh(bootstrap: string[] = [], policies: PolicySpec[] = POLICIES): Embe
     heartbeatMs: 200,
     discoveryIntervalMs: 200,
     logger,
+    ...extra,
   });
   nodes.push(node);
   return node;
+}
+
+/** A loopback TCP port free now (taken and released). */
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
 }
 
 async function listen(server: http.Server): Promise<string> {
@@ -112,19 +131,63 @@ describe('after mesh.stop(), the middleware', () => {
   });
 });
 
-describe('health() for probes', () => {
-  it('a lone node and a node whose bootstrap peer never answers are both ready (L/N fallback)', async () => {
+describe("health() for probes: the daemon's /readyz rule (src/mesh/join.ts)", () => {
+  it('a lone node (no bootstrap) is ready once started', async () => {
     const alone = mesh();
-    expect(alone.health()).toMatchObject({ live: true, ready: false, state: 'idle' });
+    expect(alone.health()).toMatchObject({ live: true, ready: false, joined: false, state: 'idle' });
     await alone.start();
-    expect(alone.health()).toMatchObject({ live: true, ready: true, state: 'running', draining: false });
-    // a bootstrap entry nobody listens on: the first pod of a Service, or a partition
-    const first = mesh(['/ip4/127.0.0.1/tcp/9/p2p/12D3KooWGC6TvWhfapngX6wvJHMYvKpDMXPb3ZnCZ6dMoaMtimQ5']);
+    expect(alone.health()).toMatchObject({
+      live: true,
+      ready: true,
+      joined: true,
+      state: 'running',
+      draining: false,
+    });
+  });
+
+  it('the first pod (its bootstrap names only itself): ready after the first discovery round, in fallback', async () => {
+    const port = await freePort();
+    const first = mesh([`/ip4/127.0.0.1/tcp/${port}`], POLICIES, { listen: [`/ip4/127.0.0.1/tcp/${port}`] });
     await first.start();
-    const h = first.health();
-    expect(h.ready).toBe(true);
-    expect(h.live).toBe(true);
-    expect(h.peers.live).toBe(0);
+    await until(() => first.stats().discovery.rounds > 0);
+    expect(first.health()).toMatchObject({ ready: true, joined: true, peers: { live: 0, stale: 0 } });
+  });
+
+  it('a pod joining a member: not ready until that member answers a sync, then ready for good', async () => {
+    // a's address is fixed before it starts, so b can be pointed at it while nobody listens there
+    const port = await freePort();
+    const a = mesh([], POLICIES, { listen: [`/ip4/127.0.0.1/tcp/${port}`] });
+    const b = mesh([`/ip4/127.0.0.1/tcp/${port}/p2p/${a.peerId}`], POLICIES, { joinTimeoutMs: 600_000 });
+    await b.start();
+    await until(() => b.stats().discovery.rounds >= 2);
+    // running and deciding (the start-up share), yet not ready: a member was named, none answered
+    expect(b.ready).toBe(true);
+    const joining = b.health();
+    expect(joining).toMatchObject({ live: true, ready: false, joined: false, state: 'running' });
+    expect(joining.reason).toMatch(/^joining/);
+    await a.start();
+    await until(() => b.stats().sync.pullsOk > 0);
+    expect(b.health()).toMatchObject({ ready: true, joined: true });
+    // and stays ready when that member goes (the L/N fallback decides, as in a partition)
+    await a.stop();
+    await until(() => b.peers().every((p) => p.stale));
+    expect(b.health()).toMatchObject({ ready: true, joined: true });
+  });
+
+  it('a pod whose members never answer: ready in the L/N fallback once joinTimeoutMs passed', async () => {
+    const port = await freePort();
+    const dead = `/ip4/127.0.0.1/tcp/${port}/p2p/12D3KooWGC6TvWhfapngX6wvJHMYvKpDMXPb3ZnCZ6dMoaMtimQ5`;
+    const node = mesh([dead], POLICIES, { joinTimeoutMs: 1_500 });
+    const t0 = Date.now();
+    await node.start();
+    expect(node.health().ready).toBe(false);
+    await until(() => node.health().ready);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_400);
+    expect(node.health()).toMatchObject({ joined: true, peers: { live: 0 } });
+  });
+
+  it('joinTimeoutMs is validated', () => {
+    expect(() => mesh([], POLICIES, { joinTimeoutMs: -1 })).toThrow(/joinTimeoutMs/);
   });
 });
 
