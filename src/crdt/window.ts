@@ -560,35 +560,55 @@ export class KeyWindow {
   }
 
   /**
-   * Counts since the bucket `h` that holds a time horizon, into `out`: `out[0]` every origin's
-   * counts after `h` and our own in `h` itself (peers' counts in `h` may all precede the
-   * horizon, ours may all follow it, so both err on the safe side of a "what was admitted
-   * since" question), `out[1]` our own from `h` on. A horizon before the ring counts every
-   * bucket in it. Nothing allocated: `out` is the caller's.
+   * Counts since a horizon, into `out`: `out[0]` every origin's counts after bucket `h` (peers'
+   * counts in `h` count as before the horizon: they may all precede it, the safe side of a "what
+   * was admitted since" question for the headroom) and our own since `ownFrom`; `out[1]` our own
+   * since `ownFrom` (a time in buckets: our time / bw; by part of a bucket, a part whose last
+   * admission is at or after it counting whole). A horizon before the ring counts every bucket in
+   * it. Nothing allocated: `out` is the caller's.
    */
-  countsSince(h: number, out: Float64Array): void {
-    if (h === this.cur) {
-      const n = this.nextSlot;
-      const ownCur = this.d[this.ob + this.curSlot]!;
-      out[0] = this.d[this.sb + n]! + ownCur;
-      out[1] = this.d[this.ob + n]! + ownCur;
-      return;
-    }
-    let all = 0;
-    let own = 0;
-    let b = this.cur - this.k;
-    if (h >= b) {
-      own = this.d[this.ob + this.slotOf(h)]!;
-      all = own;
-      b = h + 1;
-    }
-    for (; b <= this.cur + 1; b++) {
+  countsSince(h: number, ownFrom: number, out: Float64Array): void {
+    const d = this.d;
+    const lo = this.cur - this.k;
+    let others = 0;
+    for (let b = Math.max(h + 1, lo); b <= this.cur + 1; b++) {
       const s = this.slotOf(b);
-      all += this.d[this.sb + s]!;
-      own += this.d[this.ob + s]!;
+      others += d[this.sb + s]! - d[this.ob + s]!;
     }
-    out[0] = all;
+    const own = this.ownFrom(ownFrom);
+    out[0] = others + own;
     out[1] = own;
+  }
+
+  /** Our own admissions since `from` (a time in buckets), by part of a bucket (see {@link ownSince}). */
+  ownFrom(from: number): number {
+    const d = this.d;
+    const lo = this.cur - this.k;
+    const c = Math.floor(from);
+    let own = 0;
+    for (let b = Math.max(c, lo); b <= this.cur + 1; b++) {
+      const s = this.slotOf(b);
+      own += b === c ? this.ownSince(s, from - c) : d[this.ob + s]!;
+    }
+    return own;
+  }
+
+  /**
+   * Slot `s`'s own admissions at or after part `frac` of its bucket: every part of the bucket
+   * whose last admission is at or after it, whole (its times are rounded up, never earlier than
+   * an admission); all of them when `frac` is 0 or less.
+   */
+  ownSince(s: number, frac: number): number {
+    const own = this.d[this.ob + s]!;
+    if (!(frac > 0) || !(own > 0)) return own;
+    const parts = this.parts;
+    const at = 2 * OWN_PARTS * s;
+    let before = 0;
+    for (let j = 0; j < OWN_PARTS; j++) {
+      const v = parts[at + j]!;
+      if (v > 0 && parts[at + OWN_PARTS + j]! < frac) before += v;
+    }
+    return before > 0 ? Math.max(0, own - before) : own;
   }
 
   /**

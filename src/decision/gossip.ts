@@ -122,7 +122,7 @@ export class Gossip {
         entries.push(e);
         ks.sentDemand = e.demand;
         ks.sentDemandAt = now;
-        reportDemand(ks, e.demand, now);
+        reportDemand(ks, e.demand, now, core.builtAt);
         ks.unsynced = 0;
         ks.pending = false;
         ks.sentTick = tick;

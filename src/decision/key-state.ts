@@ -19,7 +19,9 @@ const FLY2AT = SCALARS + 9;
 const SENTBUCKET = SCALARS + 10;
 const PREVBUCKET = SCALARS + 11;
 const CREATED = SCALARS + 12;
-const NUMBERS = 13;
+const FLY1_PREV = SCALARS + 13;
+const FLY2_PREV = SCALARS + 14;
+const NUMBERS = 15;
 
 /**
  * What the engine keeps for one key of a global policy: the key's windowed G-counter and the
@@ -154,6 +156,23 @@ export class KeyState {
   set prevBucket(v: number) {
     this.window.d[PREVBUCKET] = v;
   }
+  /**
+   * When our message before `fly1`'s was sent: a peer that has not had `fly1` holds at most that
+   * message after `held`'s, and fades `held` by its age then (-Infinity: none).
+   */
+  get fly1Prev(): number {
+    return this.window.d[FLY1_PREV]!;
+  }
+  set fly1Prev(v: number) {
+    this.window.d[FLY1_PREV] = v;
+  }
+  /** The same for `fly2`. */
+  get fly2Prev(): number {
+    return this.window.d[FLY2_PREV]!;
+  }
+  set fly2Prev(v: number) {
+    this.window.d[FLY2_PREV] = v;
+  }
   /** When this node first saw the key (its time). */
   get created(): number {
     return this.window.d[CREATED]!;
@@ -173,18 +192,20 @@ export interface LocalKeyState {
 }
 
 /**
- * Records our demand report `v` for the key, sent at `t` (ours). Peers may hold it or any report
- * before it back to the last one that reached them all. With two already on their way, the
- * newer is folded with it (their minimum, at the later time): still at most what a peer may hold,
- * and the older one reaches every peer at its own time.
+ * Records our demand report `v` for the key, sent at `t` (ours) in the message after the one sent
+ * at `prev`. Peers may hold it or any report before it back to the last one that reached them
+ * all. With two already on their way, the newer is folded with it (their minimum, at the later
+ * time): still at most what a peer may hold, and the older one reaches every peer at its own time.
  */
-export function reportDemand(ks: KeyState, v: number, t: number): void {
+export function reportDemand(ks: KeyState, v: number, t: number, prev: number): void {
   if (Number.isNaN(ks.fly1At)) {
     ks.fly1 = v;
     ks.fly1At = t;
+    ks.fly1Prev = prev;
   } else if (Number.isNaN(ks.fly2At)) {
     ks.fly2 = v;
     ks.fly2At = t;
+    ks.fly2Prev = prev;
   } else {
     if (v < ks.fly2) ks.fly2 = v;
     ks.fly2At = t;
@@ -195,8 +216,10 @@ export function reportDemand(ks: KeyState, v: number, t: number): void {
  * The weight peers give our demand for the key, at the least: reports sent before `reached`
  * (every live peer has sent since it could hold them) are held by all of them, so the newest of
  * those replaces `held`; the later ones may not have arrived. A peer fades a report by its age at
- * our newest message it holds: one a later report replaced does not fade (the message after it
- * carried the next), the newest fades by its age at `builtAt`, over a window. Each counts up to `cap`.
+ * our newest message it holds: the newest report by its age at `builtAt`, an earlier one by its
+ * age at our message before the next report's (a peer that has not had the next one holds no
+ * later message of ours; holding `held` unfaded there gave us more weight than such a peer
+ * gives us: a warm key's burst over 2 nodes admitted 51 of L = 50). Over a window, up to `cap`.
  */
 export function selfDemand(ks: KeyState, reached: number, builtAt: number, W: number, cap: number): number {
   while (!Number.isNaN(ks.fly1At) && ks.fly1At <= reached) {
@@ -204,12 +227,17 @@ export function selfDemand(ks: KeyState, reached: number, builtAt: number, W: nu
     ks.heldAt = ks.fly1At;
     ks.fly1 = ks.fly2;
     ks.fly1At = ks.fly2At;
+    ks.fly1Prev = ks.fly2Prev;
     ks.fly2At = Number.NaN;
   }
   if (Number.isNaN(ks.fly1At)) return faded(ks.held, ks.heldAt, builtAt, W, cap);
-  const d = Math.min(ks.held, cap);
+  const d = faded(ks.held, ks.heldAt, ks.fly1Prev, W, cap);
   if (Number.isNaN(ks.fly2At)) return Math.min(d, faded(ks.fly1, ks.fly1At, builtAt, W, cap));
-  return Math.min(d, ks.fly1, faded(ks.fly2, ks.fly2At, builtAt, W, cap));
+  return Math.min(
+    d,
+    faded(ks.fly1, ks.fly1At, ks.fly2Prev, W, cap),
+    faded(ks.fly2, ks.fly2At, builtAt, W, cap),
+  );
 }
 
 /**

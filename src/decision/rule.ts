@@ -245,7 +245,8 @@ export class Rule {
       // do, and a pro-rata split would under-count E_old) and our own wholly
       // as recent (they may all follow it). Both err on the safe side.
       const since = this.since;
-      kw.countsSince(cU, since);
+      const tO = Math.max(cU * rt.bw, tU - Math.max(U, 0));
+      kw.countsSince(cU, tO / rt.bw, since);
       const recentAll = since[0]!;
       const ownRecent = since[1]!;
       // at most L: with the horizon at or before the window's oldest bucket, `recentAll` counts
@@ -270,7 +271,7 @@ export class Rule {
           'headroom-share',
           'global',
           Math.floor(allowance - ownRecent),
-          this.shareRetry(ks, rt, cU, U, ownRecent, cost, H, est, now),
+          this.shareRetry(ks, rt, cU, tO, U, ownRecent, cost, H, est, now),
         );
         return;
       }
@@ -304,6 +305,7 @@ export class Rule {
     ks: KeyState,
     rt: PolicyRuntime,
     cU: number,
+    tO: number,
     U: number,
     ownRecent: number,
     cost: number,
@@ -316,14 +318,17 @@ export class Rule {
     const L = rt.policy.limit;
     if (!(share > 0) || cost > L * share + 1e-9) return -1;
     const u = Math.max(U, 0);
+    const uO = Math.max(now - tO, u);
+    const cO = Math.floor(tO / rt.bw);
     let own = ownRecent;
     let h = H;
-    for (let b = Math.max(cU, kw.cur - kw.k); b <= kw.cur; b++) {
+    for (let b = Math.max(Math.min(cO, cU), kw.cur - kw.k); b <= kw.cur; b++) {
       const s = kw.slotOf(b);
-      own -= kw.ownOf(s);
-      // peers' counts in the horizon's bucket already count as older
-      h -= b === cU ? kw.ownOf(s) : kw.sumOf(s);
-      if (own + cost <= share * h + 1e-9) return (b + 1) * rt.bw + u - now;
+      // peers' counts up to the horizon's bucket already count as older, and our own before tO
+      const ownHere = b < cO ? 0 : b === cO ? kw.ownSince(s, tO / rt.bw - cO) : kw.ownOf(s);
+      own -= ownHere;
+      h -= b <= cU ? ownHere : kw.sumOf(s);
+      if (own + cost <= share * h + 1e-9) return (b + 1) * rt.bw + (b <= cU ? uO : u) - now;
     }
     const after = (kw.cur + 1) * rt.bw + u - now;
     return Math.max(after, kw.timeToDrain(est - L + cost / share, false, now, rt.bw));
