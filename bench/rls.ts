@@ -14,6 +14,8 @@
  *   floor-grpc-fallback  the floor-grpc server on the fallback transport (grpc-transport-node.ts, node:http2)
  *   h2load-*        the same servers driven by nghttp2's h2load instead of node:http2 sessions (when
  *                   /usr/bin/h2load is installed: Debian's nghttp2-client; latency from its per-request log)
+ *   grpcio-*        the same servers driven by gRPC C-core (Debian's python3-grpcio, when installed:
+ *                   scripts/bench-grpcio.py), paced at GRPCIO_RATE (1000) req/s, what one Python client holds
  *
  * Every request is allowed (limit 10^9 per minute) and each pair of variants
  * decides exactly the same (policy, key) pairs: the HTTP variants name the
@@ -46,7 +48,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import http from 'node:http';
 import http2 from 'node:http2';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
@@ -78,6 +80,8 @@ type Autocannon = (opts: {
 const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
 
 const DURATION = Number(process.env.DURATION ?? 2);
+/** The machine's load when the bench began (printed beside its figures: a shared machine skews them). */
+const LOAD_AT_START = loadavg();
 const SLICES = Number(process.env.SLICES ?? 5);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 32);
 const CHANNELS = Number(process.env.CHANNELS ?? 4);
@@ -512,6 +516,56 @@ function h2loadVariant(name: string, port: number, request: object): Variant {
   };
 }
 
+const PYTHON = '/usr/bin/python3';
+const GRPCIO_DRIVER = new URL('../scripts/bench-grpcio.py', import.meta.url).pathname;
+/**
+ * The paced rate of the grpcio-* variants: what one Python client holds on 2
+ * cores beside the daemon (RATE is more than it sends, and then each variant
+ * would get a different rate). Compare the grpcio rows with each other only.
+ */
+const GRPCIO_RATE = Number(process.env.GRPCIO_RATE ?? 1000);
+
+/** Whether Debian's python3-grpcio is importable (the grpcio-* variants need it). */
+function hasGrpcio(): Promise<boolean> {
+  return new Promise((resolve) =>
+    execFile(PYTHON, ['-c', 'import grpc'], { timeout: 10_000 }, (err) => resolve(err === null)),
+  );
+}
+
+/**
+ * ShouldRateLimit driven by gRPC C-core (Debian's python3-grpcio, the core of
+ * Envoy's google_grpc client; scripts/bench-grpcio.py): CHANNELS channels,
+ * CONCURRENCY calls in flight (closed loop) or RATE calls/s (paced); every
+ * reply checked (status OK, overall_code OK). The Python client is slower
+ * than the server: its closed-loop rate is the client's, and a paced rate it
+ * cannot hold shows as a lower req/s; CPU per call is the daemon's, as always.
+ */
+function grpcioVariant(name: string, port: number, request: object): Variant {
+  const def = rlsServiceDefinition().ShouldRateLimit!;
+  const dir = mkdtempSync(join(tmpdir(), 'ratemesh-bench-grpcio-'));
+  const body = join(dir, 'request.bin');
+  writeFileSync(body, def.requestSerialize(request));
+  return {
+    name,
+    async run(seconds, rate) {
+      const paced = rate === undefined ? 0 : GRPCIO_RATE;
+      const args = [GRPCIO_DRIVER, port, seconds, CONCURRENCY, CHANNELS, paced, body].map(String);
+      const out = await new Promise<string>((resolve, reject) =>
+        execFile(PYTHON, args, { timeout: (seconds + 30) * 1000 }, (err, stdout) =>
+          err ? reject(err) : resolve(stdout),
+        ),
+      );
+      const r = JSON.parse(out.trim().split('\n').pop()!) as {
+        total: number;
+        failed: number;
+        rps: number;
+        p99_ms: number;
+      };
+      return { rps: r.rps, p99_ms: r.p99_ms, failed: r.failed, total: r.total };
+    },
+  };
+}
+
 async function slice(child: ChildProcess, v: Variant, seconds: number, rate?: number): Promise<Row> {
   const before = await childCpu(child);
   const own = process.cpuUsage();
@@ -633,6 +687,14 @@ async function main(): Promise<void> {
       h2loadVariant('h2load-floor-grpc-js', ready.floorGrpcJs, one),
     );
   } else console.error(`${H2LOAD} not found (apt-get install nghttp2-client): no h2load variants`);
+  if (await hasGrpcio()) {
+    const one = { domain: 'bench', descriptors: [entry('remote_address', '203.0.113.1')] };
+    variants.push(
+      grpcioVariant('grpcio-grpc-rls', ready.grpc, one),
+      grpcioVariant('grpcio-floor-grpc', ready.floorGrpc, one),
+      grpcioVariant('grpcio-floor-grpc-js', ready.floorGrpcJs, one),
+    );
+  } else console.error(`${PYTHON} cannot import grpc (apt-get install python3-grpcio): no grpcio variants`);
   const only = process.env.VARIANTS?.split(',');
   if (only !== undefined)
     variants.splice(0, variants.length, ...variants.filter((v) => only.includes(v.name)));
@@ -720,16 +782,26 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>, codec: Record
     `\nRLS bench: one daemon (mesh limiter, standalone), node ${process.version}, ${SLICES} interleaved slices of ${DURATION} s per variant (median)`,
   );
   console.log(
+    `load average (1, 5, 15 min) at the start ${LOAD_AT_START.map((l) => l.toFixed(2)).join(', ')}, at the end ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(', ')} (${cpus().length} cores)`,
+  );
+  console.log(
     `closed loop: ${CONCURRENCY} in flight (HTTP: connections; gRPC: streams over ${CHANNELS} HTTP/2 sessions); paced: ${RATE} req/s offered to each variant`,
   );
   const pair = (name: string) =>
-    name.startsWith('floor-grpc') || name.startsWith('h2load-floor-grpc')
+    /^((h2load|grpcio)-)?floor-grpc/.test(name)
       ? 'floor-http'
-      : name.replace(/^h2load-/, '').replace('grpc-rls', 'http-check');
+      : name.replace(/^(h2load|grpcio)-/, '').replace('grpc-rls', 'http-check');
+  // the grpcio rows run at another rate (paced) or the Python client's (closed): against nothing
   const vsHttp = (m: Map<string, Row>, name: string) =>
-    pair(name) !== name && m.has(pair(name))
+    !name.startsWith('grpcio-') && pair(name) !== name && m.has(pair(name))
       ? `${((100 * m.get(name)!.cpu_us) / m.get(pair(name))!.cpu_us).toFixed(0)}%`
       : '-';
+  if ([...paced.keys()].some((n) => n.startsWith('grpcio-')))
+    console.log(
+      `(grpcio-* rows: gRPC C-core from one Python process, paced at ${GRPCIO_RATE} req/s, not ${RATE}: compare them with each other)`,
+    );
   printTable(
     [
       'variant',
@@ -790,13 +862,14 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>, codec: Record
   for (const [ours, theirs] of [
     ['floor-grpc', 'floor-grpc-js'],
     ['h2load-floor-grpc', 'h2load-floor-grpc-js'],
+    ['grpcio-floor-grpc', 'grpcio-floor-grpc-js'],
   ] as const) {
     const a = paced.get(ours);
     const b = paced.get(theirs);
     if (a === undefined || b === undefined) continue;
     halfOfGrpcJs[ours] = a.cpu_us < b.cpu_us / 2;
     console.log(
-      `target (the transport's CPU per call under half of @grpc/grpc-js's), at ${RATE} req/s: ${ours} ${a.cpu_us.toFixed(1)} us vs ${theirs} ${b.cpu_us.toFixed(1)} us (${((100 * a.cpu_us) / b.cpu_us).toFixed(0)}%) -> ${halfOfGrpcJs[ours] ? 'met' : 'NOT met'}`,
+      `target (the transport's CPU per call under half of @grpc/grpc-js's), at ${ours.startsWith('grpcio-') ? GRPCIO_RATE : RATE} req/s: ${ours} ${a.cpu_us.toFixed(1)} us vs ${theirs} ${b.cpu_us.toFixed(1)} us (${((100 * a.cpu_us) / b.cpu_us).toFixed(0)}%) -> ${halfOfGrpcJs[ours] ? 'met' : 'NOT met'}`,
     );
   }
   let overFloor: { grpc: number; http: number } | undefined;
@@ -825,6 +898,7 @@ function report(closed: Map<string, Row>, paced: Map<string, Row>, codec: Record
     );
   const out = {
     node: process.version,
+    loadAverage: { start: LOAD_AT_START, end: loadavg(), cores: cpus().length },
     slices: SLICES,
     durationS: DURATION,
     closedLoop: { concurrency: CONCURRENCY, channels: CHANNELS, variants: figures(closed) },

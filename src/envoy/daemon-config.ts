@@ -83,14 +83,14 @@ const LIMIT_FIELDS = Object.keys(GRPC_LIMIT_RANGES) as (keyof H2Limits)[];
 /**
  * The limits the node:http2 fallback does not apply (nghttp2 has its own): set away from their
  * defaults with that transport, the daemon warns. It applies maxConnections, maxConcurrentStreams,
- * requestTimeoutMs, maxSettingsEntries, prefaceTimeoutMs and idleTimeoutMs.
+ * requestTimeoutMs, maxSettingsEntries, prefaceTimeoutMs, idleTimeoutMs and stallTimeoutMs (to
+ * replies; grpc-transport-node.ts).
  */
 export const NOT_ON_NODE_HTTP2: readonly (keyof H2Limits)[] = [
   'maxContinuations',
   'nuisancePerTick',
   'headerFramesPerTick',
   'frameTimeoutMs',
-  'stallTimeoutMs',
   'maxUnreadBytes',
 ];
 

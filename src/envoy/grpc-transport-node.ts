@@ -1,15 +1,22 @@
 /**
  * The fallback transport of the gRPC server: the same calls as
  * grpc-transport.ts on node:http2 (nghttp2 inside node) instead of
- * ratemesh's own HTTP/2 (h2.ts). About twice the CPU per call
- * (docs/envoy-transport.md), and nghttp2's own caps; chosen with
+ * ratemesh's own HTTP/2 (h2.ts). About three times the CPU per call
+ * (docs/envoy-transport.md), and nghttp2's own caps, with ours where node
+ * lets them be kept (connections, SETTINGS entries, preface, idle and stall
+ * timeouts: test/envoy/transport-timeouts.test.ts); chosen with
  * `transport: 'node:http2'` in {@link GrpcServerOptions} or
  * RATEMESH_GRPC_TRANSPORT=node:http2, for a client our HTTP/2 would not
  * serve. What the two answer is the same (test/envoy/grpc-transport.test.ts
  * runs against both); the request reading, the sweep of waiting calls and the
  * listening and closing are the same code (grpc-call.ts).
  */
-import http2, { type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import http2, {
+  type Http2Session,
+  type IncomingHttpHeaders,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from 'node:http2';
 import {
   Calls,
   type GrpcServer,
@@ -19,6 +26,7 @@ import {
   type ReaderConfig,
   RequestReader,
   type ServerStream,
+  SWEEP_MS,
 } from './grpc-call.js';
 import { GrpcStatus } from './grpc-status.js';
 import {
@@ -38,6 +46,13 @@ const OK_TRAILERS = { 'grpc-status': '0' } as const;
 const RESPOND_MESSAGES = { waitForTrailers: true, sendDate: false } as const;
 /** A reply of headers alone. */
 const RESPOND_END = { endStream: true, sendDate: false } as const;
+/**
+ * How long a session told to close at its idle timeout (GOAWAY) has to end
+ * before it is destroyed: node's close() waits for nghttp2's streams,
+ * a header block left open or a reply stalled on a zero window included,
+ * which would hold it for ever.
+ */
+export const CLOSE_GRACE_MS = 1000;
 
 function ignore(): void {}
 
@@ -103,14 +118,52 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
     encodingOf: grpcEncoding,
     copy: false,
   };
-  const calls = new Calls<ServerHttp2Stream>(opts.requestTimeoutMs, isClosed);
+  // replies sent and not yet done (a zero window, a peer that does not read), by the sweep they began in
+  const replying = new Map<ServerHttp2Stream, number>();
+  const stallSweeps = Math.max(1, Math.ceil(limits.stallTimeoutMs / SWEEP_MS));
+  function forgetReply(this: ServerHttp2Stream): void {
+    replying.delete(this);
+  }
+  const sweepReplies = (): void => {
+    if (replying.size === 0) return;
+    for (const [stream, epoch] of replying) {
+      if (isClosed(stream)) replying.delete(stream);
+      else if (calls.epoch - epoch > stallSweeps) {
+        replying.delete(stream);
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+      }
+    }
+  };
+  const calls = new Calls<ServerHttp2Stream>(opts.requestTimeoutMs, isClosed, sweepReplies);
   const { waiting, open } = calls;
+  // sessions with a server stream open (Health/Watch): how many, and the idle handler if the
+  // idle timeout came meanwhile (node calls it once: it is set again when the last one ends)
+  const watching = new Map<Http2Session, { streams: number; idle?: () => void }>();
 
   server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);
-    // a session with no activity for this long is closed (node's timeout counts any frame, not open streams)
-    session.setTimeout(limits.idleTimeoutMs, () => session.close());
-    session.once('close', () => sessions.delete(session));
+    // the client's preface and first SETTINGS within prefaceTimeoutMs, or the socket goes
+    // (node's unknownProtocolTimeout does not apply to cleartext HTTP/2)
+    const preface = setTimeout(() => session.destroy(), limits.prefaceTimeoutMs);
+    preface.unref();
+    session.once('remoteSettings', () => clearTimeout(preface));
+    // idle: no frame for idleTimeoutMs (node's session timeout counts every frame, whichever
+    // stream); a session with a server stream open is left be. Asked to close (GOAWAY NO_ERROR),
+    // it is destroyed CLOSE_GRACE_MS later if still there.
+    const onIdle = (): void => {
+      const w = watching.get(session);
+      if (w !== undefined) {
+        w.idle = onIdle;
+        return;
+      }
+      session.close();
+      setTimeout(() => session.destroy(), CLOSE_GRACE_MS).unref();
+    };
+    session.setTimeout(limits.idleTimeoutMs, onIdle);
+    session.once('close', () => {
+      clearTimeout(preface);
+      sessions.delete(session);
+    });
     if (calls.stopping) session.close();
   });
   server.on('sessionError', (err: Error) => opts.onSessionError?.(err));
@@ -181,6 +234,9 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
             } catch {
               return;
             }
+            // reset (CANCEL) by the sweep if not done within stallTimeoutMs
+            replying.set(stream, calls.epoch);
+            stream.on('close', forgetReply);
             done?.(GrpcStatus.OK);
           } else {
             trailersOnly(stream, reply.code, reply.message);
@@ -220,7 +276,8 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
     const s: ServerStream = {
       write(frame) {
         if (ended || stream.destroyed || stream.closed) return;
-        stream.write(prefixed(frame));
+        // buffered past the stream's high-water mark: reset unless drained within stallTimeoutMs
+        if (!stream.write(prefixed(frame)) && !replying.has(stream)) replying.set(stream, calls.epoch);
       },
       end(code, msg = '') {
         if (ended) return;
@@ -235,8 +292,21 @@ export async function startNodeHttp2GrpcServer(opts: GrpcServerOptions): Promise
       },
     };
     open.add(s);
+    const session = stream.session;
+    if (session !== undefined) {
+      const w = watching.get(session);
+      if (w === undefined) watching.set(session, { streams: 1 });
+      else w.streams++;
+    }
+    stream.on('drain', forgetReply);
     stream.once('close', () => {
       open.delete(s);
+      const w = session === undefined ? undefined : watching.get(session);
+      if (w !== undefined && --w.streams === 0) {
+        watching.delete(session!);
+        if (w.idle !== undefined && !session!.closed && !session!.destroyed)
+          session!.setTimeout(limits.idleTimeoutMs, w.idle);
+      }
       ended = true;
       closeFn?.();
     });

@@ -225,7 +225,6 @@ grpc:
       'grpc.nuisancePerTick',
       'grpc.headerFramesPerTick',
       'grpc.frameTimeoutMs',
-      'grpc.stallTimeoutMs',
       'grpc.maxUnreadBytes',
     ]);
   });

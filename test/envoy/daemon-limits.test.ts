@@ -108,11 +108,14 @@ describe.each(['ratemesh', 'node:http2'] as const)(
 
 describe('a daemon on node:http2 with limits that transport does not apply', () => {
   it('warns, naming them', async () => {
-    const { log } = await start('node:http2', '  maxContinuations: 4\n  stallTimeoutMs: 5000\n');
+    const { log } = await start(
+      'node:http2',
+      '  maxContinuations: 4\n  frameTimeoutMs: 5000\n  stallTimeoutMs: 5000\n',
+    );
     const warn = log.lines.find((l) => l.level === 'warn' && /node:http2/.test(l.msg ?? ''));
     expect(warn?.obj).toEqual({
       transport: 'node:http2',
-      ignored: ['grpc.maxContinuations', 'grpc.stallTimeoutMs'],
+      ignored: ['grpc.maxContinuations', 'grpc.frameTimeoutMs'],
     });
   });
 });

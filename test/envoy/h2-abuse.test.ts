@@ -340,7 +340,7 @@ describe('slow and stalled peers', () => {
     await Promise.all(idle.map((r) => r.closedNow()));
     await check(
       '1,000 idle connections',
-      `all GOAWAY NO_ERROR (idle); +${(held / 2 ** 20).toFixed(1)} MiB while held`,
+      `all GOAWAY NO_ERROR (idle); ${held >= 0 ? '+' : ''}${(held / 2 ** 20).toFixed(1)} MiB while held`,
     );
   });
 
