@@ -242,8 +242,11 @@ export class Rule {
       const cU = Math.floor(tU / rt.bw);
       // In the bucket that straddles the horizon, peers' counts count wholly
       // as old (they may all precede the horizon; when the limit closes they
-      // do, and a pro-rata split would under-count E_old) and our own wholly
-      // as recent (they may all follow it). Both err on the safe side.
+      // do, and a pro-rata split would under-count E_old). Our own count as
+      // recent from two horizons back (one until a count of ours reached every
+      // peer, one more until the peers' counts of its time reached us: a share
+      // checked at admission must hold over both), by part of a bucket, or from
+      // the straddling bucket's start where that is later (short buckets).
       const since = this.since;
       const tO = Math.max(cU * rt.bw, tU - Math.max(U, 0));
       kw.countsSince(cU, tO / rt.bw, since);
