@@ -504,8 +504,8 @@ export class Engine implements RateLimiter {
    * {@link restoreSnapshot}: a lone node that restarts keeps what it admitted.
    * The format is a sync response from this node (docs/wire-format.md).
    */
-  snapshot(now?: number): Uint8Array {
-    return this.sync.snapshot(this.time(now));
+  snapshot(now?: number, withFloor = false): Uint8Array {
+    return this.sync.snapshot(this.time(now), withFloor);
   }
 
   /**

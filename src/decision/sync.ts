@@ -300,15 +300,35 @@ export class Sync {
     return Math.max(16, Math.floor(this.core.cfg.maxPeers / 4));
   }
 
-  /** This node's own windows as a sync answer from itself (docs/wire-format.md). */
-  snapshot(now: number): Uint8Array {
+  /**
+   * This node's own windows as a sync answer from itself (docs/wire-format.md). `withFloor`: each
+   * key's unattributed floor too, as origin 1 (for a handover to a rebuilt engine in this process,
+   * which adds it to the own counts; a snapshot file holds own counts only).
+   */
+  snapshot(now: number, withFloor = false): Uint8Array {
     const core = this.core;
     const entries = this.windowEntries(now, undefined);
+    if (withFloor)
+      for (const rt of core.rts) {
+        if (rt.local) continue;
+        for (const [key, ks] of rt.windows.map) {
+          const kw = ks.window;
+          if (kw.floor === undefined) continue;
+          const counts: number[] = [];
+          let any = false;
+          for (let b = kw.cur - kw.k; b <= kw.cur + 1; b++) {
+            const v = kw.floor[kw.slotOf(b)]!;
+            if (v > 0) any = true;
+            counts.push(v);
+          }
+          if (any) entries.push({ origin: 1, policy: rt.wire, key, base: kw.cur - kw.k, counts, demand: 0 });
+        }
+      }
     return encodeSyncResponse({
       policies: core.wireTable,
       t0: now,
       t1: now,
-      origins: [core.nodeId],
+      origins: withFloor ? [core.nodeId, `${core.nodeId}/floor`] : [core.nodeId],
       entries,
     });
   }

@@ -64,7 +64,7 @@ export interface MeshEngine extends RateLimiter {
   /** The transport's connection to a peer: up or not (reported for every member on each sweep). */
   peerConnection(id: string, connected: boolean, now?: number): void;
   /** This node's own windows as bytes (written to `snapshotFile` on stop). */
-  snapshot(now?: number): Uint8Array;
+  snapshot(now?: number, withFloor?: boolean): Uint8Array;
   /** Counts a snapshot's windows still inside the window; never throws. */
   restoreSnapshot(bytes: Uint8Array, now?: number): ReceiveResult & { restored?: number };
   /** The members, as this node sees them. */

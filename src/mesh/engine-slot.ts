@@ -214,8 +214,8 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   peerConnection(id: string, connected: boolean, now?: number): void {
     this.inner.peerConnection(id, connected, now);
   }
-  snapshot(now?: number): Uint8Array {
-    return this.inner.snapshot(now);
+  snapshot(now?: number, withFloor?: boolean): Uint8Array {
+    return this.inner.snapshot(now, withFloor);
   }
   restoreSnapshot(bytes: Uint8Array, now?: number): ReceiveResult & { restored?: number } {
     return this.inner.restoreSnapshot(bytes, now);
@@ -229,40 +229,60 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
 }
 
 /**
- * This node's windows from `old` into `next`: its snapshot (restored as after a restart, on
- * the unattributed floor), less each key's count in the current bucket, which is returned to
- * be spent again in `next` as its own. Peers merge an origin's bucket as the larger of what
- * they hold and what it sends: counts of the current bucket left on the floor would hide as
- * many of the node's next admissions in that bucket from its peers. Without a counted check
- * in `next` (a test's engine), everything goes to the floor.
+ * This node's windows from `old` into `next`: its snapshot with its unattributed floor (its own
+ * counts restored by an earlier switch, or at start from a snapshot file, what sync answers
+ * passed on), added per bucket and restored as after a restart, on the floor, less each key's
+ * own count in the current bucket, which is returned to be spent again in `next` as its own.
+ * Peers merge an origin's bucket as the larger of what they hold and what it sends: counts of
+ * the current bucket left on the floor would hide as many of the node's next admissions in that
+ * bucket from its peers. Without the floor, what an earlier switch had put there was lost at the
+ * next one (test/mesh/auto-relay.test.ts under load: each node lost its own counts from before
+ * the first switch at the second). Without a counted check in `next` (a test's engine),
+ * everything goes to the floor.
  */
 function restoreOwn(old: MeshEngine, next: MeshEngine, now: number): [string, string, number][] {
-  const snap = old.snapshot(now);
-  const dec = decodeMessage(snap);
-  if (typeof (next as Partial<CountingLimiter>).checkAllCounted !== 'function' || !dec.ok) {
-    next.restoreSnapshot(snap, now);
-    return [];
-  }
+  const dec = decodeMessage(old.snapshot(now, true));
+  if (!dec.ok) return [];
   const m = dec.message as SyncResponse;
+  const counted = typeof (next as Partial<CountingLimiter>).checkAllCounted === 'function';
   const replay: [string, string, number][] = [];
+  // own entries, the current bucket's count taken out to be spent again
+  const byKey = new Map<string, WireEntry>();
   const entries: WireEntry[] = [];
   for (const e of m.entries) {
+    if (e.origin !== 0) continue;
     const name = m.policies[e.policy]?.name;
     const p = name === undefined ? undefined : old.policy(name);
     const i = p === undefined ? -1 : Math.floor(now / (p.windowMs / p.buckets)) - e.base;
-    const n = i >= 0 && i < e.counts.length ? e.counts[i]! : 0;
-    if (n <= 0 || p === undefined) {
-      entries.push(e);
+    const n = counted && i >= 0 && i < e.counts.length ? e.counts[i]! : 0;
+    const counts = e.counts.slice();
+    if (n > 0 && p !== undefined) {
+      counts[i] = 0;
+      // in costs the policy takes
+      const max = Math.max(1, Math.min(p.maxCost, p.limit));
+      for (let left = n; left > 0; left -= max) replay.push([name!, e.key, Math.min(max, left)]);
+    }
+    const own = { ...e, counts };
+    byKey.set(`${e.policy}\u0000${e.key}`, own);
+    entries.push(own);
+  }
+  // the floor added to them, bucket by bucket (the floor merges by max: one entry per key)
+  for (const f of m.entries) {
+    if (f.origin !== 1) continue;
+    const own = byKey.get(`${f.policy}\u0000${f.key}`);
+    if (own === undefined) {
+      entries.push({ ...f, origin: 0 });
       continue;
     }
-    const counts = e.counts.slice();
-    counts[i] = 0;
-    entries.push({ ...e, counts });
-    // in costs the policy takes
-    const max = Math.max(1, Math.min(p.maxCost, p.limit));
-    for (let left = n; left > 0; left -= max) replay.push([name!, e.key, Math.min(max, left)]);
+    const lo = Math.min(own.base, f.base);
+    const hi = Math.max(own.base + own.counts.length, f.base + f.counts.length);
+    const sum = new Array<number>(hi - lo).fill(0);
+    for (let j = 0; j < own.counts.length; j++) sum[own.base - lo + j]! += own.counts[j]!;
+    for (let j = 0; j < f.counts.length; j++) sum[f.base - lo + j]! += f.counts[j]!;
+    own.base = lo;
+    own.counts = sum;
   }
-  next.restoreSnapshot(encodeSyncResponse({ ...m, entries }), now);
+  next.restoreSnapshot(encodeSyncResponse({ ...m, origins: [m.origins[0]!], entries }), now);
   return replay;
 }
 

@@ -33,6 +33,26 @@ function pair() {
 }
 
 describe('EngineSlot: an engine rebuilt with other relayHops keeps what the old one held', () => {
+  it('a second switch keeps what the first put on the floor: own counts of earlier buckets survive every rebuild', () => {
+    const { clock, a, b, tick, est } = pair();
+    for (let i = 0; i < 3; i++) tick();
+    for (let i = 0; i < 10; i++) a.check('api', 'k');
+    // past the current bucket (6 s): the 10 are in an earlier bucket at the switch, handed over on the floor
+    for (let i = 0; i < 140; i++) tick();
+    a.rebuild(3, clock.t);
+    b.rebuild(3, clock.t);
+    for (let i = 0; i < 5; i++) a.check('api', 'k');
+    for (let i = 0; i < 140; i++) tick();
+    expect(est()).toEqual([15, 15]);
+    // the second switch: the 10 on the floor go with it (they were lost: 5 left here, and the
+    // peer kept 15 only from its own copy)
+    a.rebuild(0, clock.t);
+    b.rebuild(0, clock.t);
+    expect(est()).toEqual([15, 15]);
+    for (let i = 0; i < 3; i++) tick();
+    expect(est()).toEqual([15, 15]);
+  });
+
   it("hands over both nodes' counts, and a node's next admissions in the same bucket still reach its peer", () => {
     const { clock, a, b, tick, est } = pair();
     for (let i = 0; i < 3; i++) tick();
