@@ -177,10 +177,6 @@ export class KeyWindow {
   sumOf(s: number): number {
     return this.d[this.sb + s]!;
   }
-  /** Own offered cost in slot `s`. */
-  offeredOf(s: number): number {
-    return this.d[this.fb + s]!;
-  }
   /** The bucket id slot `s` holds: the one of c-k .. c+1 that maps to it (NaN before first use). */
   bucketOf(s: number): number {
     const c = this.cur;
@@ -334,10 +330,10 @@ export class KeyWindow {
     if (d[OWN_AT] === d[CUR] && c >= d[OWN_LO]! && c < d[OWN_HI]! && cut + 1e-9 < 1) return d[OWN_VAL]!;
     const val = this.ownLeft(this.oldest, cut);
     if (d[LEFT_LO]! <= d[LEFT_HI]!) {
-      this.d[OWN_AT] = this.cur;
+      d[OWN_AT] = d[CUR]!;
       d[OWN_LO] = d[LEFT_LO]!;
       d[OWN_HI] = d[LEFT_HI]!;
-      this.d[OWN_VAL] = val;
+      d[OWN_VAL] = val;
     }
     return val;
   }
@@ -569,28 +565,25 @@ export class KeyWindow {
    */
   countsSince(h: number, ownFrom: number, out: Float64Array): void {
     const d = this.d;
-    const lo = this.cur - this.k;
     let others = 0;
-    for (let b = Math.max(h + 1, lo); b <= this.cur + 1; b++) {
-      const s = this.slotOf(b);
-      others += d[this.sb + s]! - d[this.ob + s]!;
+    let own = 0;
+    for (let b = Math.max(Math.min(h + 1, Math.floor(ownFrom)), this.cur - this.k); b <= this.cur + 1; b++) {
+      if (b > h) {
+        const s = this.slotOf(b);
+        others += d[this.sb + s]! - d[this.ob + s]!;
+      }
+      own += this.ownInBucket(b, ownFrom);
     }
-    const own = this.ownFrom(ownFrom);
     out[0] = others + own;
     out[1] = own;
   }
 
-  /** Our own admissions since `from` (a time in buckets), by part of a bucket (see {@link ownSince}). */
-  ownFrom(from: number): number {
-    const d = this.d;
-    const lo = this.cur - this.k;
+  /** Our own admissions in bucket `b` (in the ring) since `from` (a time in buckets), by part of a bucket (see {@link ownSince}). */
+  ownInBucket(b: number, from: number): number {
     const c = Math.floor(from);
-    let own = 0;
-    for (let b = Math.max(c, lo); b <= this.cur + 1; b++) {
-      const s = this.slotOf(b);
-      own += b === c ? this.ownSince(s, from - c) : d[this.ob + s]!;
-    }
-    return own;
+    if (b < c) return 0;
+    const s = this.slotOf(b);
+    return b === c ? this.ownSince(s, from - c) : this.d[this.ob + s]!;
   }
 
   /**
@@ -770,11 +763,20 @@ export class KeyWindow {
   /** Origin `o`'s counts of buckets c-k .. c+1, oldest first; undefined when it has none there. */
   originCounts(o: number): number[] | undefined {
     const p = this.peers[o];
-    if (p === undefined) return undefined;
+    return p === undefined ? undefined : this.ringCounts(p);
+  }
+
+  /** The unattributed floor's counts of buckets c-k .. c+1, oldest first; undefined when it has none there. */
+  floorCounts(): number[] | undefined {
+    return this.floor === undefined ? undefined : this.ringCounts(this.floor);
+  }
+
+  /** Per-slot numbers `a` (counts first) by bucket c-k .. c+1; undefined when none is positive. */
+  private ringCounts(a: Float64Array): number[] | undefined {
     const counts: number[] = [];
     let any = false;
     for (let b = this.cur - this.k; b <= this.cur + 1; b++) {
-      const v = p[this.slotOf(b)]!;
+      const v = a[this.slotOf(b)]!;
       if (v > 0) any = true;
       counts.push(v);
     }

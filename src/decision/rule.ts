@@ -322,15 +322,14 @@ export class Rule {
     if (!(share > 0) || cost > L * share + 1e-9) return -1;
     const u = Math.max(U, 0);
     const uO = Math.max(now - tO, u);
-    const cO = Math.floor(tO / rt.bw);
+    const from = tO / rt.bw;
     let own = ownRecent;
     let h = H;
-    for (let b = Math.max(Math.min(cO, cU), kw.cur - kw.k); b <= kw.cur; b++) {
-      const s = kw.slotOf(b);
+    for (let b = Math.max(Math.min(Math.floor(from), cU), kw.cur - kw.k); b <= kw.cur; b++) {
       // peers' counts up to the horizon's bucket already count as older, and our own before tO
-      const ownHere = b < cO ? 0 : b === cO ? kw.ownSince(s, tO / rt.bw - cO) : kw.ownOf(s);
+      const ownHere = kw.ownInBucket(b, from);
       own -= ownHere;
-      h -= b <= cU ? ownHere : kw.sumOf(s);
+      h -= b <= cU ? ownHere : kw.sumOf(kw.slotOf(b));
       if (own + cost <= share * h + 1e-9) return (b + 1) * rt.bw + (b <= cU ? uO : u) - now;
     }
     const after = (kw.cur + 1) * rt.bw + u - now;

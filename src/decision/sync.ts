@@ -307,23 +307,7 @@ export class Sync {
    */
   snapshot(now: number, withFloor = false): Uint8Array {
     const core = this.core;
-    const entries = this.windowEntries(now, undefined);
-    if (withFloor)
-      for (const rt of core.rts) {
-        if (rt.local) continue;
-        for (const [key, ks] of rt.windows.map) {
-          const kw = ks.window;
-          if (kw.floor === undefined) continue;
-          const counts: number[] = [];
-          let any = false;
-          for (let b = kw.cur - kw.k; b <= kw.cur + 1; b++) {
-            const v = kw.floor[kw.slotOf(b)]!;
-            if (v > 0) any = true;
-            counts.push(v);
-          }
-          if (any) entries.push({ origin: 1, policy: rt.wire, key, base: kw.cur - kw.k, counts, demand: 0 });
-        }
-      }
+    const entries = this.windowEntries(now, undefined, withFloor);
     return encodeSyncResponse({
       policies: core.wireTable,
       t0: now,
@@ -358,9 +342,10 @@ export class Sync {
 
   /**
    * Every global key's window of our own counts (origin 0), and when `asker` is given what we
-   * hold of its own counts (origin 1): the entries of a sync answer, and of a snapshot.
+   * hold of its own counts (origin 1): the entries of a sync answer, and of a snapshot. With no
+   * asker, `withFloor` puts each key's unattributed floor in origin 1 (see {@link snapshot}).
    */
-  private windowEntries(now: number, asker: PeerState | undefined): WireEntry[] {
+  private windowEntries(now: number, asker: PeerState | undefined, withFloor = false): WireEntry[] {
     const entries: WireEntry[] = [];
     for (const rt of this.core.rts) {
       if (rt.local) continue;
@@ -370,6 +355,11 @@ export class Sync {
         if (c > kw.cur) kw.roll(c);
         if (kw.isEmpty()) continue;
         if (kw.ownEstimate(1) > 0) entries.push(ownEntry(ks, rt, now));
+        if (withFloor) {
+          const counts = kw.floorCounts();
+          if (counts !== undefined)
+            entries.push({ origin: 1, policy: rt.wire, key, base: kw.cur - kw.k, counts, demand: 0 });
+        }
         if (asker === undefined) continue;
         const counts = kw.originCounts(asker.idx);
         if (counts !== undefined)
