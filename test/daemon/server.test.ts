@@ -1,6 +1,7 @@
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.js';
 import type { DaemonConfig } from '../../src/daemon/config.js';
 import { type Daemon, startDaemon } from '../../src/daemon/daemon.js';
 import { ErrorCodes, RateMeshError } from '../../src/errors.js';
@@ -94,11 +95,13 @@ describe('POST /v1/check', () => {
         ].sort(),
       );
     }
-    const before = Date.now();
+    // decidedAt is on the engine's clock (systemClock: monotonic from a wall-clock origin), which
+    // can run a fraction of a ms apart from Date.now(): compare on the same clock.
+    const before = systemClock.now();
     const r = await post({ policy: 'api', key: 'ip:1.2.3.4' });
     expect(r.status).toBe(429);
-    expect(r.body.decidedAt).toBeGreaterThanOrEqual(before);
-    expect(r.body.decidedAt).toBeLessThanOrEqual(Date.now());
+    expect(r.body.decidedAt).toBeGreaterThanOrEqual(Math.floor(before * 1000) / 1000);
+    expect(r.body.decidedAt).toBeLessThanOrEqual(Math.ceil(systemClock.now() * 1000) / 1000);
     expect(r.body).toMatchObject({ allowed: false, limited: true, rule: 'global-limit', retryAfterMs: 1500 });
     expect(r.headers.get('retry-after')).toBe('2');
     // another key is unaffected
