@@ -231,13 +231,23 @@ export interface OwnerInfo {
    * Why `local`: `settling` (this node owns the key since less than a hold period: a previous
    * owner's last admissions may not have reached it), `shared` (this node owns the key and a
    * peer reported demand for it within a window: that peer decides it by the local rule, so
-   * the owner shares the headroom by the same rule), `sync-check` (a synchronous check on a key
+   * the owner shares the headroom by the same rule), `full` (the key is owned elsewhere and the
+   * counts this node holds that are certainly inside the window already fill L: denied here
+   * without asking, as the owner and an exact limiter would deny it), `sync-check` (a synchronous check on a key
    * owned elsewhere: use checkAsync), `timeout` (no answer within ownerDeadlineMs), `unreachable`
    * (no link to the owner, or it failed), `not-owner` (the member asked is not the owner in its
    * own view: the views disagree while the membership changes), `refused` (the owner refused
    * the ask).
    */
-  reason?: 'settling' | 'shared' | 'sync-check' | 'timeout' | 'unreachable' | 'not-owner' | 'refused';
+  reason?:
+    | 'settling'
+    | 'shared'
+    | 'full'
+    | 'sync-check'
+    | 'timeout'
+    | 'unreachable'
+    | 'not-owner'
+    | 'refused';
   /** `asked`: the round trip of the ask, ms (this node's clock). */
   rttMs?: number;
 }

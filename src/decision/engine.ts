@@ -168,7 +168,14 @@ export class Engine implements RateLimiter {
     if (p.placement !== 'local' && this.owners.placed(rt)) {
       const owner = this.owners.ownerOf(rt, key, now);
       x.owner = owner;
-      if (owner !== this.nodeId)
+      if (owner !== this.nodeId && cost > 0 && this.owners.seenFull(rt, key, cost, now, this.scratch)) {
+        const e = this.scratch;
+        x.allowed = false;
+        x.rule = e.rule;
+        x.remaining = e.remaining;
+        x.retryAfterMs = e.retryAfterMs;
+        x.reason = `denied here without asking the key's owner ${owner}: the counts seen in the window's full buckets already fill L`;
+      } else if (owner !== this.nodeId)
         x.reason = `asked of the key's owner ${owner}; this node's own rule: ${x.reason}`;
     }
     return x;
@@ -598,14 +605,19 @@ export class Engine implements RateLimiter {
   /**
    * The member that owns (`policy`, `key`) when the key is placed on an owner other than this
    * node (ask it: {@link answerAsk} there); undefined when this node decides it (a local
-   * placement, a local-scope policy, this node the owner, or an unknown policy: `check` tells).
+   * placement, a local-scope policy, this node the owner, an unknown policy, or the counts seen
+   * already fill L for `cost` (Owners.seenFull: the check here denies it without asking)).
    */
-  remoteOwner(policy: string, key: string, now?: number): string | undefined {
+  remoteOwner(policy: string, key: string, now?: number, cost = 1): string | undefined {
     const rt = this.core.rtByName.get(policy);
     if (rt === undefined || rt.policy.placement === 'local' || !this.owners.placed(rt)) return undefined;
-    const owner = this.owners.ownerOf(rt, key, this.time(now));
-    return owner === this.nodeId ? undefined : owner;
+    const t = this.time(now);
+    const owner = this.owners.ownerOf(rt, key, t);
+    if (owner === this.nodeId) return undefined;
+    return cost > 0 && this.owners.seenFull(rt, key, cost, t, this.scratch) ? undefined : owner;
   }
+  /** An evaluation nothing keeps (remoteOwner's look at the counts). */
+  private readonly scratch = newEval();
 
   /**
    * An ask from member `from` (the transport's authenticated peer): decide `cost` on (`policy`,

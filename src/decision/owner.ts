@@ -127,6 +127,11 @@ export interface OwnerStats {
   /** Asks from other members answered, and refused (by reason: not-owner, bad-policy, bad-key, bad-cost). */
   answered: number;
   refused: Record<string, number>;
+  /**
+   * Denials of keys owned elsewhere made here without asking: the counts seen that are certainly
+   * inside the window already fill L (OwnerInfo reason `full`).
+   */
+  deniedFull: number;
   /** Decisions on keys owned elsewhere made here without the owner's answer, by reason (OwnerInfo.reason). */
   fallback: Record<string, number>;
   /** Of those, denied because the policy fails closed. */
@@ -146,6 +151,7 @@ export class Owners {
     settling: 0,
     shared: 0,
     answered: 0,
+    deniedFull: 0,
     refused: {},
     fallback: {},
     failedClosed: 0,
@@ -305,6 +311,10 @@ export class Owners {
       this.stats.decidedAsOwner++;
       return { id: owner, decidedBy: 'owner' };
     }
+    if (owner !== self && this.seenFull(rt, key, cost, now, out)) {
+      this.stats.deniedFull++;
+      return { id: owner, decidedBy: 'local', reason: 'full' };
+    }
     this.rule.evaluate(rt, key, cost, now, out);
     const why =
       owner !== self ? (reason ?? 'sync-check') : this.settled(rt, key, now) ? 'shared' : 'settling';
@@ -332,6 +342,52 @@ export class Owners {
       if (kw.hasOrigin(o) && kw.demandOf(o) > 0 && now - kw.demandAt(o) < this.holdMs) return true;
     }
     return false;
+  }
+
+  /**
+   * Whether the counts this node holds of (`rt`, `key`) that are certainly inside the window
+   * already leave no room for `cost`: the full-weight buckets (every one of them starts after
+   * now - W, so each count there was admitted inside the window; the oldest, straddling bucket
+   * is left out), every origin's counts and the floor. Then the key's owner, and an exact
+   * limiter on the same admissions, deny it too, and this node denies it without asking
+   * (`out` is the denial, Retry-After when enough of those buckets have left): an attacker's
+   * spray or a hot key costs asks only until its admissions have reached the nodes. Nothing is
+   * created or offered (a denial here reports no demand: the owner keeps deciding alone).
+   */
+  seenFull(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval): boolean {
+    const ks = rt.windows.get(key);
+    if (ks === undefined) return false;
+    const kw = ks.window;
+    const bw = rt.bw;
+    const c = Math.floor(now / bw);
+    if (c > kw.cur) kw.roll(c);
+    const L = rt.policy.limit;
+    const seen = kw.full;
+    if (!(seen + cost > L + 1e-9)) return false;
+    // bucket b leaves the full-weight ones when it becomes the oldest, at (b + k) * bw
+    const k = kw.k;
+    let need = seen + cost - L;
+    let at = (kw.cur + 1 + k) * bw;
+    for (let b = kw.cur - k + 1; b <= kw.cur + 1; b++) {
+      need -= kw.sumOf(kw.slotOf(b));
+      if (need <= 1e-9) {
+        at = (b + k) * bw;
+        break;
+      }
+    }
+    out.rt = rt;
+    out.key = key;
+    out.ks = ks;
+    out.entry = undefined;
+    out.delayMs = 0;
+    out.resetMs = Math.ceil((kw.cur + rt.policy.buckets + 1) * bw - now);
+    deny(
+      out,
+      cost > L ? 'cost-exceeds-limit' : 'global-limit',
+      Math.floor(L - seen),
+      cost > L ? -1 : at - now,
+    );
+    return true;
   }
 
   /** After the engine committed an evaluation of a placed policy: the owner's log of its own admissions. */

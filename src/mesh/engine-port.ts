@@ -71,8 +71,11 @@ export interface MeshEngine extends RateLimiter {
   peerViews(now?: number): PeerView[];
   stats(now?: number): EngineStats;
   // ---- owner placement (issue 27, src/decision/owner.ts); optional: an engine without it decides every key here
-  /** The member that owns (policy, key) when it is decided on another node; undefined: decided here. */
-  remoteOwner?(policy: string, key: string, now?: number): string | undefined;
+  /**
+   * The member that owns (policy, key) when it is decided on another node; undefined: decided
+   * here (among others when the counts seen already fill L for `cost`: denied without asking).
+   */
+  remoteOwner?(policy: string, key: string, now?: number, cost?: number): string | undefined;
   /** Decide an ask from member `from` as the key's owner (or refuse it, nothing spent). */
   answerAsk?(
     from: string,

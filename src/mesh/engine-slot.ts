@@ -61,8 +61,8 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
       this.farewell = (now?: number, reach?: number) => this.inner.farewell!(now, reach);
     if (e.rejoin !== undefined) this.rejoin = () => this.inner.rejoin!();
     if (e.remoteOwner !== undefined)
-      this.remoteOwner = (policy: string, key: string, now?: number) =>
-        this.inner.remoteOwner!(policy, key, now);
+      this.remoteOwner = (policy: string, key: string, now?: number, cost?: number) =>
+        this.inner.remoteOwner!(policy, key, now, cost);
     if (e.answerAsk !== undefined)
       this.answerAsk = (from, policy, key, cost, now) => this.inner.answerAsk!(from, policy, key, cost, now);
     if (e.decideWithoutOwner !== undefined)

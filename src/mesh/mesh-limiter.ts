@@ -193,7 +193,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
           cost,
         );
       }
-      const owner = this.remoteOwnerOf(policy, keys);
+      const owner = this.remoteOwnerOf(policy, keys, cost);
       if (owner === undefined) return Promise.resolve(this.check(policy, keys, cost));
       return this.askOne(owner, policy, keys, cost);
     } catch (err) {
@@ -222,7 +222,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       for (let i = 0; i < pairs.length; i++) {
         const pr = pairs[i];
         if (!Array.isArray(pr) || typeof pr[0] !== 'string' || typeof pr[1] !== 'string') continue;
-        const owner = this.remoteOwnerOf(pr[0], pr[1]);
+        const owner = this.remoteOwnerOf(pr[0], pr[1], costs === undefined ? (cost as number) : costs[i]!);
         if (owner !== undefined) {
           remote.push(i);
           owners.push(owner);
@@ -304,9 +304,9 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   }
 
   /** The member owning (policy, key) when it is decided elsewhere; undefined while not running. */
-  private remoteOwnerOf(policy: string, key: string): string | undefined {
+  private remoteOwnerOf(policy: string, key: string, cost = 1): string | undefined {
     if (this.owners === undefined || this.state !== 'running') return undefined;
-    return this.engine.remoteOwner?.(policy, key, this.cfg.clock.now());
+    return this.engine.remoteOwner?.(policy, key, this.cfg.clock.now(), cost);
   }
 
   /** Ask `owner` to decide `cost` on (policy, key); without an answer the policy's failure mode decides. */

@@ -70,7 +70,7 @@ export class OwnerSim {
     const t = sim.now;
     if (this.dead.has(node)) throw new Error(`node ${node} was killed`);
     const e = sim.engines[node]!;
-    const owner = e.remoteOwner(policy, key);
+    const owner = e.remoteOwner(policy, key, undefined, cost);
     if (owner === undefined) {
       const d = sim.request(node, policy, key, cost);
       done({ decision: d, node, sentAt: t, decidedAt: t, answeredAt: t, calls: 0 });

@@ -208,6 +208,38 @@ describe('owner placement in the engine (issue 27)', () => {
     expect(d.owner).toEqual({ id: 'b', decidedBy: 'local', reason: 'sync-check' });
   });
 
+  it('a key owned elsewhere whose full buckets already fill L is denied here without asking, reporting no demand; asks resume once they leave', () => {
+    const { a, b, clock } = pair([{ name: 'login', limit: 5, windowMs: 60_000 }]);
+    const onB = ownedBy(a, 'b', 'login');
+    // b, the owner, admits L (asks from a), a hears it
+    const firstAt = clock.now();
+    for (let i = 0; i < 5; i++) {
+      const d = b.answerAsk('a', 'login', onB, 1);
+      expect('refused' in d ? d.refused : d.allowed).toBe(true);
+      run(a, b, clock, 500);
+    }
+    expect(a.remoteOwner('login', onB)).toBeUndefined();
+    const d = a.check('login', onB);
+    expect(d.allowed).toBe(false);
+    expect(d.rule).toBe('global-limit');
+    expect(d.owner).toEqual({ id: 'b', decidedBy: 'local', reason: 'full' });
+    // Retry-After: when the bucket of the first admissions has left the full-weight buckets
+    const bw = 6_000;
+    expect(d.retryAfterMs).toBe((Math.floor(firstAt / bw) + 10) * bw - clock.now());
+    expect(a.explain('login', onB).reason).toContain('without asking');
+    expect(a.ownerStats().deniedFull).toBe(1);
+    // no demand reported for the key: the owner keeps deciding alone, exactly
+    run(a, b, clock, 1_000);
+    const again = b.answerAsk('a', 'login', onB, 1);
+    expect('refused' in again ? undefined : again.owner).toEqual({ id: 'b', decidedBy: 'owner' });
+    // a look (cost 0) still goes to the owner; so does every request once the buckets leave
+    expect(a.remoteOwner('login', onB, undefined, 0)).toBe('b');
+    run(a, b, clock, d.retryAfterMs - 1_000 - 10);
+    expect(a.remoteOwner('login', onB)).toBeUndefined();
+    run(a, b, clock, 20);
+    expect(a.remoteOwner('login', onB)).toBe('b');
+  });
+
   it('the psk keys the hash: the same members own keys differently with and without it', () => {
     const { a, b } = pair([{ name: 'login', limit: 5, windowMs: 60_000 }]);
     const before = Array.from({ length: 64 }, (_, u) => a.remoteOwner('login', `u${u}`) ?? 'a');

@@ -224,9 +224,11 @@ describe('owner placement in the simulator (issue 27)', () => {
     expect(new Set(exact.map((o) => o.decision.owner!.id)).has(s.sim.ids[0]!)).toBe(false);
     // the node cut off alone decided by its fallback share (floor(5 / 6) = 0 here): nothing
     expect(out.filter((o) => o.node === 0 && o.sentAt < 8_000 && o.decision.allowed)).toEqual([]);
-    // after the heal every node holds the 5, and the key is back with node 0
+    // after the heal every node holds the 5, and the key is back with node 0 (asked for a look,
+    // cost 0: a request, cost 1, is denied where it arrives, the counts seen filling L)
     for (const e of s.sim.engines) expect(Math.round(e.estimate('login', key))).toBe(5);
-    expect(s.sim.engines[1]!.remoteOwner('login', key)).toBe(s.sim.ids[0]);
+    expect(s.sim.engines[1]!.remoteOwner('login', key, undefined, 0)).toBe(s.sim.ids[0]);
+    expect(s.sim.engines[1]!.remoteOwner('login', key)).toBeUndefined();
   });
 
   it('nodes that check synchronously beside nodes that ask: the owner shares by the local rule, never past L', () => {
