@@ -5,6 +5,10 @@
  * both errors (users' false denials against an exact sliding-window log, by phase; the worst
  * window of each attacked key against L), how long the attacked key took to be decided exactly
  * again, and the latency checkAsync added (p50, p99: asked decisions, and every decision).
+ * Once the attacked key holds L, its attempts are denied where they arrive (the counts seen fill
+ * L: reason `full`, no ask), so what dates the killed owner's keys decided exactly again is the
+ * users' keys it owned (asked of node 0 before the run): the first of their attempts after the
+ * kill that the new owner decided exactly (an upper bound: it waits for a user's attempt too).
  *
  *   npx tsx mesh-test/owner-drill.ts [--nodes 8] [--users 200] [--seconds 20] [--kill-at 8] [--deadline-ms 50]
  *
@@ -132,6 +136,13 @@ async function main(): Promise<void> {
   kids[0]!.send({ cmd: 'owner', key: target } satisfies ToChild);
   const ownerId = (await ownerMsg).owner;
   const victim = ids.indexOf(ownerId);
+  // the users' keys the victim owns, as node 0 sees it
+  const victimKeys = new Set<string>();
+  for (let u = 0; u < USERS; u++) {
+    const m = wait<{ ev: 'owner'; key: string; owner: string }>(0, 'owner');
+    kids[0]!.send({ cmd: 'owner', key: `user-${u}` } satisfies ToChild);
+    if ((await m).owner === ownerId) victimKeys.add(`user-${u}`);
+  }
   const askers = Array.from({ length: N }, (_, i) => i).filter((i) => i !== victim);
   // plan: users' attempts at uniform nodes (never the victim: what it decides dies with it),
   // the attacker at every other node at once every 200 ms on target-0
@@ -147,7 +158,7 @@ async function main(): Promise<void> {
   for (let t = T0; t < T0 + SECONDS * 1000; t += 200)
     for (const i of askers) plans[i]!.push({ at: t, key: target });
   for (const p of plans) p.sort((a, b) => a.at - b.at);
-  const done = askers.map((i) => wait<{ ev: 'done'; outcomes: Outcome[]; stats: unknown }>(i, 'done'));
+  const done = askers.map((i) => wait<Extract<FromChild, { ev: 'done' }>>(i, 'done'));
   for (const i of askers) kids[i]!.send({ cmd: 'run', ops: plans[i]! } satisfies ToChild);
   if (victim >= 0) kids[victim]!.send({ cmd: 'run', ops: [] } satisfies ToChild);
   const killAt = T0 + KILL_AT;
@@ -157,12 +168,15 @@ async function main(): Promise<void> {
   const all = results.flatMap((r) => r.outcomes);
 
   // attacker: admitted in any window
-  const attack = all.filter((o) => o.key === target);
+  const attack = all.filter((o) => o.key === target && o.cost > 0);
   const attackAdmitted = attack.filter((o) => o.allowed).map((o) => o.doneAt);
   const worst = worstWindow(attackAdmitted);
-  const exactAgain = attack
+  const attackAsked = attack.filter((o) => o.decidedBy === 'asked').length;
+  const attackFull = attack.filter((o) => o.reason === 'full').length;
+  const exactAgain = all
     .filter(
       (o) =>
+        victimKeys.has(o.key) &&
         o.at >= killAt &&
         o.owner !== ownerId &&
         (o.decidedBy === 'owner' || o.decidedBy === 'asked') &&
@@ -192,6 +206,11 @@ async function main(): Promise<void> {
     });
   }
   const asked = all.filter((o) => o.decidedBy === 'asked').map((o) => o.ms);
+  // asks outside the second after the kill (the steady state), and inside it (the owner's change:
+  // asks to the killed owner wait for its connection to close or the deadline)
+  const inKill = (o: Outcome) => o.at >= killAt && o.at < killAt + 1_000;
+  const askedSteady = all.filter((o) => o.decidedBy === 'asked' && !inKill(o)).map((o) => o.ms);
+  const askedKill = all.filter((o) => o.decidedBy === 'asked' && inKill(o)).map((o) => o.ms);
   const every = all.map((o) => o.ms);
   const byHow: Record<string, number> = {};
   for (const o of all) {
@@ -207,7 +226,15 @@ async function main(): Promise<void> {
     load_average: loadavg()[0],
     killed: ownerId,
     decisions: all.length,
-    attacker: { attempts: attack.length, admitted: attackAdmitted.length, worst_window: worst, limit: L },
+    attacker: {
+      attempts: attack.length,
+      admitted: attackAdmitted.length,
+      worst_window: worst,
+      limit: L,
+      asked: attackAsked,
+      denied_without_asking: attackFull,
+    },
+    users_keys_of_the_killed_owner: victimKeys.size,
     owner_killed_decided_exactly_again_after_ms: firstExact,
     users_false_denials: {
       exact_admits: exactAdmitted,
@@ -219,8 +246,19 @@ async function main(): Promise<void> {
     },
     added_latency_ms: {
       asked: { n: asked.length, p50: quantile(asked, 0.5), p99: quantile(asked, 0.99) },
+      asked_outside_the_kill_second: {
+        n: askedSteady.length,
+        p50: quantile(askedSteady, 0.5),
+        p99: quantile(askedSteady, 0.99),
+      },
+      asked_in_the_kill_second: {
+        n: askedKill.length,
+        p50: quantile(askedKill, 0.5),
+        p99: quantile(askedKill, 0.99),
+      },
       every_decision: { n: every.length, p50: quantile(every, 0.5), p99: quantile(every, 0.99) },
     },
+    event_loop_delay_ms: results.map((r) => r.loopDelayMs),
     calls_per_request: Math.round((1000 * asked.length) / Math.max(1, all.length)) / 1000,
     decided: byHow,
     owner_stats: results.map((r) => r.stats),
@@ -229,13 +267,24 @@ async function main(): Promise<void> {
   console.log(
     `owner drill (load average ${loadavg()[0]!.toFixed(1)} on ${availableParallelism()} CPUs): ${N} processes on loopback, login L = ${L}/min (placement auto), ${USERS} users x 3 attempts 5 s apart, ` +
       `an attacker on every node every 200 ms for ${SECONDS} s, the owner of its key killed (SIGKILL) at ${KILL_AT / 1000} s, ownerDeadlineMs ${DEADLINE}\n` +
-      `  attacker: ${attack.length} attempts, ${attackAdmitted.length} admitted, worst window ${worst} (L = ${L})\n` +
-      `  attacked key decided exactly again ${firstExact} ms after the kill\n` +
+      `  attacker: ${attack.length} attempts, ${attackAdmitted.length} admitted, worst window ${worst} (L = ${L}); ${attackAsked} asked of the owner, ${attackFull} denied where they arrived (full)\n` +
+      `  the killed owner's keys (${victimKeys.size} users' keys) decided exactly again ${firstExact} ms after the kill (the first such attempt the new owner decided exactly)\n` +
       `  users: ${falseDenied} false denials of ${exactAdmitted} the exact log admits (${report.users_false_denials.pct} %); ` +
       `in the second after the kill ${changeFalse} of ${changeExact}, outside it ${report.users_false_denials.outside_it_pct} %\n` +
-      `  added latency: asked (${asked.length}) p50 ${r3(quantile(asked, 0.5))} ms, p99 ${r3(quantile(asked, 0.99))} ms; ` +
+      `  added latency: asked (${asked.length}) p50 ${r3(quantile(asked, 0.5))} ms, p99 ${r3(quantile(asked, 0.99))} ms ` +
+      `(outside the second after the kill (${askedSteady.length}): p50 ${r3(quantile(askedSteady, 0.5))}, p99 ${r3(quantile(askedSteady, 0.99))} ms; ` +
+      `in it (${askedKill.length}): p50 ${r3(quantile(askedKill, 0.5))}, p99 ${r3(quantile(askedKill, 0.99))} ms); ` +
       `every decision (${every.length}) p50 ${r3(quantile(every, 0.5))} ms, p99 ${r3(quantile(every, 0.99))} ms; ` +
-      `calls per request ${report.calls_per_request}\n  decided: ${JSON.stringify(byHow)}`,
+      `calls per request ${report.calls_per_request}\n` +
+      `  event-loop delay of the ${results.length} asking processes (monitorEventLoopDelay, resolution 1 ms, less the resolution): ` +
+      `p50 ${r3(
+        quantile(
+          results.map((r) => r.loopDelayMs.p50),
+          0.5,
+        ),
+      )} ms (median over processes), ` +
+      `p99 ${r3(Math.min(...results.map((r) => r.loopDelayMs.p99)))}-${r3(Math.max(...results.map((r) => r.loopDelayMs.p99)))} ms (min-max over processes)\n` +
+      `  decided: ${JSON.stringify(byHow)}`,
   );
   const out = join(here, 'results', 'owner-drill.json');
   mkdirSync(dirname(out), { recursive: true });

@@ -732,6 +732,17 @@ export class Engine implements RateLimiter {
     this.owners.setSecret(secret);
   }
 
+  /**
+   * Whether any policy's keys are placed on owners now (placement on, and a policy `owner`, or
+   * `auto` and thin at the live membership): the transport then keeps a link open to every live
+   * member, so a key's first ask does not wait for one to open.
+   */
+  ownerPlacedAny(): boolean {
+    const rts = this.core.rts;
+    for (let i = 0; i < rts.length; i++) if (this.owners.placed(rts[i]!)) return true;
+    return false;
+  }
+
   /** Counters of owner placement: decisions as owner, settling, asks answered and refused, fallbacks. */
   ownerStats(): OwnerStats {
     const s = this.owners.stats;

@@ -94,6 +94,8 @@ export interface MeshEngine extends RateLimiter {
   ): Decision;
   /** Owner placement on (asks can travel) or off. */
   enableOwnerPlacement?(on?: boolean): void;
+  /** Whether any policy's keys are placed on owners now (links to the live members are kept open). */
+  ownerPlacedAny?(): boolean;
   /** Key the owner hash with the mesh's psk. */
   setOwnerSecret?(secret: Uint8Array): void;
   ownerStats?(): OwnerStats;

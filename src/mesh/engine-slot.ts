@@ -46,6 +46,7 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   enableOwnerPlacement?: MeshEngine['enableOwnerPlacement'];
   setOwnerSecret?: MeshEngine['setOwnerSecret'];
   ownerStats?: MeshEngine['ownerStats'];
+  ownerPlacedAny?: MeshEngine['ownerPlacedAny'];
 
   private init: EngineInit;
 
@@ -79,6 +80,7 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
         this.inner.setOwnerSecret!(secret);
       };
     if (e.ownerStats !== undefined) this.ownerStats = (): OwnerStats => this.inner.ownerStats!();
+    if (e.ownerPlacedAny !== undefined) this.ownerPlacedAny = (): boolean => this.inner.ownerPlacedAny!();
     const counting = e as MeshEngine & Partial<CountingLimiter>;
     if (typeof counting.checkAllCounted !== 'function')
       (this as Partial<CountingLimiter>).checkAllCounted = undefined;

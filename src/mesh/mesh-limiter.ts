@@ -650,7 +650,20 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     if (this.cfg.relayAuto) this.followMembership();
     this.publish();
     if (this.state === 'running' && this.engine.lateSyncDue(this.cfg.clock.now())) this.links.resyncAll();
+    this.warmOwnerLinks();
   };
+
+  /**
+   * While any policy's keys are placed on owners, keep a link open to every live member (the
+   * owner of some key), so a key's first ask goes out on an open stream (OwnerService.warm).
+   */
+  private warmOwnerLinks(): void {
+    const owners = this.owners;
+    if (owners === undefined || this.state !== 'running' || this.engine.ownerPlacedAny?.() !== true) return;
+    const live: string[] = [];
+    for (const p of this.engine.peerViews(this.cfg.clock.now())) if (!p.stale) live.push(p.id);
+    owners.warm(live);
+  }
 
   /** Relay mode's fanout now: the transport's (0: broadcast). */
   private relayFanout(): number {

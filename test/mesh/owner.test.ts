@@ -44,6 +44,7 @@ describe('live mesh: thin keys decided by their owner over the owner protocol (i
   async function three(
     policies: PolicySpec[] = LOGIN,
     factories: EngineFactory[] = [keep, keep, keep],
+    placed = true,
   ): Promise<[OwnerMeshLimiter, OwnerMeshLimiter, OwnerMeshLimiter]> {
     const a = (await cluster.add({ policies, engineFactory: factories[0]! })) as OwnerMeshLimiter;
     const b = (await cluster.add({
@@ -60,6 +61,7 @@ describe('live mesh: thin keys decided by their owner over the owner protocol (i
     await waitFor('every node sees two live peers', () =>
       nodes.every((n) => n.peers().filter((p) => !p.stale).length === 2),
     );
+    if (!placed) return nodes;
     // the owners settle a hold period after the view formed (a few gossip intervals)
     await waitFor('the views agree on owners', () => {
       for (let u = 0; u < 20; u++) {
@@ -94,6 +96,23 @@ describe('live mesh: thin keys decided by their owner over the owner protocol (i
     expect(s.asks).toBeGreaterThan(s.askFrames);
     expect(s.failed).toEqual({});
     expect(b.stats().owner!.served).toBe(s.answered + c.stats().owner!.answered);
+  });
+
+  it('while a policy is placed on owners, every node keeps a link open to each live member before any ask', async () => {
+    const nodes = await three();
+    await waitFor('links to both peers', () => nodes.every((n) => n.stats().owner!.linksOpened === 2));
+    const a = nodes[0];
+    const key = keyOwnedBy(a, nodes[1]);
+    expect((await a.checkAsync('login', key)).owner!.decidedBy).toBe('asked');
+    // the ask went out on the open link
+    expect(a.stats().owner!.linksOpened).toBe(2);
+    expect(a.stats().owner!.asks).toBe(1);
+  });
+
+  it('with no policy placed on owners, no link is opened', async () => {
+    const nodes = await three([{ name: 'api', limit: 1_000, windowMs: 1_000 }], undefined, false);
+    await new Promise((r) => setTimeout(r, 300));
+    for (const n of nodes) expect(n.stats().owner!.linksOpened).toBe(0);
   });
 
   it('dense keys and keys this node owns make no call', async () => {
