@@ -115,12 +115,16 @@ export class Gossip {
         const bytes = entryBytes(e);
         if (entries.length >= max || size + bytes > maxGossipBytes) {
           // a repeat or a demand that did not fit is no loss; unsent admissions are
-          if (due) ks.pending = true;
+          if (due) {
+            ks.pending = true;
+            ks.leftOutAt = now;
+          }
           continue;
         }
         size += bytes;
         entries.push(e);
         ks.sentDemand = e.demand;
+        ks.carriedPrevAt = ks.sentDemandAt;
         ks.sentDemandAt = now;
         reportDemand(ks, e.demand, now, core.builtAt);
         ks.unsynced = 0;
@@ -150,6 +154,7 @@ export class Gossip {
     const core = this.core;
     core.seq = seq;
     core.builtAt = now;
+    core.sent(now);
     const live = core.peers.live.length;
     const bytes = encodeGossip({
       policies: core.wireTable,
@@ -258,7 +263,7 @@ export class Gossip {
    * before anything is merged: a bad message is dropped whole and counted by
    * reason. Counts above what the origin could have admitted are capped.
    */
-  receive(from: string, bytes: Uint8Array, now: number, relayed = false): ReceiveResult {
+  receive(from: string, bytes: Uint8Array, now: number, relayed = false, heldMs = 0): ReceiveResult {
     const core = this.core;
     const max = core.cfg.maxKeysPerMessage;
     if (typeof from !== 'string' || from.length === 0 || from.length > 128) return core.drop('bad-sender');
@@ -295,7 +300,10 @@ export class Gossip {
     for (const x of m.nacks) if (x.origin === core.nodeId) this.nacked(x);
     // a relayed copy's delay includes its hops: no sample of the offset (a lower bound only when direct)
     const applied = peer.appliedOffsetMs;
-    const off = relayed ? peer.clockOffsetMs : sampleOffset(peer, m.sentAt, now, core.cfg.expectedDelayMs);
+    // a copy held for its round is sampled at its arrival (aligned rounds)
+    const off = relayed
+      ? peer.clockOffsetMs
+      : sampleOffset(peer, m.sentAt, now - Math.max(0, heldMs), core.cfg.expectedDelayMs);
     const merged = this.checkSkew(peer, off);
     this.track(peer, m.seq, m.repair, merged);
     if (merged) {

@@ -59,9 +59,10 @@ export function newEval(): Eval {
 export class Rule {
   /** Scratch of KeyWindow.countsSince: all, own. */
   private readonly since = new Float64Array(2);
-  /** The last computeShare's own weight and the sum of every sharer's (explain). */
+  /** The last computeShare's own weight, the sum of every sharer's, and the room (explain, narrowExcess). */
   private weight = 0;
   private weights = 0;
+  private room = 0;
   /** Scratch of computeShare: the live sharers' demands as this node holds them. */
   private readonly demands: number[] = [];
   /**
@@ -96,22 +97,27 @@ export class Rule {
   }
 
   /**
-   * Extra count assumed for live peers of a narrower view (see {@link narrow}): one still starting
-   * admits up to L/N of its own counts over the window, whatever share of the headroom we leave
-   * it, so each counts as spending at least L/N, as a stale member does (it stays a sharer: one
-   * deciding by a share over fewer sharers takes its share too).
+   * What live peers of a narrower view (see {@link narrow}) may admit beyond their share of the
+   * headroom `H`: one still starting admits up to L/N of its own counts over the window, whatever
+   * share we leave it. Each is a sharer, so its share s_j·H is left to it already; the rest of
+   * L/N, less what we hold of it, comes off this node's allowance whole (taken off H instead, only
+   * our share of it would leave us). Needs {@link computeShare} of the key just run (room, weights).
    */
-  private narrowReserve(rt: PolicyRuntime, ks: KeyState, w: number, L: number): number {
+  private narrowExcess(rt: PolicyRuntime, ks: KeyState, w: number, L: number, H: number): number {
     const perPeer = L / this.core.peers.splitN;
     const kw = ks.window;
     const foreign = rt.foreign;
+    const W = rt.policy.windowMs;
     let extra = 0;
     for (let i = 0; i < this.narrow.length; i++) {
       const p = this.narrow[i]!;
       // one on another version of the policy is reserved by foreignReserve already
       if (foreign.length > 0 && foreign.indexOf(p) >= 0) continue;
-      const seen = kw.peerEstimate(p.idx, w);
-      if (perPeer > seen) extra += perPeer - seen;
+      const o = p.idx;
+      const d = kw.hasOrigin(o) ? faded(kw.demandOf(o), kw.demandAt(o), p.lastHeard, W, L) : 0;
+      const share = this.weights > 0 ? Math.max(d, this.room) / this.weights : 0;
+      const over = perPeer - kw.peerEstimate(o, w) - share * H;
+      if (over > 0) extra += over;
     }
     return extra;
   }
@@ -223,9 +229,8 @@ export class Rule {
     // the share's reserve for peers deciding otherwise (naive admits on what it has seen)
     const controlled = p.overAdmission === 'controlled' && peers.live.length > 0;
     if (controlled && this.narrowStamp !== core.stamp) this.findNarrow();
-    const narrowR = controlled && this.narrow.length > 0 ? this.narrowReserve(rt, ks, w, L) : 0;
-    est += staleR + foreignR + narrowR;
-    if (x !== undefined) x.reserves = { stale: staleR, otherVersion: foreignR, narrowView: narrowR };
+    est += staleR + foreignR;
+    if (x !== undefined) x.reserves = { stale: staleR, otherVersion: foreignR, narrowView: 0 };
     if (this.overLimit(out, ks, est, cost, now, rt, 'global')) return;
     if (controlled) {
       // Everything peers admitted more than U ago has reached us (U = the
@@ -237,7 +242,8 @@ export class Rule {
       // admitted inside the window is then known to have reached us, so the whole of L is shared
       // and each node's admissions over the window stay within its share of it.
       const U = now - core.oldestSent;
-      if (ks.shareStamp !== core.stamp || x !== undefined) this.computeShare(ks, rt);
+      const narrow = this.narrow.length > 0;
+      if (ks.shareStamp !== core.stamp || x !== undefined || narrow) this.computeShare(ks, rt);
       const tU = now - Math.max(U, 0);
       const cU = Math.floor(tU / rt.bw);
       // In the bucket that straddles the horizon, peers' counts count wholly
@@ -248,14 +254,21 @@ export class Rule {
       // checked at admission must hold over both), by part of a bucket, or from
       // the straddling bucket's start where that is later (short buckets).
       const since = this.since;
-      const tO = Math.max(cU * rt.bw, tU - Math.max(U, 0));
+      const tO =
+        core.cfg.roundLeadMs !== undefined &&
+        core.cfg.relayHops === 0 &&
+        core.cfg.expectedDelayMs <= core.cfg.roundLeadMs
+          ? ownFrom(core, ks, tU)
+          : Math.max(cU * rt.bw, tU - Math.max(U, 0));
       kw.countsSince(cU, tO / rt.bw, since);
       const recentAll = since[0]!;
       const ownRecent = since[1]!;
       // at most L: with the horizon at or before the window's oldest bucket, `recentAll` counts
       // that bucket whole where `est` weighs it by the part still inside
       const H = Math.min(L, L - est + recentAll);
-      const allowance = ks.share * H;
+      const narrowX = narrow ? this.narrowExcess(rt, ks, w, L, H) : 0;
+      const allowance = ks.share * H - narrowX;
+      if (x !== undefined) x.reserves!.narrowView = narrowX;
       if (x !== undefined)
         x.share = {
           horizonMs: U,
@@ -274,7 +287,7 @@ export class Rule {
           'headroom-share',
           'global',
           Math.floor(allowance - ownRecent),
-          this.shareRetry(ks, rt, cU, tO, U, ownRecent, cost, H, est, now),
+          this.shareRetry(ks, rt, cU, tO, U, ownRecent, cost, H, est, now, narrowX),
         );
         return;
       }
@@ -315,6 +328,7 @@ export class Rule {
     H: number,
     est: number,
     now: number,
+    narrowX: number,
   ): number {
     const kw = ks.window;
     const share = ks.share;
@@ -330,7 +344,7 @@ export class Rule {
       const ownHere = kw.ownInBucket(b, from);
       own -= ownHere;
       h -= b <= cU ? ownHere : kw.sumOf(kw.slotOf(b));
-      if (own + cost <= share * h + 1e-9) return (b + 1) * rt.bw + (b <= cU ? uO : u) - now;
+      if (own + cost <= share * h - narrowX + 1e-9) return (b + 1) * rt.bw + (b <= cU ? uO : u) - now;
     }
     const after = (kw.cur + 1) * rt.bw + u - now;
     return Math.max(after, kw.timeToDrain(est - L + cost / share, false, now, rt.bw));
@@ -461,7 +475,10 @@ export class Rule {
     const ds = this.demands;
     // members on another version of the policy are not sharers: foreignReserve counts them
     let sharers = 1;
-    const own = selfDemand(ks, core.oldestSent - core.cfg.dataDelayMs, core.builtAt, W, L);
+    // a report every live peer has sent since (plus the data's delay, and the lead an aligned
+    // round's message may wait before its engine takes it) reached each of them
+    const reached = core.oldestSent - core.cfg.dataDelayMs - (core.cfg.roundLeadMs ?? 0);
+    const own = selfDemand(ks, reached, core.builtAt, W, L);
     let demands = own;
     for (let i = 0; i < live.length; i++) {
       const peer = live[i]!;
@@ -490,6 +507,7 @@ export class Rule {
     ks.share = mine / total;
     this.weight = mine;
     this.weights = total;
+    this.room = room;
     ks.sharers = sharers;
     ks.shareStamp = core.stamp;
   }
@@ -569,4 +587,19 @@ function deny(
   out.mode = mode;
   out.remaining = Math.max(remaining, 0);
   out.retryAfterMs = retryAfterMs < 0 ? -1 : Math.max(1, Math.ceil(retryAfterMs));
+}
+
+/**
+ * Where this node's own counts of a key stop being recent, with aligned rounds: the send time of
+ * our newest message at or before the horizon `tU` (the line of the round's messages), whose
+ * counts every peer holds as it holds ours; counts after it are ours alone, kept within our
+ * share. A key a message at or before the horizon left out (a full message) counts from the last
+ * message that carried it. -Infinity (every own count recent) when no such message is known.
+ */
+function ownFrom(core: EngineCore, ks: KeyState, tU: number): number {
+  const t = core.sentBy(tU);
+  if (!(ks.leftOutAt > Number.NEGATIVE_INFINITY)) return t;
+  const last = ks.sentDemandAt;
+  const carried = last <= tU ? last : ks.carriedPrevAt <= tU ? ks.carriedPrevAt : Number.NEGATIVE_INFINITY;
+  return ks.leftOutAt > carried && carried < t ? carried : t;
 }

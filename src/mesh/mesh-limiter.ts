@@ -25,6 +25,7 @@ import { PeerLinks } from './links.js';
 import { createMeshNode, directGossipOf, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
 import { type AskFailure, type OwnerAnswer, OwnerService } from './owner-service.js';
+import { nextTickMs } from './rounds.js';
 import { closeServers, type ShutdownOptions, shutdownOptions, sleep } from './shutdown.js';
 import { loadSnapshot, saveSnapshot } from './snapshot-file.js';
 import { explainStartError } from './start-errors.js';
@@ -86,6 +87,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       clock: cfg.clock,
       gossipIntervalMs: cfg.gossipIntervalMs,
       expectedDelayMs: cfg.expectedDelayMs,
+      ...(cfg.roundLeadMs === undefined ? {} : { roundLeadMs: cfg.roundLeadMs }),
       departAfterMs: cfg.departAfterMs,
       expectedMembers: 1 + cfg.bootstrap.length,
       relayHops: cfg.relayHops,
@@ -135,6 +137,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       running: () => this.state === 'running',
       relayFanout: () => this.relayFanout(),
       isolated: () => this.isolated,
+      roundLeadMs: () => (this.aligned() ? this.cfg.roundLeadMs : undefined),
     });
   }
 
@@ -530,7 +533,10 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       this.join = new JoinWatch(cfg.bootstrap.length === 0, cfg.joinTimeoutMs, cfg.clock.now());
       this.state = 'running';
       if (this.owners !== undefined) this.engine.enableOwnerPlacement?.(true);
-      this.tickTimer = setInterval(this.onTick, cfg.gossipIntervalMs);
+      // aligned rounds: the first message goes out now, out of round, so the peers name this node
+      // in their first round's messages; then every tick on the round schedule
+      if (this.aligned()) this.publish();
+      this.armTick();
       this.sweepTimer = setInterval(this.links.onSweep, Math.min(1_000, Math.max(50, cfg.departAfterMs / 4)));
       this.discovery.start();
       this.warnKnobs();
@@ -598,7 +604,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
 
   /** Releases everything start() took: timers, discovery, sync streams, libp2p. */
   private async teardown(): Promise<void> {
-    if (this.tickTimer !== undefined) clearInterval(this.tickTimer);
+    if (this.tickTimer !== undefined) clearTimeout(this.tickTimer);
     if (this.sweepTimer !== undefined) clearInterval(this.sweepTimer);
     if (this.earlyImmediate !== undefined) clearImmediate(this.earlyImmediate);
     this.tickTimer = undefined;
@@ -645,7 +651,26 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
 
   // ---- gossip out ----
 
+  /** Aligned gossip rounds now (src/mesh/rounds.ts): configured so, and broadcasting (relay spreads). */
+  private aligned(): boolean {
+    return this.cfg.roundLeadMs !== undefined && this.relayFanout() === 0;
+  }
+
+  /** The next tick: at the next round's send time when aligned, else one interval on. */
+  private armTick(): void {
+    const g = this.cfg.gossipIntervalMs;
+    const wait = this.aligned()
+      ? // strictly after now: a tick that ran early or on time never runs twice
+        nextTickMs(this.cfg.clock.now() + (this.engine.roundOffsetMs() ?? 0) + 1, g, this.cfg.roundLeadMs!) +
+        1
+      : g;
+    this.tickTimer = setTimeout(this.onTick, wait);
+  }
+
   private readonly onTick = (): void => {
+    this.tickTimer = undefined;
+    if (this.state !== 'running') return;
+    this.armTick();
     this.counters.gossip.ticks++;
     if (this.cfg.relayAuto) this.followMembership();
     this.publish();

@@ -29,6 +29,7 @@ import { generateIdentity, identityFromProtobuf } from './identity.js';
 import { JOIN_TIMEOUT_MS } from './join.js';
 import { stderrLogger } from './logger.js';
 import { DEFAULT_RELAY_MAC_PEERS } from './relay-mac.js';
+import { alignsRounds } from './rounds.js';
 import { swarmKeyProblem } from './swarm-key.js';
 import type { Logger, MeshLimiterOptions, RelayMode } from './types.js';
 
@@ -58,6 +59,8 @@ export interface MeshConfig {
   autoRelayMembers: number;
   /** The engine's relayHops at start (0 in broadcast mode). */
   relayHops: number;
+  /** Aligned gossip rounds' lead (expectedDelayMs; src/mesh/rounds.ts); undefined: the ticks spread. */
+  roundLeadMs: number | undefined;
   /** relayHops as given (undefined: from the membership when relaying). */
   relayHopsOption: number | undefined;
   /** Relay mode: members our items carry a MAC for (0: signatures only). */
@@ -87,6 +90,7 @@ const KNOWN = new Set<string>([
   'snapshotFile',
   'gossipIntervalMs',
   'expectedDelayMs',
+  'gossipRounds',
   'logger',
   'clock',
   'injectDelayMs',
@@ -198,6 +202,19 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     true,
   );
 
+  const rounds = opts.gossipRounds;
+  if (rounds !== undefined && rounds !== 'aligned' && rounds !== 'spread')
+    fail('gossipRounds', `must be 'aligned' or 'spread' (got ${JSON.stringify(rounds)})`);
+  if (rounds === 'aligned' && !(expectedDelayMs < gossipIntervalMs))
+    fail(
+      'gossipRounds',
+      `'aligned' needs expectedDelayMs under gossipIntervalMs (got ${expectedDelayMs} and ${gossipIntervalMs})`,
+    );
+  const roundLeadMs =
+    rounds === 'aligned' || (rounds === undefined && alignsRounds(gossipIntervalMs, expectedDelayMs))
+      ? expectedDelayMs
+      : undefined;
+
   const logger = opts.logger ?? stderrLogger;
   for (const m of ['debug', 'info', 'warn', 'error'] as const) {
     if (typeof (logger as unknown as Record<string, unknown>)[m] !== 'function') {
@@ -274,6 +291,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     snapshotFile: snapshotFileOption(opts.snapshotFile),
     gossipIntervalMs,
     expectedDelayMs,
+    roundLeadMs,
     logger,
     clock,
     injectDelayMs: num('injectDelayMs', opts.injectDelayMs, 0, 0, 60_000),

@@ -43,6 +43,15 @@ export interface MeshLimiterOptions {
   gossipIntervalMs?: number;
   /** Expected one-way gossip delay, ms (feeds staleness). Default 10. */
   expectedDelayMs?: number;
+  /**
+   * When nodes gossip (docs/decision-rule.md, "Rounds"): `aligned`, every node sends when its
+   * clock reads a multiple of gossipIntervalMs less expectedDelayMs and takes in the others'
+   * messages of a round at the same instant, so what each node counts as seen moves for all at
+   * once; `spread`, each node ticks on its own (the rule then keeps its own counts recent a
+   * horizon longer). Default: `aligned` where a round's messages arrive within it
+   * (expectedDelayMs at most half of gossipIntervalMs), else `spread`. Relay mode always spreads.
+   */
+  gossipRounds?: 'aligned' | 'spread';
   logger?: Logger;
   clock?: Clock;
   /** Experiments only: hold received gossip this long, ms. Logged loudly when set. */

@@ -4,6 +4,7 @@ import { Engine, type EngineOptions } from '../decision/engine.js';
 import { autoRelayFanout, defaultAutoRelayMembers } from '../mesh/auto-relay.js';
 import { varintLength } from '../mesh/frame-decoder.js';
 import { DEFAULT_RELAY_MAC_PEERS, MAC_ENTRY_BYTES } from '../mesh/relay-mac.js';
+import { alignsRounds, holdMs, nextTickMs } from '../mesh/rounds.js';
 import type { Decision, PolicySpec } from '../types.js';
 import { EventQueue } from './event-queue.js';
 import { Prng } from './prng.js';
@@ -26,6 +27,17 @@ export interface SimOptions {
   delayMs: number;
   /** Extra uniform random delay in [0, jitterMs), ms. Default 0. */
   jitterMs?: number;
+  /**
+   * When nodes gossip, as a mesh node does (src/mesh/rounds.ts): `aligned`, each node ticks when
+   * its clock reads a multiple of g less the round lead (`roundLeadMs`, default `delayMs`), and a
+   * message that arrives within the lead before the receiver's next multiple of g is handed to
+   * its engine at that instant; `spread`, the nodes' ticks spread evenly over the interval (node
+   * i at i·g/N) and every message handed over as it arrives. Default: aligned where a mesh node
+   * aligns them (broadcast, d at most g/2: alignsRounds), else spread.
+   */
+  rounds?: 'aligned' | 'spread';
+  /** Aligned rounds: how long before each multiple of g the nodes send, ms. Default `delayMs`. */
+  roundLeadMs?: number;
   /** Fraction of gossip messages lost, per receiver. Default 0. */
   loss?: number;
   /** PRNG seed for loss and jitter. Default 1. */
@@ -117,6 +129,9 @@ export class Simulator {
 
   /** How gossip travels: `opts.relay` with 'auto' resolved (undefined: broadcast). */
   readonly relay: { fanout: number; macPeers?: number } | undefined;
+  /** Aligned gossip rounds (SimOptions.rounds), and their lead. */
+  private readonly aligned: boolean;
+  private readonly lead: number;
 
   constructor(readonly opts: SimOptions) {
     const n = opts.nodes;
@@ -125,12 +140,25 @@ export class Simulator {
       this.relay = f > 0 ? { fanout: f } : undefined;
     } else this.relay = opts.relay;
     this.epoch = opts.epochMs ?? 1.7e12;
+    this.aligned =
+      opts.rounds === 'aligned' ||
+      (opts.rounds === undefined &&
+        this.relay === undefined &&
+        alignsRounds(opts.gossipIntervalMs, opts.delayMs));
+    this.lead = opts.roundLeadMs ?? opts.delayMs;
+    if (this.aligned && !(this.lead >= 0 && this.lead < opts.gossipIntervalMs))
+      throw new Error(`roundLeadMs must be at least 0 and under gossipIntervalMs, got ${this.lead}`);
     this.prng = new Prng(opts.seed ?? 1);
     this.ids = Array.from({ length: n }, (_, i) => `node-${i}`);
     this.clocks = this.ids.map((_, i) => new SimClock(opts.skewMs?.[i] ?? 0));
     this.engines = this.ids.map((id, i) => this.newEngine(id, i));
+    const g = opts.gossipIntervalMs;
     for (let i = 0; i < n; i++) {
-      const phase = (i * opts.gossipIntervalMs) / n;
+      // aligned: the first time node i's clock reads k·g − lead; spread: i·g/N
+      const phase = this.aligned ? mod(-this.lead - this.epoch - (opts.skewMs?.[i] ?? 0), g) : (i * g) / n;
+      // aligned: a node's first message goes out as it starts, out of round (as a mesh node's
+      // does): its peers know it, and name it, by their first round
+      if (this.aligned && phase > 0) this.at(0, () => this.publish(i));
       this.scheduleTick(i, phase);
     }
     if (opts.syncAtStart) this.at(0, () => this.syncAll());
@@ -141,6 +169,7 @@ export class Simulator {
     return new Engine({
       gossipIntervalMs: this.opts.gossipIntervalMs,
       expectedDelayMs: this.opts.delayMs,
+      ...(this.aligned ? { roundLeadMs: this.lead } : {}),
       ...(relay === undefined ? {} : { relayHops: expectedRelayHops(this.opts.nodes, relay.fanout) }),
       ...this.opts.engine,
       ...extra,
@@ -235,8 +264,16 @@ export class Simulator {
       this.publish(node);
       // the engine's late sync (a pod replaced as this one joined is stale at its peers by now)
       if (this.engines[node]!.lateSyncDue()) this.syncFrom(node);
-      this.scheduleTick(node, t + this.opts.gossipIntervalMs);
+      this.scheduleTick(node, t + this.tickWait(node));
     });
+  }
+
+  /** From a tick of `node` now to its next: one interval, or with aligned rounds the next round's send time on the mesh's clock (as a mesh node's armTick). */
+  private tickWait(node: number): number {
+    const g = this.opts.gossipIntervalMs;
+    if (!this.aligned) return g;
+    const meshNow = this.clocks[node]!.now() + this.engines[node]!.roundOffsetMs();
+    return nextTickMs(meshNow + 1, g, this.lead) + 1;
   }
 
   /** Relay, per node: the origins queued for its next batch, and per origin the item and who sent it. */
@@ -265,8 +302,16 @@ export class Simulator {
     }
     if (bytes.length > this.maxMessageBytes) this.maxMessageBytes = bytes.length;
     const from = this.ids[node]!;
-    const deliver = (target: Engine): void => {
-      target.receiveGossip(from, bytes);
+    const deliver = (target: Engine, to: number): void => {
+      // aligned rounds: a message that arrives within the lead before the receiver's next round
+      // is handed over at the round (as a mesh node's RoundHold does)
+      const meshNow = this.clocks[to]!.now() + (this.aligned ? target.roundOffsetMs() : 0);
+      const wait = this.aligned ? holdMs(meshNow, this.opts.gossipIntervalMs, this.lead) : 0;
+      if (wait <= 0) target.receiveGossip(from, bytes);
+      else
+        this.at(this.time + wait, () => {
+          if (this.engines[to] === target) target.receiveGossip(from, bytes, undefined, false, wait);
+        });
     };
     for (let to = 0; to < this.engines.length; to++)
       if (to !== node) this.send(node, to, bytes.length, deliver);
@@ -440,4 +485,8 @@ export function replayTrace(
     durationMs,
     sim,
   };
+}
+
+function mod(a: number, m: number): number {
+  return ((a % m) + m) % m;
 }

@@ -246,11 +246,15 @@ describe('a node that expects peers (restart)', () => {
     expect(fresh.check('p', 'k').mode).toBe('fallback');
     fresh.receiveGossip('p2', peers[1]!.buildGossip());
     fresh.receiveGossip('p3', peers[2]!.buildGossip());
-    // global now, but each peer said it heard no one: still starting, on its own L/N, so each
-    // counts as spending L/N (the narrow-view reserve): 25 own + 3 x 25 fill L
+    // global now, but each peer said it heard no one: still starting, on its own L/N. Each is a
+    // sharer whose share of the headroom (a quarter of it, no demand heard) covers its L/N, so no
+    // reserve beyond it (the narrow-view excess); our 25 fallback admissions fill our quarter
     const starting = fresh.check('p', 'k');
-    expect(starting).toMatchObject({ allowed: false, mode: 'global', rule: 'global-limit' });
-    expect(fresh.explain('p', 'k').reserves?.narrowView).toBe(75);
+    expect(starting).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
+    expect(fresh.explain('p', 'k').reserves?.narrowView).toBe(0);
+    // a peer that had admitted its L/N already is seen (no more to reserve); one whose share is
+    // smaller than what its start-up share leaves it is reserved the rest, off our allowance
+    // whole (test/decision/narrow.test.ts)
     // they hear each other and fresh: no reserve; until its own demand has gone out in a tick, it
     // claims only 1/N of the headroom, and its 25 fallback admissions already fill that
     const all = [fresh, ...peers];

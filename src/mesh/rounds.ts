@@ -1,0 +1,44 @@
+/**
+ * Aligned gossip rounds (docs/decision-rule.md, "Rounds"). Every node sends its periodic message
+ * when its clock reads a multiple of the gossip interval g less the round lead (the expected
+ * one-way delay d), and hands a message that arrives within the lead before its next multiple
+ * of g to its engine at that instant. So in each round every node takes in the others'
+ * messages of that round at the same moment (clock skew and late messages apart): the line
+ * between counts every node has seen and counts it may not have moves for all of them at once,
+ * and every node's own counts since its message of the round are exactly the ones its peers
+ * have not merged yet. Pure functions of the clock; the simulator and the mesh node share them.
+ */
+
+/**
+ * Whether a mesh with gossip interval `g` and expected one-way delay `d` gossips in aligned rounds
+ * (lead d): where a round's messages arrive within it, d at most g/2. On slower links a message
+ * is still in flight when the next round begins, nodes would move their lines at different
+ * rounds, and the ticks stay spread (the rule then keeps its horizon margin: Rule, ownFrom).
+ */
+export function alignsRounds(g: number, d: number): boolean {
+  return d >= 0 && 2 * d <= g;
+}
+
+/** The nonnegative remainder of `a` by `m`. */
+function mod(a: number, m: number): number {
+  return ((a % m) + m) % m;
+}
+
+/** Ms from `now` (clock ms) to the next tick of an aligned schedule: the next time the clock reads k·g − `lead` (0 when it does now). */
+export function nextTickMs(now: number, g: number, lead: number): number {
+  const r = mod(now + lead, g);
+  return r === 0 ? 0 : g - r;
+}
+
+/**
+ * Ms to hold a message that arrived at `now` (clock ms) before handing it to the engine: until
+ * the next multiple of `g` when that is at most `lead` away, else 0 (a late message, or one sent
+ * out of round: handed over at once).
+ */
+export function holdMs(now: number, g: number, lead: number): number {
+  if (!(lead > 0)) return 0;
+  const r = mod(now, g);
+  if (r === 0) return 0;
+  const until = g - r;
+  return until <= lead ? until : 0;
+}
