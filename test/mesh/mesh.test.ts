@@ -67,6 +67,15 @@ describe('createMeshLimiter options', () => {
     expect(configError(() => createMeshLimiter({ ...base, policies: [] }))).toBe('policies');
     expect(configError(() => createMeshLimiter({ ...base, relay: 'sometimes' as never }))).toBe('relay');
     expect(configError(() => createMeshLimiter({ ...base, gossipMs: 5 } as never))).toBe('gossipMs');
+    expect(configError(() => createMeshLimiter({ ...base, gossipRounds: 'sometimes' as never }))).toBe(
+      'gossipRounds',
+    );
+    // aligned rounds need a round's messages to be able to arrive within it
+    expect(
+      configError(() =>
+        createMeshLimiter({ ...base, gossipRounds: 'aligned', gossipIntervalMs: 10, expectedDelayMs: 10 }),
+      ),
+    ).toBe('gossipRounds');
   });
 
   it('is secure by default: a non-loopback listen or bootstrap needs a psk or insecure: true (issue 11)', async () => {
@@ -287,9 +296,9 @@ describe('live mesh on loopback', () => {
     await b.stop();
   });
 
-  it('publishes early, before the tick, when the engine asks', async () => {
+  it('publishes early, before the tick, when the engine asks (spread rounds; aligned ones send in round only)', async () => {
     // A tick a minute apart: only an early publish can carry b's spend to a in time.
-    const slow = { policies: NAIVE, gossipIntervalMs: 60_000 };
+    const slow = { policies: NAIVE, gossipIntervalMs: 60_000, gossipRounds: 'spread' as const };
     const a = await cluster.add(slow);
     const b = await cluster.add({ ...slow, bootstrap: [dialable(a)] });
     await waitFor('b synced from a', () => b.stats().sync.pullsOk >= 1 && a.stats().sync.pullsOk >= 1);
