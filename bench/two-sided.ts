@@ -36,6 +36,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { deserialize, serialize } from 'node:v8';
 import { Prng } from '../src/sim/prng.js';
+import type { SimOptions } from '../src/sim/simulator.js';
 import { seedTrace } from '../src/sim/trace.js';
 import {
   type Arrivals,
@@ -82,7 +83,14 @@ interface RunDef {
   ceilingNodes?: (n: number) => number;
   /** What the rows' traffic is, at `n` nodes (printed). */
   describe(n: number): string;
+  /** The mesh, where it is not the user's default (the frontier's alternatives). */
+  mesh?: Partial<SimOptions>;
+  /** The limiters it runs (default: default, auto and naive; the exact one always). */
+  limiters?: readonly SimLimiter[];
 }
+
+type SimLimiter = 'default' | 'auto' | 'naive';
+const SIM_LIMITERS: readonly SimLimiter[] = ['default', 'auto', 'naive'];
 
 const NODE_COUNTS = [2, 3, 8, 32, 64, 256];
 /** What a request costs beyond a local decision (calls/req, +ms): nothing while every decision is local. */
@@ -123,11 +131,15 @@ const ACCOUNT_SECONDS = 100;
 function globalRun(
   name: string,
   segments: (n: number) => [rate: number, fromMs: number, toMs: number][],
+  alternative?: { mesh: Partial<SimOptions>; only: number[] },
 ): RunDef {
   const seconds = (n: number) => (n >= LARGE ? 2 : 10);
   return {
-    family: 'global',
-    large: true,
+    family: alternative === undefined ? 'global' : 'frontier',
+    large: alternative === undefined,
+    ...(alternative === undefined
+      ? {}
+      : { mesh: alternative.mesh, only: (n: number) => alternative.only.includes(n), limiters: ['default'] }),
     rows: [name],
     limit: 1000,
     windowMs: S,
@@ -317,6 +329,20 @@ const RUNS: RunDef[] = [
   ]),
   accountsRun,
   burstsRun,
+  // the frontier (issue 26): the global key near and over L with the alternatives to the default's
+  // gossip, so the default is a measured choice: spread rounds (the rule before aligned ones),
+  // and aligned rounds at g = 50 and 25 ms (more messages: 20 and 40 a second per peer)
+  ...(['0.9L', '2L'] as const).flatMap((row) =>
+    (
+      [
+        ['spread rounds, g = 100', { rounds: 'spread' }],
+        ['g = 50', { gossipIntervalMs: 50 }],
+        ['g = 25', { gossipIntervalMs: 25 }],
+      ] as const
+    ).map(([alt, mesh]) =>
+      globalRun(`${row}, ${alt}`, (e) => [[row === '0.9L' ? 900 : 2000, 0, e]], { mesh, only: [8, 32, 64] }),
+    ),
+  ),
   usersAndAttackers(
     'login',
     5,
@@ -399,8 +425,8 @@ function runJob(job: Job): JobResult {
   const { arrivals } = run.build(job.nodes);
   const result =
     job.limiter === 'auto'
-      ? runOwnerSim(defaultMesh(job.nodes), policyOf(job.limiter, run), arrivals)
-      : runSim(defaultMesh(job.nodes), policyOf(job.limiter, run), arrivals, PROBE);
+      ? runOwnerSim({ ...defaultMesh(job.nodes), ...run.mesh }, policyOf(job.limiter, run), arrivals)
+      : runSim({ ...defaultMesh(job.nodes), ...run.mesh }, policyOf(job.limiter, run), arrivals, PROBE);
   const c = process.cpuUsage(c0);
   return { job, result, wall_s: (performance.now() - t0) / 1000, cpu_s: (c.user + c.system) / 1e6 };
 }
@@ -472,7 +498,7 @@ async function main(): Promise<void> {
         skipped.push({ family: run.family, rows: run.rows, nodes: n, estimated_s: Math.round(est) });
         continue;
       }
-      for (const limiter of ['default', 'auto', 'naive'] as const) jobs.push({ run: r, nodes: n, limiter });
+      for (const limiter of run.limiters ?? SIM_LIMITERS) jobs.push({ run: r, nodes: n, limiter });
     }
   });
   // the longest first (a pool of processes finishes sooner); the output does not depend on the order
@@ -524,16 +550,19 @@ async function main(): Promise<void> {
   RUNS.forEach((run, r) => {
     const family = run.family;
     for (const n of [...(nodesArg === undefined ? (run.extraNodes ?? []) : []), ...nodeCounts]) {
-      const def = results.get(id({ run: r, nodes: n }, 'default'));
-      const aut = results.get(id({ run: r, nodes: n }, 'auto'));
-      const nai = results.get(id({ run: r, nodes: n }, 'naive'));
-      if (def === undefined || aut === undefined || nai === undefined) continue;
-      cpuByFamily[family] = round1((cpuByFamily[family] ?? 0) + def.cpu_s + aut.cpu_s + nai.cpu_s);
-      wallByFamily[family] = round1((wallByFamily[family] ?? 0) + def.wall_s + aut.wall_s + nai.wall_s);
+      const ran = run.limiters ?? SIM_LIMITERS;
+      const got = ran.map((l) => results.get(id({ run: r, nodes: n }, l)));
+      if (got.some((x) => x === undefined)) continue;
+      const sims: Partial<Record<SimLimiter, LimiterRun>> = {};
+      ran.forEach((l, i) => {
+        const x = got[i]!;
+        sims[l] = x.result;
+        cpuByFamily[family] = round1((cpuByFamily[family] ?? 0) + x.cpu_s);
+        wallByFamily[family] = round1((wallByFamily[family] ?? 0) + x.wall_s);
+      });
       const { arrivals, keyClass } = run.build(n);
       const exact = exactByKey(arrivals, run.limit, run.windowMs);
       const firstW = firstWindowFlags(arrivals, run.windowMs);
-      const sims = { default: def.result, auto: aut.result, naive: nai.result };
       for (let c = 0; c < run.rows.length; c++) {
         if (!selected(family, run.rows[c]!)) continue;
         const only = new Uint8Array(arrivals.t.length);
@@ -541,7 +570,7 @@ async function main(): Promise<void> {
         const byKey: number[][] = arrivals.keys.map(() => []);
         for (let i = 0; i < only.length; i++) if (only[i]) byKey[arrivals.key[i]!]!.push(arrivals.t[i]!);
         const ceiling = localCeiling(byKey, run.limit, run.windowMs, run.ceilingNodes?.(n) ?? n);
-        for (const limiter of ['default', 'auto', 'naive', 'exact'] as const) {
+        for (const limiter of [...ran, 'exact' as const]) {
           const sim = limiter === 'exact' ? undefined : sims[limiter];
           const f = figuresOf(
             arrivals,
