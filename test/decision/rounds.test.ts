@@ -69,7 +69,14 @@ describe('aligned rounds: own counts recent from our message of the round (Rule,
 
   it('a key a full message left out counts from the last message that carried it', () => {
     const clock = new ManualClock(1.7e12);
-    const opts = { clock, policies, gossipIntervalMs: 100, expectedDelayMs: 10, expectedMembers: 2, roundLeadMs: 10 };
+    const opts = {
+      clock,
+      policies,
+      gossipIntervalMs: 100,
+      expectedDelayMs: 10,
+      expectedMembers: 2,
+      roundLeadMs: 10,
+    };
     const a = new Engine({ ...opts, nodeId: 'a', maxKeysPerMessage: 1 });
     const b = new Engine({ ...opts, nodeId: 'b' });
     const round = () => {
@@ -109,4 +116,3 @@ describe('aligned rounds: the mesh’s clock (Engine.roundOffsetMs)', () => {
     expect(Math.round(e.roundOffsetMs())).toBe(-240);
   });
 });
-

@@ -2,8 +2,8 @@ import type { Message } from '@libp2p/gossipsub';
 import type { PeerId } from '@libp2p/interface';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
-import { GossipIn, type GossipInHost } from '../../src/mesh/gossip-in.js';
 import type { MeshEngine } from '../../src/mesh/engine-port.js';
+import { GossipIn, type GossipInHost } from '../../src/mesh/gossip-in.js';
 import type { MeshConfig } from '../../src/mesh/options.js';
 
 /** A peer id as gossip-in uses it: a string form and equality. */
