@@ -423,6 +423,12 @@ export class EngineCore {
     return Number.NEGATIVE_INFINITY;
   }
 
+  /** Max over live peers of the time (ours) their newest data was sent (-Infinity: none). */
+  get newestSent(): number {
+    const p = this.newestPeer;
+    return p === undefined || p.order !== this.order ? Number.NEGATIVE_INFINITY : this.sentOf(p);
+  }
+
   /** Scratch of updateOldestSent. */
   private readonly byAge: PeerState[] = [];
 

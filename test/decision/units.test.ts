@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { worstRolling } from '../../src/sim/metrics.js';
+import { Simulator } from '../../src/sim/simulator.js';
+
+/**
+ * Whole units (Rule.units): where every member took in the same round's messages, the
+ * headroom's whole units are dealt to the sharers by weight (D'Hondt, ties by an order every
+ * member computes alike), so a fractional share wastes no unit.
+ */
+describe('whole units of the headroom, dealt alike by every member (issue 26)', () => {
+  function burst(nodes: number, placement?: 'local' | 'auto', rounds?: 'aligned' | 'spread') {
+    const sim = new Simulator({
+      nodes,
+      policies: [{ name: 'p', limit: 50, windowMs: 10_000, ...(placement ? { placement } : {}) }],
+      gossipIntervalMs: 100,
+      delayMs: 10,
+      engine: { expectedMembers: nodes },
+      ...(rounds === undefined ? {} : { rounds }),
+    });
+    // owner placement on (as on a mesh node): the synchronous checks below then decide keys placed
+    // on an owner by the local rule, beside the owner
+    if (placement === 'auto') for (const e of sim.engines) e.enableOwnerPlacement();
+    sim.runUntil(1_050);
+    const admitted: number[] = [];
+    const perNode = new Array<number>(nodes).fill(0);
+    // 300 requests in 15 ms on a fresh key, round-robin over the nodes, within one round
+    for (let i = 0; i < 300; i++) {
+      sim.runUntil(1_050 + i * 0.05);
+      if (sim.request(i % nodes, 'p', 'fresh').allowed) {
+        admitted.push(sim.now);
+        perNode[i % nodes]!++;
+      }
+    }
+    sim.runUntil(30_000);
+    return { admitted: admitted.length, worst: worstRolling(admitted, 10_000), perNode, sim };
+  }
+
+  it('a fresh key’s burst over 8 nodes admits exactly L: 50 units of 8 equal shares, 6 or 7 a node', () => {
+    const r = burst(8);
+    expect(r.admitted).toBe(50);
+    expect(r.worst).toBe(50);
+    expect(r.perNode.every((c) => c === 6 || c === 7)).toBe(true);
+    expect(r.perNode.filter((c) => c === 7).length).toBe(2);
+    // the explanation says how many units this node holds
+    const x = r.sim.engines[0]!.explain('p', 'other');
+    expect(x.share?.units).toBeDefined();
+  });
+
+  it('with spread rounds (views that may differ) a node keeps to its fractional share: 6 a node, 48', () => {
+    const r = burst(8, undefined, 'spread');
+    expect(r.admitted).toBe(48);
+    expect(r.perNode.every((c) => c === 6)).toBe(true);
+  });
+
+  it('a policy placed on owners deals no units locally (the owner decides its keys exactly)', () => {
+    // L = 50 under 4 N at 16 nodes: auto places it on owners; a synchronous check decides by the
+    // local rule, on its fractional share (50 / 16: 3 a node)
+    const r = burst(16, 'auto');
+    const owner = r.sim.engines[0]!.remoteOwner('p', 'fresh');
+    const ownerAt = r.sim.ids.indexOf(owner ?? r.sim.ids[0]!);
+    // every other node decides by the local rule on 3.125 of the 50: 3 each, no unit more
+    expect(r.perNode.filter((_, i) => i !== ownerAt).every((c) => c === 3)).toBe(true);
+  });
+});
