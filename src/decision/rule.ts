@@ -65,6 +65,8 @@ export class Rule {
   private room = 0;
   /** Scratch of computeShare: the live sharers' demands as this node holds them. */
   private readonly demands: number[] = [];
+  /** Scratch of waterLevel. */
+  private readonly sorted: number[] = [];
   /**
    * Set by {@link explainInto} for one evaluation: the terms of the decision are written there, and
    * nothing changes (no key created, no demand counted).
@@ -394,11 +396,12 @@ export class Rule {
     for (let i = 0; i < live.length; i++) {
       const w = Math.max(this.demands[i]!, room);
       if (!(w > 0)) continue;
-      // quotients w / m > mine / a  <=>  m < w·a / mine
-      const x = (w * a) / mine;
-      const whole = Math.floor(x);
-      if (whole === x) {
-        above += x - 1;
+      // quotients w / m > mine / a  <=>  m < w·a / mine; equal weights tie at m = a exactly, and
+      // any quotient within float error of ours ties too (every member must see the same ties)
+      const x = w === mine ? a : (w * a) / mine;
+      const whole = Math.round(x);
+      if (Math.abs(x - whole) <= 1e-9 * x) {
+        above += whole - 1;
         const order = (live[i]!.idHash ^ keyHash) >>> 0;
         if (order < myOrder || (order === myOrder && live[i]!.id < core.nodeId)) above += 1;
       } else above += whole;
@@ -552,14 +555,18 @@ export class Rule {
 
   /**
    * Controlled mode: this node's share of a key's headroom, until the view changes. Every sharer
-   * (this node and each live peer on our version of the policy) weighs its demand for the key
-   * (cost offered over a window, up to L) plus an equal part of what L has room for beyond all
-   * the demands: where the demands leave room, a node whose demand its peers have not heard yet
-   * still holds its part; where they fill L, the headroom goes by demand. This node weighs each
-   * peer by the report it holds of it, and itself by the least of its own reports any peer may
-   * hold (selfDemand). A node's share falls as any other's demand rises and rises only with its
-   * own, so every node's share is at most the one it would have on the view of the demands each
-   * node holds for itself, and those shares sum to one: the shares the nodes take sum to at most one.
+   * (this node and each live peer on our version of the policy) weighs the more of its demand for
+   * the key (cost offered over a window, up to L) and the room: the level r at which the weights
+   * max(demand, r) fill L where the demands leave room (water-filling; 0 where they fill it). A
+   * node whose demand its peers have not heard yet still holds the room; where the demands fill
+   * L, the headroom goes by demand. This node weighs each peer by the report it holds of it, and
+   * itself by the least of its own reports any peer may hold (selfDemand). A node's share, its
+   * weight over L (or over the demands where they fill it), falls as any other's demand rises
+   * (the level falls) and rises only with its own, so every node's share is at most the one it
+   * would have on the view of the demands each node holds for itself, and those shares sum to
+   * one: the shares the nodes take sum to at most one. (An equal part of L less the demands, as
+   * the room was before, let a node's share rise when another's demand rose under it: with 50 of
+   * L = 100 ours and 3 peers at 0, one peer's 0 -> 5 took our share from 0.571 to 0.597.)
    */
   private computeShare(ks: KeyState, rt: PolicyRuntime): void {
     const W = rt.policy.windowMs;
@@ -596,7 +603,7 @@ export class Rule {
       if (kw.hasOrigin(o)) gone += faded(kw.demandOf(o), kw.demandAt(o), core.lastNow, W, L);
     }
     demands += gone;
-    const room = demands < L ? (L - demands) / sharers : 0;
+    const room = demands < L ? waterLevel(own, ds, sharers - 1, L - gone, this.sorted) : 0;
     const mine = own > room ? own : room;
     let total = mine + gone;
     for (let i = 0; i < sharers - 1; i++) total += ds[i]! > room ? ds[i]! : room;
@@ -698,4 +705,31 @@ function ownFrom(core: EngineCore, ks: KeyState, tU: number): number {
   const last = ks.sentDemandAt;
   const carried = last <= tU ? last : ks.carriedPrevAt <= tU ? ks.carriedPrevAt : Number.NEGATIVE_INFINITY;
   return ks.leftOutAt > carried && carried < t ? carried : t;
+}
+
+/**
+ * The water level r (> 0) at which the sharers' weights max(demand, r) add up to `fill`: `own`
+ * and the first `n` of `peers`, whose demands add up to less than `fill`. Sorted ascending, the
+ * k smallest demands are under the level, r = (fill − the rest) / k, for the largest k where the
+ * k-th smallest is at most that.
+ */
+export function waterLevel(
+  own: number,
+  peers: readonly number[],
+  n: number,
+  fill: number,
+  scratch: number[],
+): number {
+  const a = scratch;
+  a.length = 0;
+  a.push(own);
+  for (let i = 0; i < n; i++) a.push(peers[i]!);
+  a.sort((x, y) => x - y);
+  let above = 0;
+  for (let k = a.length; k >= 1; k--) {
+    const r = (fill - above) / k;
+    if (a[k - 1]! <= r) return r;
+    above += a[k - 1]!;
+  }
+  return 0;
 }
