@@ -11,6 +11,7 @@
  * CostProbe), and the denials by `rule`.
  *
  *   npm run bench:two-sided [-- --rows <substring>] [--nodes 2,3,8] [--out FILE] [--all] [--jobs P]
+ *     [--limiters default,auto,naive]   (only these simulated limiters: a thin row at 256 nodes with auto alone)
  *   npm run bench:two-sided -- --print a.json[,b.json] [--out FILE]   (saved reports as printed, merged)
  *   ... --cache DIR [--cached-only]   (each job's result kept in DIR as it ends, taken from there
  *     by a later run: a run cut short keeps what it finished; --cached-only runs nothing new)
@@ -517,6 +518,11 @@ async function main(): Promise<void> {
   const nodeCounts = nodesArg === undefined ? NODE_COUNTS : nodesArg.split(',').map(Number);
   const parallel = Number(arg('jobs') ?? Math.min(2, availableParallelism()));
   const all = process.argv.includes('--all');
+  const limitersArg = arg('limiters')?.split(',');
+  if (limitersArg !== undefined && !limitersArg.every((l) => (SIM_LIMITERS as readonly string[]).includes(l)))
+    throw new Error(`--limiters takes some of ${SIM_LIMITERS.join(', ')}, got ${limitersArg.join(', ')}`);
+  const ranOf = (run: RunDef) =>
+    (run.limiters ?? SIM_LIMITERS).filter((l) => limitersArg === undefined || limitersArg.includes(l));
   const skipped: { family: string; rows: string[]; nodes: number; estimated_s: number }[] = [];
   const selected = (family: string, row: string) => match === undefined || `${family}/${row}`.includes(match);
   const jobs: Job[] = [];
@@ -529,7 +535,7 @@ async function main(): Promise<void> {
         skipped.push({ family: run.family, rows: run.rows, nodes: n, estimated_s: Math.round(est) });
         continue;
       }
-      for (const limiter of run.limiters ?? SIM_LIMITERS) jobs.push({ run: r, nodes: n, limiter });
+      for (const limiter of ranOf(run)) jobs.push({ run: r, nodes: n, limiter });
     }
   });
   // the longest first (a pool of processes finishes sooner); the output does not depend on the order
@@ -581,7 +587,7 @@ async function main(): Promise<void> {
   RUNS.forEach((run, r) => {
     const family = run.family;
     for (const n of [...(nodesArg === undefined ? (run.extraNodes ?? []) : []), ...nodeCounts]) {
-      const ran = run.limiters ?? SIM_LIMITERS;
+      const ran = ranOf(run);
       const got = ran.map((l) => results.get(id({ run: r, nodes: n }, l)));
       if (got.some((x) => x === undefined)) continue;
       const sims: Partial<Record<SimLimiter, LimiterRun>> = {};
