@@ -32,6 +32,19 @@ export interface PolicyRuntime {
   /** The last key decided on and its state: a hot key skips the map lookup. Cleared when the key is dropped. */
   hotKey: string | undefined;
   hotKs: KeyState | undefined;
+  /**
+   * The fast path (Rule.evaluate): the key whose last full evaluation admitted, on which view
+   * (stamp, refreshes) and in which bucket, and what it left of the two checks (the global one and
+   * this node's share) and of `remaining`: until the view or the bucket changes, time only adds
+   * room (the window sheds counts; the line between seen and unseen counts stays), so a request
+   * within what is left passes without the full evaluation.
+   */
+  fastKs: KeyState | undefined;
+  fastStamp: number;
+  fastRefresh: number;
+  fastBucket: number;
+  fastRoom: number;
+  fastRemaining: number;
   windows: KeyStore<KeyState>;
   locals: KeyStore<LocalKeyState>;
   /** What evicted keys had counted (created on the first live eviction). */
@@ -100,6 +113,8 @@ export class EngineCore {
   sweepAt = Number.NEGATIVE_INFINITY;
   /** Changes whenever the view changes (gossip in, own tick): demand shares are recomputed. */
   stamp = 0;
+  /** Counts the view's refreshes (freshness, departures, the horizon: see refresh). */
+  refreshes = 0;
   /** Some key's unsynced own count crossed its early-publish threshold. */
   early = false;
   /** Min over live peers of the time (ours) their newest data was sent. */
@@ -179,6 +194,12 @@ export class EngineCore {
       wire: -1,
       hotKey: undefined,
       hotKs: undefined,
+      fastKs: undefined,
+      fastStamp: -1,
+      fastRefresh: -1,
+      fastBucket: Number.NaN,
+      fastRoom: 0,
+      fastRemaining: 0,
       sketch: undefined,
       foreign: [],
       foreignAt: [],
@@ -299,6 +320,7 @@ export class EngineCore {
 
   /** Re-derive the view at `now`: foreign marks, freshness and departures, forgotten peers, the horizon. */
   refresh(now: number): void {
+    this.refreshes++;
     this.expireForeign(now);
     const departed = this.peers.refresh(now);
     if (departed.length > 0) {
@@ -621,6 +643,7 @@ export class EngineCore {
       rt.hotKey = undefined;
       rt.hotKs = undefined;
     }
+    if (rt.fastKs === ks) rt.fastKs = undefined;
     if (ks.inDirty) {
       this.dirty.delete(ks);
       ks.inDirty = false;

@@ -214,7 +214,7 @@ export class Engine implements RateLimiter {
         rt.policy.placement !== 'local' && this.owners.placed(rt)
           ? this.owners.evaluate(rt, keys, cost, now, e)
           : undefined;
-      if (info === undefined) this.rule.evaluate(rt, keys, cost, now, e);
+      if (info === undefined) this.rule.evaluate(rt, keys, cost, now, e, true);
       if (e.allowed) {
         this.rule.commit(e, cost, now);
         if (info !== undefined) this.owners.committed(e, cost, now);

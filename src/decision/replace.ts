@@ -79,6 +79,7 @@ export function replacePolicies(core: EngineCore, next: PolicySet, now: number):
     rt.locals.dispose();
     rt.hotKey = undefined;
     rt.hotKs = undefined;
+    rt.fastKs = undefined;
   }
   core.installRts(rts);
   core.windowBounds();

@@ -20,6 +20,8 @@ export interface Eval {
   key: string;
   ks: KeyState | undefined;
   entry: LocalKeyState | undefined;
+  /** Decided on the fast path (PolicyRuntime.fastKs): its commit takes the cost off what is left there. */
+  fast: boolean;
 }
 
 export function newEval(): Eval {
@@ -35,6 +37,7 @@ export function newEval(): Eval {
     key: '',
     ks: undefined,
     entry: undefined,
+    fast: false,
   };
 }
 
@@ -89,6 +92,9 @@ export class Rule {
    * counts as free.
    */
   ownerPlaced: (rt: PolicyRuntime) => boolean = () => false;
+
+  /** The fast path on (PolicyRuntime.fastKs); off only to check it decides as the full evaluation does. */
+  fastPath = true;
 
   constructor(private readonly core: EngineCore) {}
 
@@ -149,11 +155,17 @@ export class Rule {
     x.resetMs = out.resetMs;
   }
 
-  /** Evaluate `cost` on (`rt`, `key`) at `now` into `out`; nothing is spent (see {@link commit}). */
-  evaluate(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval): void {
+  /**
+   * Evaluate `cost` on (`rt`, `key`) at `now` into `out`; nothing is spent (see {@link commit}).
+   * `fast`: the caller commits this evaluation before evaluating another (a single key's check),
+   * so the fast path may decide it (two evaluations of one key before either commits would each
+   * count on the same room).
+   */
+  evaluate(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval, fast = false): void {
     out.rt = rt;
     out.key = key;
     out.delayMs = 0;
+    out.fast = false;
     out.ks = undefined;
     out.entry = undefined;
     if (rt.local) {
@@ -165,12 +177,15 @@ export class Rule {
     const L = p.limit;
     let ks: KeyState | undefined;
     const x = this.x;
+    // the same key as the last decided on this policy: worth keeping the fast path for
+    let hot = false;
     if (x !== undefined) {
       // a key not tracked here is decided as a new one would be, without creating it
       ks = rt.windows.get(key) ?? new KeyState(p.buckets, rt.idx, validateKey(key));
     } else if (key === rt.hotKey && rt.hotKs !== undefined) {
       ks = rt.hotKs;
       ks.ref = true;
+      hot = true;
     } else {
       ks = rt.windows.get(key);
       if (ks === undefined) ks = core.createKey(rt, validateKey(key));
@@ -189,6 +204,22 @@ export class Rule {
     if (x === undefined) {
       kw.addOffered(cost);
       core.touch(ks);
+      // the fast path: within what the last full evaluation of this key left, on the same view
+      // and in the same bucket (PolicyRuntime.fastKs)
+      if (
+        fast &&
+        rt.fastKs === ks &&
+        this.fastPath &&
+        rt.fastStamp === core.stamp &&
+        rt.fastRefresh === core.refreshes &&
+        rt.fastBucket === c &&
+        cost <= rt.fastRoom
+      ) {
+        out.fast = true;
+        allow(out, 'global', rt.fastRemaining - cost);
+        out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
+        return;
+      }
     } else {
       const all = kw.estimate(w);
       const own = kw.ownEstimate(w);
@@ -243,6 +274,9 @@ export class Rule {
     est += staleR + foreignR;
     if (x !== undefined) x.reserves = { stale: staleR, otherVersion: foreignR, narrowView: 0 };
     if (this.overLimit(out, ks, est, cost, now, rt, 'global')) return;
+    // what this admission leaves of this node's share (fast path; none where a reserve or a
+    // narrow-view peer is counted, or the units admitted it)
+    let shareRoom = staleR + foreignR > 0 ? -1 : Number.POSITIVE_INFINITY;
     if (controlled) {
       // Everything peers admitted more than U ago has reached us (U = the
       // longest any live peer has been unseen); what they admitted since is
@@ -316,6 +350,18 @@ export class Rule {
         );
         return;
       }
+      if (narrow || !hot) shareRoom = -1;
+      else if (shareRoom > 0) {
+        // until the view changes only time passes: the window sheds counts (more headroom) and
+        // the line stays; with spread rounds our own counts may count as recent back to the
+        // straddling bucket's start
+        let own = ownRecent;
+        if (tO > cU * rt.bw) {
+          kw.countsSince(cU, cU, since);
+          own = since[1]!;
+        }
+        shareRoom = allowance - own - cost;
+      }
     }
     // Joined a mesh whose members named one this node has not heard, and its late sync not
     // merged yet: the start-up share, whatever the rule above gave (a pod gone as this one joined
@@ -333,6 +379,18 @@ export class Rule {
     if (!this.frontAllows(rt, ks, cost, now, out, 'global')) return;
     allow(out, 'global', Math.floor(L - est - cost + 1e-9));
     out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
+    // a single key's check (committed before any other evaluation): what it leaves is kept
+    if (fast && hot && rt.algo === undefined && core.awaitNames.size === 0) {
+      const room = Math.min(L - est - cost, shareRoom);
+      if (room >= 1 - 1e-9) {
+        rt.fastKs = ks;
+        rt.fastStamp = core.stamp;
+        rt.fastRefresh = core.refreshes;
+        rt.fastBucket = c;
+        rt.fastRoom = room + 1e-9;
+        rt.fastRemaining = out.remaining;
+      } else rt.fastKs = undefined;
+    }
   }
 
   /**
@@ -478,6 +536,10 @@ export class Rule {
     }
     const ks = e.ks!;
     const kw = ks.window;
+    if (e.fast && rt.fastKs === ks) {
+      rt.fastRoom -= cost;
+      rt.fastRemaining -= cost;
+    }
     kw.addOwn(cost, now / rt.bw - kw.cur);
     ks.unsynced += cost;
     if (ks.local !== undefined) rt.algo!.commit(ks.local, cost, now);
@@ -739,6 +801,11 @@ export function waterLevel(
   fill: number,
   scratch: number[],
 ): number {
+  // every demand under the even level (the common case under the limit): that level, no sort
+  const even = fill / (n + 1);
+  let under = own <= even;
+  for (let i = 0; under && i < n; i++) under = peers[i]! <= even;
+  if (under) return even;
   const a = scratch;
   a.length = 0;
   a.push(own);

@@ -1,0 +1,61 @@
+import { describe, expect, it } from 'vitest';
+import type { Engine } from '../../src/decision/engine.js';
+import { Prng } from '../../src/sim/prng.js';
+import { Simulator } from '../../src/sim/simulator.js';
+
+/**
+ * The hot key's fast path (Rule.evaluate, PolicyRuntime.fastKs): a request within what the last
+ * full evaluation left, on the same view and in the same bucket, passes without the full
+ * evaluation. It must decide every request as the full evaluation does.
+ */
+describe('the fast path decides as the full evaluation does', () => {
+  function run(fast: boolean, rounds: 'aligned' | 'spread', seed: number): string {
+    const sim = new Simulator({
+      nodes: 4,
+      policies: [{ name: 'p', limit: 200, windowMs: 1_000 }],
+      gossipIntervalMs: 100,
+      delayMs: 10,
+      jitterMs: 5,
+      seed,
+      rounds,
+      engine: { expectedMembers: 4 },
+    });
+    for (const e of sim.engines) (e as unknown as { rule: { fastPath: boolean } }).rule.fastPath = fast;
+    const prng = new Prng(seed);
+    const out: string[] = [];
+    let t = 0;
+    for (let i = 0; i < 20_000; i++) {
+      // bursts and lulls on a hot key, now and then another key in between
+      t += prng.next() < 0.05 ? prng.next() * 200 : prng.next() * 0.5;
+      sim.runUntil(t);
+      const node = Math.floor(prng.next() * 4);
+      const key = prng.next() < 0.9 ? 'hot' : `k${Math.floor(prng.next() * 5)}`;
+      const d = sim.request(node, 'p', key);
+      out.push(d.allowed ? '1' : '0');
+    }
+    return out.join('');
+  }
+
+  for (const rounds of ['aligned', 'spread'] as const) {
+    it(`${rounds} rounds: the same decisions, request by request`, () => {
+      for (const seed of [1, 2, 3]) expect(run(true, rounds, seed)).toBe(run(false, rounds, seed));
+    });
+  }
+
+  it('is taken on a hot key (the bench:decide shape)', () => {
+    const sim = new Simulator({
+      nodes: 2,
+      policies: [{ name: 'p', limit: 1_000_000, windowMs: 1_000 }],
+      gossipIntervalMs: 100,
+      delayMs: 10,
+    });
+    sim.runUntil(1_000);
+    const e = sim.engines[0] as Engine;
+    for (let i = 0; i < 100; i++) e.check('p', 'hot');
+    const rt = (
+      e as unknown as { core: { rtByName: Map<string, { fastKs: unknown; fastRoom: number }> } }
+    ).core.rtByName.get('p')!;
+    expect(rt.fastKs).toBeDefined();
+    expect(rt.fastRoom).toBeGreaterThan(100);
+  });
+});
