@@ -95,6 +95,11 @@ export class Rule {
 
   /** The fast path on (PolicyRuntime.fastKs); off only to check it decides as the full evaluation does. */
   fastPath = true;
+  /** The last evaluation's share terms, for keepFast: allowance (-1: none to keep), own recent, its start and the horizon's bucket. */
+  private shareAllowance = -1;
+  private shareOwn = 0;
+  private shareTO = 0;
+  private shareCU = 0;
 
   constructor(private readonly core: EngineCore) {}
 
@@ -274,9 +279,9 @@ export class Rule {
     est += staleR + foreignR;
     if (x !== undefined) x.reserves = { stale: staleR, otherVersion: foreignR, narrowView: 0 };
     if (this.overLimit(out, ks, est, cost, now, rt, 'global')) return;
-    // what this admission leaves of this node's share (fast path; none where a reserve or a
-    // narrow-view peer is counted, or the units admitted it)
-    let shareRoom = staleR + foreignR > 0 ? -1 : Number.POSITIVE_INFINITY;
+    // for the fast path: the share's terms of this evaluation (shareAllowance -1: none to keep:
+    // a reserve or a narrow-view peer counted)
+    this.shareAllowance = staleR + foreignR > 0 ? -1 : Number.POSITIVE_INFINITY;
     if (controlled) {
       // Everything peers admitted more than U ago has reached us (U = the
       // longest any live peer has been unseen); what they admitted since is
@@ -350,17 +355,12 @@ export class Rule {
         );
         return;
       }
-      if (narrow || !hot) shareRoom = -1;
-      else if (shareRoom > 0) {
-        // until the view changes only time passes: the window sheds counts (more headroom) and
-        // the line stays; with spread rounds our own counts may count as recent back to the
-        // straddling bucket's start
-        let own = ownRecent;
-        if (tO > cU * rt.bw) {
-          kw.countsSince(cU, cU, since);
-          own = since[1]!;
-        }
-        shareRoom = allowance - own - cost;
+      if (narrow) this.shareAllowance = -1;
+      else if (this.shareAllowance > 0) {
+        this.shareAllowance = allowance;
+        this.shareOwn = ownRecent;
+        this.shareTO = tO;
+        this.shareCU = cU;
       }
     }
     // Joined a mesh whose members named one this node has not heard, and its late sync not
@@ -380,17 +380,44 @@ export class Rule {
     allow(out, 'global', Math.floor(L - est - cost + 1e-9));
     out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
     // a single key's check (committed before any other evaluation): what it leaves is kept
-    if (fast && hot && rt.algo === undefined && core.awaitNames.size === 0) {
-      const room = Math.min(L - est - cost, shareRoom);
-      if (room >= 1 - 1e-9) {
-        rt.fastKs = ks;
-        rt.fastStamp = core.stamp;
-        rt.fastRefresh = core.refreshes;
-        rt.fastBucket = c;
-        rt.fastRoom = room + 1e-9;
-        rt.fastRemaining = out.remaining;
-      } else rt.fastKs = undefined;
+    if (fast && hot) this.keepFast(rt, ks, c, L - est - cost, cost, controlled, out.remaining);
+  }
+
+  /**
+   * The fast path's room after a single key's full evaluation admitted (see PolicyRuntime.fastKs):
+   * the least of what is left of the global check (`globalRoom`) and of this node's share, with
+   * the terms the evaluation left in `share*`. Until the view or the bucket changes only time
+   * passes: the window sheds counts (more headroom) and the line stays; with spread rounds our own
+   * counts may count as recent back to the straddling bucket's start, so those are counted.
+   */
+  private keepFast(
+    rt: PolicyRuntime,
+    ks: KeyState,
+    c: number,
+    globalRoom: number,
+    cost: number,
+    controlled: boolean,
+    remaining: number,
+  ): void {
+    const core = this.core;
+    let room = globalRoom;
+    if (rt.algo !== undefined || core.awaitNames.size > 0 || this.shareAllowance < 0) room = -1;
+    else if (controlled) {
+      let own = this.shareOwn;
+      if (this.shareTO > this.shareCU * rt.bw) {
+        ks.window.countsSince(this.shareCU, this.shareCU, this.since);
+        own = this.since[1]!;
+      }
+      room = Math.min(room, this.shareAllowance - own - cost);
     }
+    if (room >= 1 - 1e-9) {
+      rt.fastKs = ks;
+      rt.fastStamp = core.stamp;
+      rt.fastRefresh = core.refreshes;
+      rt.fastBucket = c;
+      rt.fastRoom = room + 1e-9;
+      rt.fastRemaining = remaining;
+    } else rt.fastKs = undefined;
   }
 
   /**
@@ -664,6 +691,7 @@ export class Rule {
     const reached = core.oldestSent - core.cfg.dataDelayMs - (core.cfg.roundLeadMs ?? 0);
     const own = selfDemand(ks, reached, core.builtAt, W, L);
     let demands = own;
+    let top = own;
     for (let i = 0; i < live.length; i++) {
       const peer = live[i]!;
       if (foreign.length > 0 && foreign.indexOf(peer) >= 0) continue;
@@ -673,6 +701,7 @@ export class Rule {
       else ds[sharers - 1] = d;
       sharers++;
       demands += d;
+      if (d > top) top = d;
     }
     // Peers that left by a farewell: their last demand, fading over a window by our time (it is not
     // renewed), still weighs, though they admit nothing more: the shares the live nodes take while
@@ -684,7 +713,10 @@ export class Rule {
       if (kw.hasOrigin(o)) gone += faded(kw.demandOf(o), kw.demandAt(o), core.lastNow, W, L);
     }
     demands += gone;
-    const room = demands < L ? waterLevel(own, ds, sharers - 1, L - gone, this.sorted) : 0;
+    // the water level: the even one where every demand is under it (no sort)
+    const even = (L - gone) / sharers;
+    const room =
+      demands >= L ? 0 : top <= even ? even : waterLevel(own, ds, sharers - 1, L - gone, this.sorted);
     const mine = own > room ? own : room;
     let total = mine + gone;
     for (let i = 0; i < sharers - 1; i++) total += ds[i]! > room ? ds[i]! : room;
