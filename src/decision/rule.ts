@@ -807,16 +807,24 @@ function deny(
 
 /**
  * Where this node's own counts of a key stop being recent, with aligned rounds: the send time of
- * our newest message at or before the horizon `tU` (the line of the round's messages), whose
- * counts every peer holds as it holds ours; counts after it are ours alone, kept within our
- * share. A key a message at or before the horizon left out (a full message) counts from the last
- * message that carried it. -Infinity (every own count recent) when no such message is known.
+ * our message of the horizon's round (the line: the round of the oldest newest message of our
+ * live peers, `tU`), whose counts every peer on that line holds as it holds theirs; counts after
+ * it are ours alone, kept within our share. A message belongs to the round it was sent for: sent
+ * at most g/2 after the horizon's send time, ours is of the same round, as each is sent on its
+ * round's mark and the next is g later (no early publishes). On a real clock every message leaves
+ * its mark a little late, ours sometimes later than the oldest peer's; taken by raw times, our
+ * message of the round counted as after the line, our counts of a whole round more as recent, and
+ * the live seed trace admitted 0.95 of what the simulator did (9,482 of 9,986 at g = 100 ms).
+ * A key a message of the round left out (a full message) counts from the last message that carried
+ * it. -Infinity (every own count recent) when no such message is known.
  */
 function ownFrom(core: EngineCore, ks: KeyState, tU: number): number {
-  const t = core.sentBy(tU);
+  const line = tU + core.cfg.gossipIntervalMs / 2;
+  const t = core.sentBy(line);
   if (!(ks.leftOutAt > Number.NEGATIVE_INFINITY)) return t;
   const last = ks.sentDemandAt;
-  const carried = last <= tU ? last : ks.carriedPrevAt <= tU ? ks.carriedPrevAt : Number.NEGATIVE_INFINITY;
+  const carried =
+    last <= line ? last : ks.carriedPrevAt <= line ? ks.carriedPrevAt : Number.NEGATIVE_INFINITY;
   return ks.leftOutAt > carried && carried < t ? carried : t;
 }
 

@@ -28,6 +28,11 @@ export interface SimOptions {
   /** Extra uniform random delay in [0, jitterMs), ms. Default 0. */
   jitterMs?: number;
   /**
+   * Each gossip tick fires late by a uniform random [0, tickLateMs), ms, as a real timer does (a
+   * mesh node's tick is a setTimeout on a busy event loop); the next tick keeps its mark. Default 0.
+   */
+  tickLateMs?: number;
+  /**
    * When nodes gossip, as a mesh node does (src/mesh/rounds.ts): `aligned`, each node ticks when
    * its clock reads a multiple of g less the round lead (`roundLeadMs`, default `delayMs`), and a
    * message that arrives within the lead before the receiver's next multiple of g is handed to
@@ -260,11 +265,13 @@ export class Simulator {
   // ---- end of owner placement ----
 
   private scheduleTick(node: number, t: number): void {
-    this.at(t, () => {
+    const late = this.opts.tickLateMs ? this.prng.next() * this.opts.tickLateMs : 0;
+    this.at(t + late, () => {
       this.publish(node);
       // the engine's late sync (a pod replaced as this one joined is stale at its peers by now)
       if (this.engines[node]!.lateSyncDue()) this.syncFrom(node);
-      this.scheduleTick(node, t + this.tickWait(node));
+      // the next mark: with aligned rounds the next round's on the mesh's clock, else g after this one's
+      this.scheduleTick(node, this.aligned ? this.now + this.tickWait(node) : t + this.opts.gossipIntervalMs);
     });
   }
 
