@@ -25,7 +25,7 @@ import { PeerLinks } from './links.js';
 import { createMeshNode, directGossipOf, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
 import { type AskFailure, type OwnerAnswer, OwnerService } from './owner-service.js';
-import { nextTickMs } from './rounds.js';
+import { roundWaitMs } from './rounds.js';
 import { closeServers, type ShutdownOptions, shutdownOptions, sleep } from './shutdown.js';
 import { loadSnapshot, saveSnapshot } from './snapshot-file.js';
 import { explainStartError } from './start-errors.js';
@@ -656,14 +656,19 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     return this.cfg.roundLeadMs !== undefined && this.relayFanout() === 0;
   }
 
+  /** Aligned rounds: the mark (mesh time) the armed tick is for (roundWaitMs). */
+  private tickMark = Number.NEGATIVE_INFINITY;
+
   /** The next tick: at the next round's send time when aligned, else one interval on. */
   private armTick(): void {
     const g = this.cfg.gossipIntervalMs;
-    const wait = this.aligned()
-      ? // strictly after now: a tick that ran early or on time never runs twice
-        nextTickMs(this.cfg.clock.now() + (this.engine.roundOffsetMs() ?? 0) + 1, g, this.cfg.roundLeadMs!) +
-        1
-      : g;
+    let wait = g;
+    if (this.aligned()) {
+      // the next mark strictly after now, and never the last tick's mark again
+      const meshNow = this.cfg.clock.now() + (this.engine.roundOffsetMs() ?? 0);
+      wait = roundWaitMs(meshNow, g, this.cfg.roundLeadMs!, this.tickMark);
+      this.tickMark = meshNow + wait;
+    }
     this.tickTimer = setTimeout(this.onTick, wait);
   }
 

@@ -31,6 +31,20 @@ export function nextTickMs(now: number, g: number, lead: number): number {
 }
 
 /**
+ * Ms from `meshNow` (the mesh's clock) to this node's next aligned tick: the first mark
+ * (k·g − `lead`) strictly after it, and never the mark of the tick before (`lastMark`, the mesh
+ * time it was armed for) again: the mesh clock's estimate (Engine.roundOffsetMs) moves by a ms or
+ * two between ticks, and a tick that found the clock set back before its own mark would otherwise
+ * send a second message in one round (3 % more ticks than rounds on 8 processes here), out of
+ * round for its peers' lines.
+ */
+export function roundWaitMs(meshNow: number, g: number, lead: number, lastMark: number): number {
+  let wait = nextTickMs(meshNow + 1, g, lead) + 1;
+  if (meshNow + wait - lastMark < g / 2) wait += g;
+  return wait;
+}
+
+/**
  * Ms to hold a message that arrived at `now` (clock ms) before handing it to the engine: until
  * the next multiple of `g` when that is at most `lead` away, else 0 (a late message, or one sent
  * out of round: handed over at once).

@@ -4,7 +4,7 @@ import { Engine, type EngineOptions } from '../decision/engine.js';
 import { autoRelayFanout, defaultAutoRelayMembers } from '../mesh/auto-relay.js';
 import { varintLength } from '../mesh/frame-decoder.js';
 import { DEFAULT_RELAY_MAC_PEERS, MAC_ENTRY_BYTES } from '../mesh/relay-mac.js';
-import { alignsRounds, holdMs, nextTickMs } from '../mesh/rounds.js';
+import { alignsRounds, holdMs, roundWaitMs } from '../mesh/rounds.js';
 import type { Decision, PolicySpec } from '../types.js';
 import { EventQueue } from './event-queue.js';
 import { Prng } from './prng.js';
@@ -275,12 +275,17 @@ export class Simulator {
     });
   }
 
+  /** Aligned rounds, per node: the mark (its mesh time) its armed tick is for. */
+  private readonly tickMarks: number[] = [];
+
   /** From a tick of `node` now to its next: one interval, or with aligned rounds the next round's send time on the mesh's clock (as a mesh node's armTick). */
   private tickWait(node: number): number {
     const g = this.opts.gossipIntervalMs;
     if (!this.aligned) return g;
     const meshNow = this.clocks[node]!.now() + this.engines[node]!.roundOffsetMs();
-    return nextTickMs(meshNow + 1, g, this.lead) + 1;
+    const wait = roundWaitMs(meshNow, g, this.lead, this.tickMarks[node] ?? Number.NEGATIVE_INFINITY);
+    this.tickMarks[node] = meshNow + wait;
+    return wait;
   }
 
   /** Relay, per node: the origins queued for its next batch, and per origin the item and who sent it. */

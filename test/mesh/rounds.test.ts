@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { alignsRounds, holdMs, nextTickMs } from '../../src/mesh/rounds.js';
+import { alignsRounds, holdMs, nextTickMs, roundWaitMs } from '../../src/mesh/rounds.js';
 
 describe('aligned gossip rounds: the schedule (src/mesh/rounds.ts)', () => {
   it('a tick when the clock reads k·g − lead', () => {
@@ -25,5 +25,30 @@ describe('aligned gossip rounds: the schedule (src/mesh/rounds.ts)', () => {
     expect(alignsRounds(100, 50)).toBe(true);
     expect(alignsRounds(100, 51)).toBe(false);
     expect(alignsRounds(10, 10)).toBe(false);
+  });
+
+  it('one tick a round: a mesh clock set back after its tick never brings that mark round again', () => {
+    // armed for the mark 1,090 (g = 100, lead 10); it fires when the clock, its estimate moved
+    // back by 2 ms, reads 1,088.5: the next tick is 1,190's, not 1,090's in 1.5 ms
+    expect(roundWaitMs(1_088.5, 100, 10, 1_090)).toBe(101.5);
+    // on time or late: the next mark
+    expect(roundWaitMs(1_090, 100, 10, 1_090)).toBe(100);
+    expect(roundWaitMs(1_093, 100, 10, 1_090)).toBe(97);
+    // a clock set forward past the next mark: that one's, not skipped
+    expect(roundWaitMs(1_191, 100, 10, 1_090)).toBe(99);
+    // no tick before
+    expect(roundWaitMs(1_000, 100, 10, Number.NEGATIVE_INFINITY)).toBe(90);
+    // over many ticks on a clock whose estimate wanders by ±3 ms: every mark once
+    let mark = Number.NEGATIVE_INFINITY;
+    let t = 0;
+    const marks: number[] = [];
+    for (let i = 0; i < 1_000; i++) {
+      const wander = ((i * 7919) % 61) / 10 - 3;
+      const wait = roundWaitMs(t + wander, 100, 10, mark);
+      mark = t + wander + wait;
+      marks.push(mark);
+      t += wait;
+    }
+    for (let i = 1; i < marks.length; i++) expect(marks[i]! - marks[i - 1]!).toBeGreaterThanOrEqual(50);
   });
 });

@@ -47,9 +47,9 @@ describe('aligned rounds: bursts between a node’s message of a round and the r
  * The same adversary on timers that fire late, as a mesh node's do on a busy event loop: every
  * tick up to 8 ms after its mark and every link up to 3 ms slower than d, so the messages of a
  * round arrive spread over its first milliseconds, ours sometimes later than a peer's. A node's
- * own counts stop being recent at its message of the line's round (ownFrom), not at an earlier
- * round's when its message left a little after the oldest peer's; the bursts come just after the
- * mark too, while the round's messages are still arriving.
+ * own counts stop being recent at its newest message sent by the oldest peer's (ownFrom): the
+ * round's when ours left first, else the round before; the bursts come just after the mark too,
+ * while the round's messages are still arriving.
  */
 describe('aligned rounds on late timers: the line is the round, whatever the jitter', () => {
   for (const n of [3, 8]) {
@@ -89,7 +89,7 @@ describe('aligned rounds on late timers: the line is the round, whatever the jit
 });
 
 describe('aligned rounds on late timers: what the seed trace admits', () => {
-  it('as much as on punctual timers (8 nodes, g = 100 ms, d = 10 ms, ticks up to 5 ms late)', () => {
+  it('within L, and a round less of our own counts taken as seen whenever ours left after a peer’s (8 nodes, g = 100 ms, d = 10 ms, ticks up to 5 ms late)', () => {
     const trace = seedTrace();
     const exact = slidingLogAdmits(trace.t, 1000, 1000).length;
     const run = (tickLateMs: number) =>
@@ -108,9 +108,11 @@ describe('aligned rounds on late timers: what the seed trace admits', () => {
       ).admitted;
     const punctual = run(0);
     const late = run(5);
-    // own counts from an earlier round's message whenever ours left after the oldest peer's: 9,523
-    expect(late.length).toBeGreaterThanOrEqual(0.995 * punctual.length);
-    expect(late.length).toBeGreaterThanOrEqual(0.99 * exact);
+    expect(worstRolling(punctual, 1000)).toBeLessThanOrEqual(1001);
     expect(worstRolling(late, 1000)).toBeLessThanOrEqual(1001);
+    expect(punctual.length).toBeGreaterThanOrEqual(0.99 * exact);
+    // the cost of late timers (docs/decision-rule.md, Known costs): 9,523 here against 9,979
+    expect(late.length).toBeGreaterThanOrEqual(0.94 * exact);
+    expect(late.length).toBeLessThan(0.97 * punctual.length);
   });
 });
