@@ -12,6 +12,7 @@
  *
  *   npm run bench:two-sided [-- --rows <substring>] [--nodes 2,3,8] [--out FILE] [--all] [--jobs P]
  *     [--limiters default,auto,naive]   (only these simulated limiters: a thin row at 256 nodes with auto alone)
+ *     [--rounds aligned|spread]   (every mesh gossips so; default: as a mesh node decides)
  *   npm run bench:two-sided -- --print a.json[,b.json] [--out FILE]   (saved reports as printed, merged)
  *   ... --cache DIR [--cached-only]   (each job's result kept in DIR as it ends, taken from there
  *     by a later run: a run cut short keeps what it finished; --cached-only runs nothing new)
@@ -346,13 +347,12 @@ const RUNS: RunDef[] = [
   accountsRun,
   burstsRun,
   // the frontier (issue 26): the global key near and over L with the alternatives to the default's
-  // gossip, so the default is a measured choice: spread rounds (the rule before aligned ones),
-  // and aligned rounds at g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from
-  // each peer)
+  // gossip, so the default is a measured choice: aligned rounds (on these timers, a ms or two
+  // late), and g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from each peer)
   ...(['0.9L', '2L'] as const).flatMap((row) =>
     (
       [
-        ['spread rounds, g = 100', { rounds: 'spread' }],
+        ['aligned rounds, g = 100', { rounds: 'aligned' }],
         // broadcast (the mesh's auto relay would relay from 52 and 27 members at these g)
         ['g = 50, broadcast', { gossipIntervalMs: 50, relay: undefined }],
         ['g = 25, broadcast', { gossipIntervalMs: 25, relay: undefined }],
@@ -417,6 +417,18 @@ function arg(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
+/**
+ * `--rounds aligned|spread`: every run's mesh gossips so (the default: as a mesh node decides,
+ * SimOptions.rounds), passed to the worker processes in their environment.
+ */
+function roundsOpt(): Pick<SimOptions, 'rounds'> {
+  const r = arg('rounds') ?? process.env.RATEMESH_BENCH_ROUNDS;
+  if (r === undefined) return {};
+  if (r !== 'aligned' && r !== 'spread') throw new Error(`--rounds takes aligned or spread, got ${r}`);
+  process.env.RATEMESH_BENCH_ROUNDS = r;
+  return { rounds: r };
+}
+
 function policyOf(limiter: 'default' | 'auto' | 'naive', r: RunDef): PolicySpec {
   const p: PolicySpec = { name: 'p', limit: r.limit, windowMs: r.windowMs };
   return limiter === 'naive' ? { ...p, overAdmission: 'naive' } : p;
@@ -457,8 +469,17 @@ function runJob(job: Job): JobResult {
   const arrivals = run.cold === true ? built : { ...built, t: built.t.map((t) => t + WARMUP_MS) };
   const result =
     job.limiter === 'auto'
-      ? runOwnerSim({ ...defaultMesh(job.nodes), ...run.mesh }, policyOf(job.limiter, run), arrivals)
-      : runSim({ ...defaultMesh(job.nodes), ...run.mesh }, policyOf(job.limiter, run), arrivals, PROBE);
+      ? runOwnerSim(
+          { ...defaultMesh(job.nodes), ...roundsOpt(), ...run.mesh },
+          policyOf(job.limiter, run),
+          arrivals,
+        )
+      : runSim(
+          { ...defaultMesh(job.nodes), ...roundsOpt(), ...run.mesh },
+          policyOf(job.limiter, run),
+          arrivals,
+          PROBE,
+        );
   const c = process.cpuUsage(c0);
   return { job, result, wall_s: (performance.now() - t0) / 1000, cpu_s: (c.user + c.system) / 1e6 };
 }
@@ -513,6 +534,7 @@ async function main(): Promise<void> {
   }
   const here = dirname(fileURLToPath(import.meta.url));
   const out = resolve(arg('out') ?? join(here, 'results', 'two-sided.json'));
+  const rounds = roundsOpt().rounds;
   const match = arg('rows');
   const nodesArg = arg('nodes');
   const nodeCounts = nodesArg === undefined ? NODE_COUNTS : nodesArg.split(',').map(Number);
@@ -639,6 +661,7 @@ async function main(): Promise<void> {
   });
   const report: Report = {
     commit,
+    ...(rounds === undefined ? {} : { rounds }),
     node: process.version,
     cpu_s_by_family: cpuByFamily,
     wall_s_by_family: wallByFamily,
@@ -660,6 +683,8 @@ function round1(x: number): number {
 /** What a run writes (and `--print` reads back). */
 interface Report {
   commit: string;
+  /** `--rounds`, when given (else the mesh's own choice). */
+  rounds?: 'aligned' | 'spread';
   node: string;
   cpu_s_by_family: Record<string, number>;
   wall_s_by_family: Record<string, number>;
@@ -732,7 +757,10 @@ function printReport(rep: Report): void {
       "auto (the same policy on a mesh that asks owners: placement 'auto' puts L < 4 N on the key's owner, docs/owner.md), " +
       "naive (overAdmission 'naive'), " +
       'exact (a sliding-window log over the same arrivals); simulator g = 100 ms, d = 10 ms, every member expected, ' +
-      'the mesh as a node runs it by default (aligned rounds; relay from 102 members); traffic from ' +
+      (rep.rounds === undefined
+        ? 'the mesh as a node runs it by default (spread rounds; relay from 102 members)'
+        : `every mesh in ${rep.rounds} rounds (relay from 102 members)`) +
+      ', on timers up to 2 ms late and links up to 1 ms slower (defaultMesh); traffic from ' +
       `${WARMUP_MS / S} s after the mesh starts, once it has formed (the cold-start family and the seed trace: from its start).\n` +
       'false den %: of the requests the exact limiter admits on the same arrivals, the % this limiter denied ' +
       `(1st W: arrivals in their key's first window; after: the rest); on an over row (the exact limiter denies some) it also ` +

@@ -29,7 +29,6 @@ import { generateIdentity, identityFromProtobuf } from './identity.js';
 import { JOIN_TIMEOUT_MS } from './join.js';
 import { stderrLogger } from './logger.js';
 import { DEFAULT_RELAY_MAC_PEERS } from './relay-mac.js';
-import { alignsRounds } from './rounds.js';
 import { swarmKeyProblem } from './swarm-key.js';
 import type { Logger, MeshLimiterOptions, RelayMode } from './types.js';
 
@@ -210,10 +209,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
       'gossipRounds',
       `'aligned' needs expectedDelayMs under gossipIntervalMs (got ${expectedDelayMs} and ${gossipIntervalMs})`,
     );
-  const roundLeadMs =
-    rounds === 'aligned' || (rounds === undefined && alignsRounds(gossipIntervalMs, expectedDelayMs))
-      ? expectedDelayMs
-      : undefined;
+  const roundLeadMs = rounds === 'aligned' ? expectedDelayMs : undefined;
 
   const logger = opts.logger ?? stderrLogger;
   for (const m of ['debug', 'info', 'warn', 'error'] as const) {

@@ -9,16 +9,6 @@
  * have not merged yet. Pure functions of the clock; the simulator and the mesh node share them.
  */
 
-/**
- * Whether a mesh with gossip interval `g` and expected one-way delay `d` gossips in aligned rounds
- * (lead d): where a round's messages arrive within it, d at most g/2. On slower links a message
- * is still in flight when the next round begins, nodes would move their lines at different
- * rounds, and the ticks stay spread (the rule then keeps its horizon margin: Rule, ownFrom).
- */
-export function alignsRounds(g: number, d: number): boolean {
-  return d >= 0 && 2 * d <= g;
-}
-
 /** The nonnegative remainder of `a` by `m`. */
 function mod(a: number, m: number): number {
   return ((a % m) + m) % m;

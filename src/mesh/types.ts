@@ -48,8 +48,9 @@ export interface MeshLimiterOptions {
    * clock reads a multiple of gossipIntervalMs less expectedDelayMs and takes in the others'
    * messages of a round at the same instant, so what each node counts as seen moves for all at
    * once; `spread`, each node ticks on its own (the rule then keeps its own counts recent a
-   * horizon longer). Default: `aligned` where a round's messages arrive within it
-   * (expectedDelayMs at most half of gossipIntervalMs), else `spread`. Relay mode always spreads.
+   * horizon longer). Default `spread`: on real timers, which fire a ms or more late, aligned
+   * rounds lose what they gain on punctual ones (docs/decision-rule.md, "Timers that fire late").
+   * `aligned` needs expectedDelayMs under gossipIntervalMs; relay mode always spreads.
    */
   gossipRounds?: 'aligned' | 'spread';
   logger?: Logger;

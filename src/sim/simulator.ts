@@ -4,7 +4,7 @@ import { Engine, type EngineOptions } from '../decision/engine.js';
 import { autoRelayFanout, defaultAutoRelayMembers } from '../mesh/auto-relay.js';
 import { varintLength } from '../mesh/frame-decoder.js';
 import { DEFAULT_RELAY_MAC_PEERS, MAC_ENTRY_BYTES } from '../mesh/relay-mac.js';
-import { alignsRounds, holdMs, roundWaitMs } from '../mesh/rounds.js';
+import { holdMs, roundWaitMs } from '../mesh/rounds.js';
 import type { Decision, PolicySpec } from '../types.js';
 import { EventQueue } from './event-queue.js';
 import { Prng } from './prng.js';
@@ -37,8 +37,7 @@ export interface SimOptions {
    * its clock reads a multiple of g less the round lead (`roundLeadMs`, default `delayMs`), and a
    * message that arrives within the lead before the receiver's next multiple of g is handed to
    * its engine at that instant; `spread`, the nodes' ticks spread evenly over the interval (node
-   * i at i·g/N) and every message handed over as it arrives. Default: aligned where a mesh node
-   * aligns them (broadcast, d at most g/2: alignsRounds), else spread.
+   * i at i·g/N) and every message handed over as it arrives. Default spread, as a mesh node's.
    */
   rounds?: 'aligned' | 'spread';
   /** Aligned rounds: how long before each multiple of g the nodes send, ms. Default `delayMs`. */
@@ -145,11 +144,7 @@ export class Simulator {
       this.relay = f > 0 ? { fanout: f } : undefined;
     } else this.relay = opts.relay;
     this.epoch = opts.epochMs ?? 1.7e12;
-    this.aligned =
-      opts.rounds === 'aligned' ||
-      (opts.rounds === undefined &&
-        this.relay === undefined &&
-        alignsRounds(opts.gossipIntervalMs, opts.delayMs));
+    this.aligned = opts.rounds === 'aligned';
     this.lead = opts.roundLeadMs ?? opts.delayMs;
     if (this.aligned && !(this.lead >= 0 && this.lead < opts.gossipIntervalMs))
       throw new Error(`roundLeadMs must be at least 0 and under gossipIntervalMs, got ${this.lead}`);

@@ -392,14 +392,19 @@ export function burstsKey(
  * The simulated mesh of `nodes` nodes a user who sets nothing gets: the engine's and the mesh's
  * defaults, g = 100 ms and d = 10 ms, `relayFanout: 'auto'` (gossip straight to every member up
  * to 101 members, relay at fanout 4 above: src/mesh/auto-relay.ts), each node expecting every
- * member (a mesh node expects 1 + its bootstrap peers: here every other node). When the mesh's
- * defaults change with its size, change them here.
+ * member (a mesh node expects 1 + its bootstrap peers: here every other node), on timers and
+ * links as a live machine's: each tick up to 2 ms late, each message up to 1 ms slower than d
+ * (punctual timers send every node's message of an aligned round at the same instant, a tie no
+ * real mesh has, and aligned rounds gained from it: docs/decision-rule.md, "Rounds"). When the
+ * mesh's defaults change with its size, change them here.
  */
 export function defaultMesh(nodes: number, seed = 7): Omit<SimOptions, 'policies'> {
   return {
     nodes,
     gossipIntervalMs: 100,
     delayMs: 10,
+    tickLateMs: 2,
+    jitterMs: 1,
     seed,
     relay: 'auto',
     engine: { expectedMembers: nodes },

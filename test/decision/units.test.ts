@@ -9,14 +9,14 @@ import { Simulator } from '../../src/sim/simulator.js';
  * member computes alike), so a fractional share wastes no unit.
  */
 describe('whole units of the headroom, dealt alike by every member (issue 26)', () => {
-  function burst(nodes: number, placement?: 'local' | 'auto', rounds?: 'aligned' | 'spread') {
+  function burst(nodes: number, placement?: 'local' | 'auto', rounds: 'aligned' | 'spread' = 'aligned') {
     const sim = new Simulator({
       nodes,
       policies: [{ name: 'p', limit: 50, windowMs: 10_000, ...(placement ? { placement } : {}) }],
       gossipIntervalMs: 100,
       delayMs: 10,
       engine: { expectedMembers: nodes },
-      ...(rounds === undefined ? {} : { rounds }),
+      rounds,
     });
     // owner placement on (as on a mesh node): the synchronous checks below then decide keys placed
     // on an owner by the local rule, beside the owner

@@ -105,9 +105,9 @@ describe('peer bursts late in a long bucket', () => {
     const after = admitted.filter((t) => t >= W);
     expect(after.filter((t) => t < 65_900).length).toBeLessThanOrEqual(L - burst);
     expect(after.filter((t) => t >= 65_900 && t < 66_000).length).toBeGreaterThan(0);
-    // aligned rounds (the default): it goes out in the round's message at 5.99 s and is taken in
-    // at 6 s, its arrival: counted until the window passes 6 s, the end of its bucket
-    const aligned = burstThenTraffic(4, 5_900, 90);
+    // aligned rounds: it goes out in the round's message at 5.99 s and is taken in at 6 s, its
+    // arrival: counted until the window passes 6 s, the end of its bucket
+    const aligned = burstThenTraffic(4, 5_900, 90, 0, 'aligned');
     const alignedBurst = aligned.filter((t) => t === 5_900).length;
     expect(aligned.filter((t) => t >= W && t < 66_000).length).toBeLessThanOrEqual(L - alignedBurst);
     expect(worstRolling(aligned, W)).toBeLessThanOrEqual(L);

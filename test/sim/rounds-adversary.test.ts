@@ -22,6 +22,7 @@ describe('aligned rounds: bursts between a node’s message of a round and the r
               policies: [{ name: 'p', limit: 100, windowMs: 10_000 }],
               gossipIntervalMs: 100,
               delayMs: 10,
+              rounds: 'aligned',
               engine: { expectedMembers: n },
             });
             const admitted: number[] = [];
@@ -64,6 +65,7 @@ describe('aligned rounds on late timers: the line is the round, whatever the jit
                 policies: [{ name: 'p', limit: 100, windowMs: 10_000 }],
                 gossipIntervalMs: 100,
                 delayMs: 10,
+                rounds: 'aligned',
                 tickLateMs: 8,
                 jitterMs: 3,
                 seed,
@@ -100,6 +102,7 @@ describe('aligned rounds on late timers: what the seed trace admits', () => {
           policies: [{ name: 'seed', limit: 1000, windowMs: 1000, buckets: 50 }],
           gossipIntervalMs: 100,
           delayMs: 10,
+          rounds: 'aligned',
           seed: 7,
           tickLateMs,
           jitterMs: tickLateMs > 0 ? 1 : 0,

@@ -51,6 +51,7 @@ describe('Simulator mechanics', () => {
   it('aligned rounds: every node sends when its clock reads k·g − d, and a message is taken in at the round', () => {
     const sim = new Simulator({
       ...base,
+      rounds: 'aligned',
       nodes: 3,
       gossipIntervalMs: 100,
       delayMs: 10,
