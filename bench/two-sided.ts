@@ -91,6 +91,8 @@ interface RunDef {
   limiters?: readonly SimLimiter[];
   /** Traffic from the mesh's start (the cold-start family), not once it has formed (WARMUP_MS). */
   cold?: boolean;
+  /** The policy's placement for the `auto` limiter, where not the default (the frontier's owner row). */
+  placement?: 'owner';
 }
 
 /**
@@ -142,7 +144,7 @@ const ACCOUNT_SECONDS = 100;
 function globalRun(
   name: string,
   segments: (n: number) => [rate: number, fromMs: number, toMs: number][],
-  alternative?: { mesh: Partial<SimOptions>; only: number[] },
+  alternative?: { mesh: Partial<SimOptions>; only: number[]; placement?: 'owner' },
   cold?: { only: number[] },
 ): RunDef {
   const seconds = (n: number) => (n >= LARGE ? 2 : 10);
@@ -151,7 +153,13 @@ function globalRun(
     large: alternative === undefined,
     ...(alternative === undefined
       ? {}
-      : { mesh: alternative.mesh, only: (n: number) => alternative.only.includes(n), limiters: ['default'] }),
+      : {
+          mesh: alternative.mesh,
+          only: (n: number) => alternative.only.includes(n),
+          ...(alternative.placement === undefined
+            ? { limiters: ['default'] as const }
+            : { limiters: ['auto'] as const, placement: alternative.placement }),
+        }),
     ...(cold === undefined ? {} : { cold: true, only: (n: number) => cold.only.includes(n) }),
     rows: [name],
     limit: 1000,
@@ -348,7 +356,8 @@ const RUNS: RunDef[] = [
   burstsRun,
   // the frontier (issue 26): the global key near and over L with the alternatives to the default's
   // gossip, so the default is a measured choice: aligned rounds (on these timers, a ms or two
-  // late), and g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from each peer)
+  // late), g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from each peer), and
+  // every request decided by the key's owner
   ...(['0.9L', '2L'] as const).flatMap((row) =>
     (
       [
@@ -356,9 +365,15 @@ const RUNS: RunDef[] = [
         // broadcast (the mesh's auto relay would relay from 52 and 27 members at these g)
         ['g = 50, broadcast', { gossipIntervalMs: 50, relay: undefined }],
         ['g = 25, broadcast', { gossipIntervalMs: 25, relay: undefined }],
+        // every request asked of the key's owner (the `auto` column: one call a request)
+        ['placement owner', {}, 'owner'],
       ] as const
-    ).map(([alt, mesh]) =>
-      globalRun(`${row}, ${alt}`, (e) => [[row === '0.9L' ? 900 : 2000, 0, e]], { mesh, only: [8, 32, 64] }),
+    ).map(([alt, mesh, placement]: readonly [string, Partial<SimOptions>, ('owner' | undefined)?]) =>
+      globalRun(`${row}, ${alt}`, (e) => [[row === '0.9L' ? 900 : 2000, 0, e]], {
+        mesh,
+        only: [8, 32, 64],
+        ...(placement === undefined ? {} : { placement }),
+      }),
     ),
   ),
   usersAndAttackers(
@@ -431,6 +446,7 @@ function roundsOpt(): Pick<SimOptions, 'rounds'> {
 
 function policyOf(limiter: 'default' | 'auto' | 'naive', r: RunDef): PolicySpec {
   const p: PolicySpec = { name: 'p', limit: r.limit, windowMs: r.windowMs };
+  if (limiter === 'auto' && r.placement !== undefined) return { ...p, placement: r.placement };
   return limiter === 'naive' ? { ...p, overAdmission: 'naive' } : p;
 }
 
@@ -799,8 +815,10 @@ function printReport(rep: Report): void {
         '+ms',
         'denials by rule',
       ],
-      rows.map((row) => {
-        const first = row.limiter === 'default';
+      rows.map((row, i) => {
+        // the first line of a row and node count (a limiter of the row before, or none)
+        const prev = rows[i - 1];
+        const first = prev === undefined || prev.row !== row.row || prev.nodes !== row.nodes;
         return [
           first ? row.row : '',
           first ? row.nodes : '',
