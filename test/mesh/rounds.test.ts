@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { parseOptions } from '../../src/mesh/options.js';
 import { holdMs, nextTickMs, roundWaitMs } from '../../src/mesh/rounds.js';
 
 describe('aligned gossip rounds: the schedule (src/mesh/rounds.ts)', () => {
@@ -43,5 +44,23 @@ describe('aligned gossip rounds: the schedule (src/mesh/rounds.ts)', () => {
       t += wait;
     }
     for (let i = 1; i < marks.length; i++) expect(marks[i]! - marks[i - 1]!).toBeGreaterThanOrEqual(50);
+  });
+});
+
+describe('gossipRounds: spread by default, aligned when asked (docs/decision-rule.md, "Rounds")', () => {
+  const base = { policies: [{ name: 'api', limit: 100, windowMs: 1000 }], listen: ['/ip4/127.0.0.1/tcp/0'] };
+
+  it('spread unless set: no round lead, whatever the interval and delay', () => {
+    expect(parseOptions(base).roundLeadMs).toBeUndefined();
+    expect(parseOptions({ ...base, gossipIntervalMs: 100, expectedDelayMs: 10 }).roundLeadMs).toBeUndefined();
+    expect(parseOptions({ ...base, gossipRounds: 'spread' }).roundLeadMs).toBeUndefined();
+  });
+
+  it('aligned: the lead is the expected delay, which must be under the interval', () => {
+    expect(parseOptions({ ...base, gossipRounds: 'aligned', expectedDelayMs: 20 }).roundLeadMs).toBe(20);
+    expect(() =>
+      parseOptions({ ...base, gossipRounds: 'aligned', gossipIntervalMs: 10, expectedDelayMs: 10 }),
+    ).toThrow(/gossipRounds/);
+    expect(() => parseOptions({ ...base, gossipRounds: 'round' as 'aligned' })).toThrow(/gossipRounds/);
   });
 });
