@@ -10,6 +10,7 @@
  * node steady (0.2 to 20 a second), bursty (20 bursts of 1 to 10, one in five up to 200) or a
  * burst of up to 50 about once a window.
  */
+import { fuzzMesh, fuzzTraffic, replayFuzz } from '../src/sim/fuzz.js';
 import { worstRolling } from '../src/sim/metrics.js';
 import { Prng } from '../src/sim/prng.js';
 import { Simulator } from '../src/sim/simulator.js';
@@ -38,11 +39,7 @@ let admittedAll = 0;
 let exceeding: string[] = [];
 for (let seed = from + 1; seed <= from + seeds; seed++) {
   const rng = new Prng(seed * 104729);
-  const N = [3, 4, 6, 8, 12, 16][Math.floor(rng.next() * 6)]!;
-  const L = N + Math.floor(rng.next() * 3 * N);
-  const jitterMs = rng.next() < 0.5 ? Math.floor(rng.next() * 60) : 0;
-  const loss = rng.next() < 0.3 ? rng.next() * 0.3 : 0;
-  const g = [50, 100, 250][Math.floor(rng.next() * 3)]!;
+  const { nodes: N, limit: L, jitterMs, loss, gossipIntervalMs: g } = fuzzMesh(rng);
   const sim = new Simulator({
     nodes: N,
     policies: [
@@ -56,34 +53,7 @@ for (let seed = from + 1; seed <= from + seeds; seed++) {
     engine: { expectedMembers: N },
     ...(rounds === undefined ? {} : { rounds }),
   });
-  const ev: { t: number; n: number }[] = [];
-  for (let n = 0; n < N; n++) {
-    const kind = rng.next();
-    if (kind < 0.3) {
-      const r = rng.next() * 20;
-      if (r > 0.2)
-        for (let t = 500 + rng.next() * 1000; t < T; t += 1000 / r) ev.push({ t: Math.floor(t), n });
-    } else if (kind < 0.7) {
-      for (let b = 0; b < 20; b++) {
-        const t0 = 300 + Math.floor(rng.next() * (T - 1000));
-        const size = 1 + Math.floor(rng.next() * (rng.next() < 0.2 ? 200 : 10));
-        for (let j = 0; j < size; j++) ev.push({ t: t0 + Math.floor(j * rng.next() * 3), n });
-      }
-    } else {
-      let t = 300 + rng.next() * 2000;
-      while (t < T) {
-        const size = 1 + Math.floor(rng.next() * 50);
-        for (let j = 0; j < size; j++) ev.push({ t: Math.floor(t) + j, n });
-        t += W + (rng.next() - 0.5) * 400;
-      }
-    }
-  }
-  ev.sort((a, b) => a.t - b.t);
-  const admitted: number[] = [];
-  for (const e of ev) {
-    sim.runUntil(e.t);
-    if (sim.request(e.n, 'p', 'k').allowed) admitted.push(e.t);
-  }
+  const admitted = replayFuzz(sim, fuzzTraffic(rng, N, T, W));
   admittedAll += admitted.length;
   const worst = worstRolling(admitted, W);
   if (worst > L) {

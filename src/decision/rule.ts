@@ -430,8 +430,7 @@ export class Rule {
   private unitsApply(rt: PolicyRuntime): boolean {
     const core = this.core;
     const cfg = core.cfg;
-    if (process.env.NO_UNITS || cfg.roundLeadMs === undefined || cfg.relayHops > 0 || this.ownerPlaced(rt))
-      return false;
+    if (cfg.roundLeadMs === undefined || cfg.relayHops > 0 || this.ownerPlaced(rt)) return false;
     const peers = core.peers;
     const live = peers.live;
     if (live.length === 0 || peers.stale.length > 0 || peers.left.length > 0 || rt.foreign.length > 0)
@@ -816,7 +815,7 @@ function deny(
  * simulator with SimOptions.tickLateMs reproduces it). Taking ours of the line's round at once,
  * or once our peers' delays had passed since we sent it, admitted as punctual timers do in the
  * simulator but passed L live (worst 1 s 1,017-1,038 at L = 1,000 on 8 processes), so neither
- * is the rule (docs/decision-rule.md, Known costs). A key a message at or before the horizon left
+ * is the rule (docs/decision-rule.md, Rounds). A key a message at or before the horizon left
  * out (a full message) counts from the last message that carried it. -Infinity (every own count
  * recent) when no such message is known.
  */
@@ -832,7 +831,8 @@ function ownFrom(core: EngineCore, ks: KeyState, tU: number): number {
  * The water level r (> 0) at which the sharers' weights max(demand, r) add up to `fill`: `own`
  * and the first `n` of `peers`, whose demands add up to less than `fill`. Sorted ascending, the
  * k smallest demands are under the level, r = (fill − the rest) / k, for the largest k where the
- * k-th smallest is at most that.
+ * k-th smallest is at most that (every demand under the even level fill / (n + 1): that level,
+ * which computeShare finds without calling this).
  */
 export function waterLevel(
   own: number,
@@ -841,11 +841,6 @@ export function waterLevel(
   fill: number,
   scratch: number[],
 ): number {
-  // every demand under the even level (the common case under the limit): that level, no sort
-  const even = fill / (n + 1);
-  let under = own <= even;
-  for (let i = 0; under && i < n; i++) under = peers[i]! <= even;
-  if (under) return even;
   const a = scratch;
   a.length = 0;
   a.push(own);

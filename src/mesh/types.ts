@@ -49,7 +49,7 @@ export interface MeshLimiterOptions {
    * messages of a round at the same instant, so what each node counts as seen moves for all at
    * once; `spread`, each node ticks on its own (the rule then keeps its own counts recent a
    * horizon longer). Default `spread`: on real timers, which fire a ms or more late, aligned
-   * rounds lose what they gain on punctual ones (docs/decision-rule.md, "Timers that fire late").
+   * rounds lose what they gain on punctual ones (docs/decision-rule.md, "Rounds").
    * `aligned` needs expectedDelayMs under gossipIntervalMs; relay mode always spreads.
    */
   gossipRounds?: 'aligned' | 'spread';

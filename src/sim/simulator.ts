@@ -273,10 +273,9 @@ export class Simulator {
   /** Aligned rounds, per node: the mark (its mesh time) its armed tick is for. */
   private readonly tickMarks: number[] = [];
 
-  /** From a tick of `node` now to its next: one interval, or with aligned rounds the next round's send time on the mesh's clock (as a mesh node's armTick). */
+  /** Aligned rounds: from a tick of `node` now to the next round's send time on the mesh's clock (as a mesh node's armTick). */
   private tickWait(node: number): number {
     const g = this.opts.gossipIntervalMs;
-    if (!this.aligned) return g;
     const meshNow = this.clocks[node]!.now() + this.engines[node]!.roundOffsetMs();
     const wait = roundWaitMs(meshNow, g, this.lead, this.tickMarks[node] ?? Number.NEGATIVE_INFINITY);
     this.tickMarks[node] = meshNow + wait;

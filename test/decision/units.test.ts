@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { fuzzMesh, fuzzTraffic, replayFuzz } from '../../src/sim/fuzz.js';
 import { worstRolling } from '../../src/sim/metrics.js';
 import { Prng } from '../../src/sim/prng.js';
 import { Simulator } from '../../src/sim/simulator.js';
@@ -56,6 +57,7 @@ describe('whole units of the headroom, dealt alike by every member (issue 26)', 
       policies: [{ name: 'p', limit: 50, windowMs: 10_000 }],
       gossipIntervalMs: 100,
       delayMs: 10,
+      rounds: 'aligned',
       seed: 7,
       engine: { expectedMembers: 8 },
     });
@@ -78,48 +80,19 @@ describe('whole units of the headroom, dealt alike by every member (issue 26)', 
     // nodes take a unit each: 18 in a window. The units now deal H less those counts' slid-out part.
     const W = 10_000;
     const rng = new Prng(117 * 104729);
-    const N = [3, 4, 6, 8, 12, 16][Math.floor(rng.next() * 6)]!;
-    const L = N + Math.floor(rng.next() * 3 * N);
-    const jitterMs = rng.next() < 0.5 ? Math.floor(rng.next() * 60) : 0;
-    const loss = rng.next() < 0.3 ? rng.next() * 0.3 : 0;
-    const g = [50, 100, 250][Math.floor(rng.next() * 3)]!;
-    expect([N, L, jitterMs, loss, g]).toEqual([8, 17, 0, 0, 250]);
+    const m = fuzzMesh(rng);
+    expect([m.nodes, m.limit, m.jitterMs, m.loss, m.gossipIntervalMs]).toEqual([8, 17, 0, 0, 250]);
+    const L = m.limit;
     const sim = new Simulator({
-      nodes: N,
+      nodes: m.nodes,
       policies: [{ name: 'p', limit: L, windowMs: W, buckets: 10 }],
-      gossipIntervalMs: g,
+      gossipIntervalMs: m.gossipIntervalMs,
       delayMs: 10,
+      rounds: 'aligned',
       seed: 117,
-      engine: { expectedMembers: N },
+      engine: { expectedMembers: m.nodes },
     });
-    const ev: { t: number; n: number }[] = [];
-    for (let n = 0; n < N; n++) {
-      const kind = rng.next();
-      if (kind < 0.3) {
-        const r = rng.next() * 20;
-        if (r > 0.2)
-          for (let t = 500 + rng.next() * 1000; t < 60_000; t += 1000 / r) ev.push({ t: Math.floor(t), n });
-      } else if (kind < 0.7) {
-        for (let b = 0; b < 20; b++) {
-          const t0 = 300 + Math.floor(rng.next() * 59_000);
-          const size = 1 + Math.floor(rng.next() * (rng.next() < 0.2 ? 200 : 10));
-          for (let j = 0; j < size; j++) ev.push({ t: t0 + Math.floor(j * rng.next() * 3), n });
-        }
-      } else {
-        let t = 300 + rng.next() * 2000;
-        while (t < 60_000) {
-          const size = 1 + Math.floor(rng.next() * 50);
-          for (let j = 0; j < size; j++) ev.push({ t: Math.floor(t) + j, n });
-          t += W + (rng.next() - 0.5) * 400;
-        }
-      }
-    }
-    ev.sort((a, b) => a.t - b.t);
-    const admitted: number[] = [];
-    for (const e of ev) {
-      sim.runUntil(e.t);
-      if (sim.request(e.n, 'p', 'k').allowed) admitted.push(e.t);
-    }
+    const admitted = replayFuzz(sim, fuzzTraffic(rng, m.nodes, 60_000, W));
     expect(worstRolling(admitted, W)).toBeLessThanOrEqual(L);
   });
 
