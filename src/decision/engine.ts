@@ -527,9 +527,14 @@ export class Engine implements RateLimiter {
    * never gossiped as this node's own, and ages out with its buckets. A snapshot of other
    * policies, a malformed one, or one whose windows have passed restores nothing. Returns
    * the entries merged.
+   *
+   * `asOwn`: the snapshot is this engine's own node's, taken in this process under the same id
+   * (a rebuilt engine taking over from the one before it, src/mesh/engine-slot.ts): its own
+   * counts are restored as own (gossiped as this node's, which its peers hold already) and
+   * its floor (origin 1 of `snapshot(now, true)`) on the floor.
    */
-  restoreSnapshot(bytes: Uint8Array, now?: number): ReceiveResult & { restored?: number } {
-    return this.sync.restore(bytes, this.time(now));
+  restoreSnapshot(bytes: Uint8Array, now?: number, asOwn = false): ReceiveResult & { restored?: number } {
+    return this.sync.restore(bytes, this.time(now), asOwn);
   }
 
   // ---- membership and introspection

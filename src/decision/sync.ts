@@ -8,7 +8,7 @@ import {
   type WireEntry,
 } from '../crdt/codec.js';
 import { FLOOR } from '../crdt/window.js';
-import type { EngineCore } from './core.js';
+import type { EngineCore, PolicyRuntime } from './core.js';
 import { type Gossip, ownEntry, validateEntries } from './gossip.js';
 import { appliedOffset, type PeerState } from './peers.js';
 import type { ReceiveResult } from './types.js';
@@ -317,8 +317,11 @@ export class Sync {
     });
   }
 
-  /** Count a snapshot's windows on the unattributed floor; see {@link Engine.restoreSnapshot}. */
-  restore(bytes: Uint8Array, now: number): ReceiveResult & { restored?: number } {
+  /**
+   * Count a snapshot's windows on the unattributed floor, or with `asOwn` its own counts as own
+   * and its floor (origin 1) on the floor; see {@link Engine.restoreSnapshot}.
+   */
+  restore(bytes: Uint8Array, now: number, asOwn = false): ReceiveResult & { restored?: number } {
     const core = this.core;
     if (!(bytes instanceof Uint8Array)) return core.drop('snapshot-bad-type');
     const dec = decodeMessage(bytes);
@@ -332,12 +335,32 @@ export class Sync {
     let restored = 0;
     for (const e of m.entries) {
       const rt = map[e.policy];
-      if (e.origin !== 0 || rt === undefined) continue;
-      this.gossip.merge(rt, FLOOR, e, now, 0);
+      if (rt === undefined) continue;
+      if (asOwn && e.origin === 0) this.mergeOwn(rt, e, now);
+      else if (e.origin === 0 || (asOwn && e.origin === 1)) this.gossip.merge(rt, FLOOR, e, now, 0);
+      else continue;
       restored++;
     }
     core.stamp++;
     return { ok: true, restored };
+  }
+
+  /**
+   * Max-merge entry `e` into this node's own counts, bucket by bucket (its own windows handed
+   * over in this process: the same id, so peers hold them as this node's already). They carry no
+   * times: each bucket's counts may be anywhere in it. Capped at L a bucket, as any origin's.
+   */
+  private mergeOwn(rt: PolicyRuntime, e: WireEntry, now: number): void {
+    let ks = rt.windows.get(e.key);
+    if (ks === undefined) ks = this.core.createKey(rt, e.key);
+    const kw = ks.window;
+    const c = Math.floor(now / rt.bw);
+    if (c > kw.cur) kw.roll(c);
+    const L = rt.policy.limit;
+    for (let i = 0; i < e.counts.length; i++) kw.mergeOwnEntry(e.base + i, Math.min(e.counts[i]!, L));
+    // gossiped whole from the next message on (peers merge each bucket as the larger copy)
+    ks.pending = true;
+    this.core.touch(ks);
   }
 
   /**

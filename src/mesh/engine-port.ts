@@ -73,8 +73,11 @@ export interface MeshEngine extends RateLimiter {
   peerConnection(id: string, connected: boolean, now?: number): void;
   /** This node's own windows as bytes (written to `snapshotFile` on stop). */
   snapshot(now?: number, withFloor?: boolean): Uint8Array;
-  /** Counts a snapshot's windows still inside the window; never throws. */
-  restoreSnapshot(bytes: Uint8Array, now?: number): ReceiveResult & { restored?: number };
+  /**
+   * Counts a snapshot's windows still inside the window; never throws. `asOwn`: this node's own
+   * snapshot from this process (an engine handed over): own counts as own, its floor on the floor.
+   */
+  restoreSnapshot(bytes: Uint8Array, now?: number, asOwn?: boolean): ReceiveResult & { restored?: number };
   /** The members, as this node sees them. */
   peerViews(now?: number): PeerView[];
   stats(now?: number): EngineStats;

@@ -1,10 +1,4 @@
-import {
-  decodeMessage,
-  encodeSyncResponse,
-  type SyncResponse,
-  TYPE_SYNC_RESPONSE,
-  type WireEntry,
-} from '../crdt/codec.js';
+import { decodeMessage, encodeSyncResponse, TYPE_SYNC_RESPONSE, type WireEntry } from '../crdt/codec.js';
 import type { OwnerStats } from '../decision/owner.js';
 import type { PeerView } from '../decision/peers.js';
 import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from '../decision/types.js';
@@ -22,8 +16,9 @@ import type { EngineFactory, EngineInit, MeshEngine } from './engine-port.js';
  * this): it sets how old a peer's data may arrive (dataDelayMs), staleness, and whether
  * entries carry whole windows (a relay forwards each origin's newest message only). A switch
  * builds the new engine and hands it, through the engine's own sync protocol, what the old
- * one holds: this node's windows (its snapshot, as a restart with `snapshotFile` restores
- * them) and, for every member, the old engine's answer to that member's sync request (what
+ * one holds: this node's windows (its snapshot: own counts restored as own, so they stay in
+ * its sync answers and gossip; a member that joins after the switch learns them from this node,
+ * test/mesh/auto-relay.test.ts) and, for every member, the old engine's answer to that member's sync request (what
  * it holds of the member's own counts) presented as the member's own answer. Policies
  * replaced at run time and owner placement carry over. What does not: the counts of
  * `mode: 'local'` policies (in no snapshot: such a limit starts a new window at a switch, as
@@ -112,7 +107,8 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
     if (this.policiesNow !== undefined) next.replacePolicies(this.policiesNow, now);
     if (this.ownerSecret !== undefined) next.setOwnerSecret?.(this.ownerSecret);
     if (this.ownerOn !== undefined) next.enableOwnerPlacement?.(this.ownerOn);
-    const replay = restoreOwn(old, next, now);
+    // this node's windows: own counts as own, its floor on the floor
+    next.restoreSnapshot(old.snapshot(now, true), now, true);
     let handed = 0;
     let withGone = true;
     for (const p of old.peerViews(now)) {
@@ -125,9 +121,6 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
       withGone = false;
       if (next.receiveSyncResponse(p.id, relabelled, now).ok) handed++;
     }
-    // this bucket's own counts, spent again as own (counted whatever the decision)
-    const counting = next as MeshEngine & Partial<CountingLimiter>;
-    for (const [policy, key, n] of replay) counting.checkAllCounted?.([[policy, key]], [n], 'every');
     this.init = init;
     this.inner = next;
     this.rebuilds++;
@@ -229,8 +222,8 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   snapshot(now?: number, withFloor?: boolean): Uint8Array {
     return this.inner.snapshot(now, withFloor);
   }
-  restoreSnapshot(bytes: Uint8Array, now?: number): ReceiveResult & { restored?: number } {
-    return this.inner.restoreSnapshot(bytes, now);
+  restoreSnapshot(bytes: Uint8Array, now?: number, asOwn?: boolean): ReceiveResult & { restored?: number } {
+    return this.inner.restoreSnapshot(bytes, now, asOwn);
   }
   peerViews(now?: number): PeerView[] {
     return this.inner.peerViews(now);
@@ -238,64 +231,6 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   stats(now?: number): EngineStats {
     return this.inner.stats(now);
   }
-}
-
-/**
- * This node's windows from `old` into `next`: its snapshot with its unattributed floor (its own
- * counts restored by an earlier switch, or at start from a snapshot file, what sync answers
- * passed on), added per bucket and restored as after a restart, on the floor, less each key's
- * own count in the current bucket, which is returned to be spent again in `next` as its own.
- * Peers merge an origin's bucket as the larger of what they hold and what it sends: counts of
- * the current bucket left on the floor would hide as many of the node's next admissions in that
- * bucket from its peers. Without the floor, what an earlier switch had put there was lost at the
- * next one (test/mesh/auto-relay.test.ts under load: each node lost its own counts from before
- * the first switch at the second). Without a counted check in `next` (a test's engine),
- * everything goes to the floor.
- */
-function restoreOwn(old: MeshEngine, next: MeshEngine, now: number): [string, string, number][] {
-  const dec = decodeMessage(old.snapshot(now, true));
-  if (!dec.ok) return [];
-  const m = dec.message as SyncResponse;
-  const counted = typeof (next as Partial<CountingLimiter>).checkAllCounted === 'function';
-  const replay: [string, string, number][] = [];
-  // own entries, the current bucket's count taken out to be spent again
-  const byKey = new Map<string, WireEntry>();
-  const entries: WireEntry[] = [];
-  for (const e of m.entries) {
-    if (e.origin !== 0) continue;
-    const name = m.policies[e.policy]?.name;
-    const p = name === undefined ? undefined : old.policy(name);
-    const i = p === undefined ? -1 : Math.floor(now / (p.windowMs / p.buckets)) - e.base;
-    const n = counted && i >= 0 && i < e.counts.length ? e.counts[i]! : 0;
-    const counts = e.counts.slice();
-    if (n > 0 && p !== undefined) {
-      counts[i] = 0;
-      // in costs the policy takes
-      const max = Math.max(1, Math.min(p.maxCost, p.limit));
-      for (let left = n; left > 0; left -= max) replay.push([name!, e.key, Math.min(max, left)]);
-    }
-    const own = { ...e, counts };
-    byKey.set(`${e.policy}\u0000${e.key}`, own);
-    entries.push(own);
-  }
-  // the floor added to them, bucket by bucket (the floor merges by max: one entry per key)
-  for (const f of m.entries) {
-    if (f.origin !== 1) continue;
-    const own = byKey.get(`${f.policy}\u0000${f.key}`);
-    if (own === undefined) {
-      entries.push({ ...f, origin: 0 });
-      continue;
-    }
-    const lo = Math.min(own.base, f.base);
-    const hi = Math.max(own.base + own.counts.length, f.base + f.counts.length);
-    const sum = new Array<number>(hi - lo).fill(0);
-    for (let j = 0; j < own.counts.length; j++) sum[own.base - lo + j]! += own.counts[j]!;
-    for (let j = 0; j < f.counts.length; j++) sum[f.base - lo + j]! += f.counts[j]!;
-    own.base = lo;
-    own.counts = sum;
-  }
-  next.restoreSnapshot(encodeSyncResponse({ ...m, origins: [m.origins[0]!], entries }), now);
-  return replay;
 }
 
 /** A sync answer less its entries of origin `self` (the responder's copy of our own counts). */

@@ -97,6 +97,48 @@ describe('EngineSlot: an engine rebuilt with other relayHops keeps what the old 
     expect(est()).toEqual([10, 10]);
   });
 
+  it("a node that joins after the switch learns every member's counts from before it, earlier buckets included", () => {
+    const { clock, a, b, tick, est } = pair();
+    for (let i = 0; i < 3; i++) tick();
+    for (let i = 0; i < 10; i++) a.check('api', 'k');
+    for (let i = 0; i < 20; i++) b.check('api', 'k');
+    // past the current bucket (6 s): the counts are in earlier buckets at the switch
+    for (let i = 0; i < 140; i++) tick();
+    a.rebuild(3, clock.t);
+    b.rebuild(3, clock.t);
+    expect(est()).toEqual([30, 30]);
+    // a fresh node pulls each member's state: each answer carries the member's own counts
+    const c = new Engine({
+      policies,
+      nodeId: 'c',
+      clock,
+      gossipIntervalMs: 50,
+      expectedDelayMs: 10,
+      relayHops: 3,
+    });
+    for (const [id, s] of [
+      ['a', a],
+      ['b', b],
+    ] as const) {
+      const res = s.answerSync('c', c.buildSyncRequest(clock.t), clock.t);
+      expect(res).toBeInstanceOf(Uint8Array);
+      expect(c.receiveSyncResponse(id, res as Uint8Array, clock.t).ok).toBe(true);
+    }
+    expect(Math.round(c.estimate('api', 'k'))).toBe(30);
+    // and the counts of before the switch go in the switched engines' gossip as their own
+    const g = a.buildGossip(clock.t, 3);
+    const d = new Engine({
+      policies,
+      nodeId: 'd',
+      clock,
+      gossipIntervalMs: 50,
+      expectedDelayMs: 10,
+      relayHops: 3,
+    });
+    expect(d.receiveGossip('a', g, clock.t).ok).toBe(true);
+    expect(Math.round(d.estimate('api', 'k'))).toBe(10);
+  });
+
   it('policies replaced at run time carry over', () => {
     const { clock, a } = pair();
     a.replacePolicies([...policies, { name: 'login', limit: 5, windowMs: 60_000 }], clock.t);
