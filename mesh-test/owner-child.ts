@@ -3,6 +3,7 @@
  * runs the checks its parent plans for it with `checkAsync` at their times, and reports each
  * decision (IPC). Exits when the parent goes away.
  */
+import { connect, createServer, type Socket } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createMeshLimiter } from '../src/mesh/mesh-limiter.js';
 import type { Logger } from '../src/mesh/types.js';
@@ -29,9 +30,18 @@ export interface Outcome {
   owner: string | undefined;
   /** checkAsync's own time, ms (the wait for the owner when asked). */
   ms: number;
+  /**
+   * The floor beside it: a bare TCP round trip (8 bytes echoed, no libp2p, no engine) to the
+   * process of the key's owner, sent at the same moment as the check; absent when this node
+   * owns the key or the owner's process is gone.
+   */
+  bareMs?: number;
 }
 
-export type ToChild = { cmd: 'run'; ops: Op[] } | { cmd: 'owner'; key: string } | { cmd: 'status' };
+export type ToChild =
+  | { cmd: 'run'; ops: Op[]; ids?: string[] }
+  | { cmd: 'owner'; key: string }
+  | { cmd: 'status' };
 export type FromChild =
   | { ev: 'ready'; peerId: string }
   | { ev: 'status'; live: number }
@@ -70,10 +80,55 @@ process.on('message', (m: ToChild) => {
     // the limiter's own view (explain names the owner of a key placed on one); the engine the
     // factory built last may be one of the start's warm-up engines, not the limiter's
     send({ ev: 'owner', key: m.key, owner: limiter.explain('login', m.key).owner ?? limiter.peerId });
-  else if (m.cmd === 'run') void run(m.ops);
+  else if (m.cmd === 'run') void run(m.ops, m.ids ?? []);
 });
 
-async function run(ops: Op[]): Promise<void> {
+/** The bare TCP echo each node serves (the floor under an ask: mesh-test/owner-drill.ts). */
+const barePort = (j: number): number => base + 500 + j;
+createServer((s) => {
+  s.setNoDelay(true);
+  s.on('data', (b) => s.write(b));
+  s.on('error', () => undefined);
+}).listen(barePort(i), '127.0.0.1');
+
+/** A persistent bare link to node `j`: 8-byte pings, echoed in order. */
+class BareLink {
+  private readonly waiting: ((ms: number) => void)[] = [];
+  private readonly sentAt: number[] = [];
+  private got = 0;
+  private dead = false;
+  private readonly sock: Socket;
+  constructor(j: number) {
+    this.sock = connect(barePort(j), '127.0.0.1');
+    this.sock.setNoDelay(true);
+    this.sock.on('data', (b) => {
+      this.got += b.length;
+      while (this.got >= 8 && this.waiting.length > 0) {
+        this.got -= 8;
+        this.waiting.shift()!(performance.now() - this.sentAt.shift()!);
+      }
+    });
+    const end = (): void => {
+      this.dead = true;
+      for (const w of this.waiting.splice(0)) w(Number.NaN);
+      this.sentAt.length = 0;
+    };
+    this.sock.on('error', end);
+    this.sock.on('close', end);
+  }
+  ping(): Promise<number> {
+    if (this.dead) return Promise.resolve(Number.NaN);
+    return new Promise((resolve) => {
+      this.waiting.push(resolve);
+      this.sentAt.push(performance.now());
+      this.sock.write(Buffer.alloc(8));
+    });
+  }
+}
+
+async function run(ops: Op[], ids: string[]): Promise<void> {
+  const links = new Map<number, BareLink>();
+  for (let j = 0; j < ids.length; j++) if (j !== i) links.set(j, new BareLink(j));
   // how late this process's event loop runs what is due (an ask waits for a turn here to be sent
   // and read, and for one at the owner to be answered): a floor under the asks' latency
   const loop = monitorEventLoopDelay({ resolution: 1 });
@@ -83,21 +138,28 @@ async function run(ops: Op[]): Promise<void> {
   for (const op of ops.slice(0, 100_000)) {
     const wait = op.at - Date.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const owner = ids.length > 0 ? limiter.explain('login', op.key).owner : undefined;
     const t0 = performance.now();
     const cost = op.cost ?? 1;
+    const check = limiter
+      .checkAsync('login', op.key, cost)
+      .then((d) => ({ d, ms: performance.now() - t0, doneAt: Date.now() }));
+    const link = owner === undefined ? undefined : links.get(ids.indexOf(owner));
+    const bare = link === undefined ? Promise.resolve(Number.NaN) : link.ping();
     pending.push(
-      limiter.checkAsync('login', op.key, cost).then((d) => {
+      Promise.all([check, bare]).then(([{ d, ms, doneAt }, bareMs]) => {
         outcomes.push({
           key: op.key,
           cost,
           at: op.at,
-          doneAt: Date.now(),
+          doneAt,
           allowed: d.allowed,
           rule: d.rule,
           decidedBy: d.owner?.decidedBy ?? 'none',
           reason: d.owner?.reason,
           owner: d.owner?.id,
-          ms: performance.now() - t0,
+          ms,
+          ...(Number.isNaN(bareMs) ? {} : { bareMs }),
         });
       }),
     );

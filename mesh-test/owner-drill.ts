@@ -4,7 +4,9 @@
  * every node at once, and the owner of the attacked key killed (SIGKILL) during the run. Prints
  * both errors (users' false denials against an exact sliding-window log, by phase; the worst
  * window of each attacked key against L), how long the attacked key took to be decided exactly
- * again, and the latency checkAsync added (p50, p99: asked decisions, and every decision).
+ * again, and the latency checkAsync added (p50, p99: asked decisions, and every decision), beside
+ * its floor: a bare TCP round trip to the owner's process (8 bytes echoed by a plain `net` server
+ * in each node process, no libp2p, no engine) sent at the same moment as each ask.
  * Once the attacked key holds L, its attempts are denied where they arrive (the counts seen fill
  * L: reason `full`, no ask), so what dates the killed owner's keys decided exactly again is the
  * users' keys it owned (asked of node 0 before the run): the first of their attempts after the
@@ -159,7 +161,7 @@ async function main(): Promise<void> {
     for (const i of askers) plans[i]!.push({ at: t, key: target });
   for (const p of plans) p.sort((a, b) => a.at - b.at);
   const done = askers.map((i) => wait<Extract<FromChild, { ev: 'done' }>>(i, 'done'));
-  for (const i of askers) kids[i]!.send({ cmd: 'run', ops: plans[i]! } satisfies ToChild);
+  for (const i of askers) kids[i]!.send({ cmd: 'run', ops: plans[i]!, ids } satisfies ToChild);
   if (victim >= 0) kids[victim]!.send({ cmd: 'run', ops: [] } satisfies ToChild);
   const killAt = T0 + KILL_AT;
   await new Promise((r) => setTimeout(r, Math.max(0, killAt - Date.now())));
@@ -212,6 +214,10 @@ async function main(): Promise<void> {
   const askedSteady = all.filter((o) => o.decidedBy === 'asked' && !inKill(o)).map((o) => o.ms);
   const askedKill = all.filter((o) => o.decidedBy === 'asked' && inKill(o)).map((o) => o.ms);
   const every = all.map((o) => o.ms);
+  // the floor: a bare TCP round trip to the owner's process, sent with each steady-state ask
+  const bareSteady = all
+    .filter((o) => o.decidedBy === 'asked' && !inKill(o) && o.bareMs !== undefined)
+    .map((o) => o.bareMs!);
   const byHow: Record<string, number> = {};
   for (const o of all) {
     const k = `${o.decidedBy}${o.reason === undefined ? '' : `/${o.reason}`}`;
@@ -257,6 +263,11 @@ async function main(): Promise<void> {
         p99: quantile(askedKill, 0.99),
       },
       every_decision: { n: every.length, p50: quantile(every, 0.5), p99: quantile(every, 0.99) },
+      bare_tcp_round_trip_beside_steady_asks: {
+        n: bareSteady.length,
+        p50: quantile(bareSteady, 0.5),
+        p99: quantile(bareSteady, 0.99),
+      },
     },
     event_loop_delay_ms: results.map((r) => r.loopDelayMs),
     calls_per_request: Math.round((1000 * asked.length) / Math.max(1, all.length)) / 1000,
@@ -276,6 +287,8 @@ async function main(): Promise<void> {
       `in it (${askedKill.length}): p50 ${r3(quantile(askedKill, 0.5))}, p99 ${r3(quantile(askedKill, 0.99))} ms); ` +
       `every decision (${every.length}) p50 ${r3(quantile(every, 0.5))} ms, p99 ${r3(quantile(every, 0.99))} ms; ` +
       `calls per request ${report.calls_per_request}\n` +
+      `  the floor beside the steady asks: a bare TCP round trip (8 bytes echoed, no libp2p, no engine) to the owner's process, sent at the same moment (${bareSteady.length}): ` +
+      `p50 ${r3(quantile(bareSteady, 0.5))} ms, p99 ${r3(quantile(bareSteady, 0.99))} ms\n` +
       `  event-loop delay of the ${results.length} asking processes (monitorEventLoopDelay, resolution 1 ms, less the resolution): ` +
       `p50 ${r3(
         quantile(
