@@ -51,6 +51,8 @@ export type FromChild =
       outcomes: Outcome[];
       stats: unknown;
       loopDelayMs: { p50: number; p99: number; max: number };
+      /** This process's CPU over the run (user + system), % of one core. */
+      cpuPct: number;
     };
 
 const [index, basePort, nodes, policyJson] = process.argv.slice(2);
@@ -133,6 +135,8 @@ async function run(ops: Op[], ids: string[]): Promise<void> {
   // and read, and for one at the owner to be answered): a floor under the asks' latency
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
+  const cpu0 = process.cpuUsage();
+  const wall0 = performance.now();
   const outcomes: Outcome[] = [];
   const pending: Promise<void>[] = [];
   for (const op of ops.slice(0, 100_000)) {
@@ -166,6 +170,8 @@ async function run(ops: Op[], ids: string[]): Promise<void> {
   }
   await Promise.all(pending);
   loop.disable();
+  const cpu = process.cpuUsage(cpu0);
+  const cpuPct = (100 * (cpu.user + cpu.system)) / 1000 / (performance.now() - wall0);
   // the histogram holds each turn's interval: the 1 ms resolution plus how late it ran
   const ms = (ns: number) => Math.max(0, Math.round(ns / 1e3) / 1e3 - 1);
   send({
@@ -173,6 +179,7 @@ async function run(ops: Op[], ids: string[]): Promise<void> {
     outcomes,
     stats: limiter.stats().owner,
     loopDelayMs: { p50: ms(loop.percentile(50)), p99: ms(loop.percentile(99)), max: ms(loop.max) },
+    cpuPct,
   });
 }
 

@@ -270,6 +270,7 @@ async function main(): Promise<void> {
       },
     },
     event_loop_delay_ms: results.map((r) => r.loopDelayMs),
+    cpu_pct_of_a_core: results.map((r) => Math.round(r.cpuPct * 10) / 10),
     calls_per_request: Math.round((1000 * asked.length) / Math.max(1, all.length)) / 1000,
     decided: byHow,
     owner_stats: results.map((r) => r.stats),
@@ -297,6 +298,8 @@ async function main(): Promise<void> {
         ),
       )} ms (median over processes), ` +
       `p99 ${r3(Math.min(...results.map((r) => r.loopDelayMs.p99)))}-${r3(Math.max(...results.map((r) => r.loopDelayMs.p99)))} ms (min-max over processes)\n` +
+      `  CPU of the ${results.length} asking processes over the run: ${results.map((r) => r.cpuPct.toFixed(0)).join(', ')} % of a core ` +
+      `(${results.reduce((a, r) => a + r.cpuPct, 0).toFixed(0)} % in all, of ${availableParallelism() * 100} %)\n` +
       `  decided: ${JSON.stringify(byHow)}`,
   );
   const out = join(here, 'results', 'owner-drill.json');
