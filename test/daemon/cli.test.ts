@@ -267,7 +267,7 @@ describe('ratemesh CLI', () => {
     // a fresh key: a holds its half of the room at once, the rest once b can have heard its
     // demand (a refusal says when to come back); bounded in attempts
     let admitted = 0;
-    for (let i = 0; i < 400 && admitted < 10; i++) {
+    for (let i = 0; i < 1_200 && admitted < 10; i++) {
       const r = await check(a.url, { policy: 'shared', key: 'k' });
       if (r.status === 200) admitted++;
       else {
@@ -275,7 +275,12 @@ describe('ratemesh CLI', () => {
         await new Promise((done) => setTimeout(done, 25));
       }
     }
-    expect(admitted).toBe(10);
+    // on a starved CI machine this once stopped at 9 of 10 after 400 attempts (not reproduced since,
+    // under three CPU burners): a failure now says why the last refusal was made
+    if (admitted !== 10) {
+      const why = await (await fetch(`${a.url}/v1/explain?policy=shared&key=k`)).json();
+      expect.fail(`a admitted ${admitted} of 10; its explanation of the next check: ${JSON.stringify(why)}`);
+    }
     // a's counts reach b by gossip: once b has merged a few of a's messages sent after the spend
     // (each carries the keys a touched lately), b's very first check on the key is refused.
     // Waiting on merges, not on a fixed time, holds on a busy machine; expectedDelayMs 1000 keeps
