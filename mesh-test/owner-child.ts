@@ -67,7 +67,7 @@ const limiter = createMeshLimiter({
   bootstrap: Array.from({ length: n }, (_, j) => j)
     .filter((j) => j !== i)
     .map((j) => `/ip4/127.0.0.1/tcp/${base + j}`),
-  gossipIntervalMs: 100,
+  gossipIntervalMs: Number(process.env.OWNER_DRILL_GOSSIP_MS ?? 100),
   discoveryIntervalMs: 500,
   logger: quiet,
 });

@@ -14,6 +14,8 @@
  *
  *   npx tsx mesh-test/owner-drill.ts [--nodes 8] [--users 200] [--seconds 20] [--kill-at 8] [--deadline-ms 50]
  *
+ * OWNER_DRILL_GOSSIP_MS sets the nodes' gossipIntervalMs (default 100).
+ *
  * Exits non-zero when the attacker passes L in a window or the key is not decided exactly
  * again within 1 s. Writes mesh-test/results/owner-drill.json.
  */
