@@ -14,7 +14,8 @@
  *
  *   npx tsx mesh-test/owner-drill.ts [--nodes 8] [--users 200] [--seconds 20] [--kill-at 8] [--deadline-ms 50]
  *
- * OWNER_DRILL_GOSSIP_MS sets the nodes' gossipIntervalMs (default 100).
+ * OWNER_DRILL_GOSSIP_MS sets the nodes' gossipIntervalMs (default 100); OWNER_DRILL_NODE_ARGS adds
+ * node flags to the node processes (e.g. `--trace-gc`).
  *
  * Exits non-zero when the attacker passes L in a window or the key is not decided exactly
  * again within 1 s. Writes mesh-test/results/owner-drill.json.
@@ -105,7 +106,11 @@ async function main(): Promise<void> {
       join(here, 'owner-child.ts'),
       [String(i), String(base), String(N), JSON.stringify(POLICIES)],
       {
-        execArgv: ['--import', 'tsx'],
+        execArgv: [
+          ...(process.env.OWNER_DRILL_NODE_ARGS ?? '').split(' ').filter((a) => a !== ''),
+          '--import',
+          'tsx',
+        ],
       },
     );
     kid.on('message', (m: FromChild) => {
