@@ -404,6 +404,15 @@ export class Gossip {
     return true;
   }
 
+  /** Key `key` of `rt` (created when not tracked), its window rolled to `now`. */
+  keyAt(rt: PolicyRuntime, key: string, now: number): KeyState {
+    let ks = rt.windows.get(key);
+    if (ks === undefined) ks = this.core.createKey(rt, key);
+    const c = Math.floor(now / rt.bw);
+    if (c > ks.window.cur) ks.window.roll(c);
+    return ks;
+  }
+
   /**
    * Merge one entry into origin `origin`'s slot (FLOOR: the unattributed
    * floor). What one origin holds for a key is capped over the whole ring,
@@ -421,11 +430,7 @@ export class Gossip {
     const L = rt.policy.limit;
     const fullCap = L + Math.min(rt.policy.maxCost, L);
     const ringCap = 2 * L;
-    let ks = rt.windows.get(e.key);
-    if (ks === undefined) ks = this.core.createKey(rt, e.key);
-    const kw = ks.window;
-    const c = Math.floor(now / rt.bw);
-    if (c > kw.cur) kw.roll(c);
+    const kw = this.keyAt(rt, e.key, now).window;
     // counts arriving now were admitted before now, and most within a gossip interval and the
     // data's age of it (KeyWindow: peers' counts span that part of their bucket)
     const cfg = this.core.cfg;

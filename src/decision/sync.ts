@@ -351,11 +351,8 @@ export class Sync {
    * times: each bucket's counts may be anywhere in it. Capped at L a bucket, as any origin's.
    */
   private mergeOwn(rt: PolicyRuntime, e: WireEntry, now: number): void {
-    let ks = rt.windows.get(e.key);
-    if (ks === undefined) ks = this.core.createKey(rt, e.key);
+    const ks = this.gossip.keyAt(rt, e.key, now);
     const kw = ks.window;
-    const c = Math.floor(now / rt.bw);
-    if (c > kw.cur) kw.roll(c);
     const L = rt.policy.limit;
     for (let i = 0; i < e.counts.length; i++) kw.mergeOwnEntry(e.base + i, Math.min(e.counts[i]!, L));
     // gossiped whole from the next message on (peers merge each bucket as the larger copy)
