@@ -40,7 +40,8 @@
  * {@link peerEstimate} (the stale and foreign reserves) and {@link timeToDrain} (retry hints)
  * weigh them the same way.
  *
- * Entries of peer origins live in one Float64Array per origin, of length R + 2: R slot counts,
+ * Entries of peer origins live in one array of numbers per origin (a plain array of doubles: a
+ * Float64Array of this size takes 136 bytes more, its buffer's), of length R + 2: R slot counts,
  * then the origin's reported demand (cost offered over a window) and the local time of that
  * report; R more, one span per slot, from the origin's first counts that span less than a whole
  * bucket (8·R bytes more for such an origin of such a key).
@@ -107,7 +108,7 @@ export class KeyWindow {
    * span less than a whole bucket, one span per slot ({@link packSpan}; -1: the whole bucket);
    * undefined when never heard.
    */
-  peers: (Float64Array | undefined)[] = [];
+  peers: (number[] | undefined)[] = [];
   /**
    * Counts attributed to no origin, max-merged per bucket and included in `sum`:
    * what an evicted key had (from the eviction sketch) and this node's own
@@ -439,10 +440,10 @@ export class KeyWindow {
   }
 
   /** The entry array of origin `o`, created on first use. */
-  peer(o: number): Float64Array {
+  peer(o: number): number[] {
     let p = this.peers[o];
     if (p === undefined) {
-      p = new Float64Array(this.r + 2);
+      p = zeros(this.r + 2);
       while (this.peers.length < o) this.peers.push(undefined);
       this.peers[o] = p;
     }
@@ -488,8 +489,8 @@ export class KeyWindow {
     if (span >= 0 || old >= 0) {
       if (p.length <= i) {
         // its first span: the entry array grows by one span per slot, the whole bucket for now
-        const grown = new Float64Array(2 * this.r + 2).fill(-1, this.r + 2);
-        grown.set(p);
+        const grown = zeros(2 * this.r + 2);
+        for (let j = 0; j < grown.length; j++) grown[j] = j < this.r + 2 ? p[j]! : -1;
         this.peers[o] = grown;
         p = grown;
       }
@@ -791,7 +792,7 @@ export class KeyWindow {
   }
 
   /** Per-slot numbers `a` (counts first) by bucket c-k .. c+1; undefined when none is positive. */
-  private ringCounts(a: Float64Array): number[] | undefined {
+  private ringCounts(a: ArrayLike<number>): number[] | undefined {
     const counts: number[] = [];
     let any = false;
     for (let b = this.cur - this.k; b <= this.cur + 1; b++) {
@@ -919,6 +920,11 @@ export function peerLeft(cut: number, v: number): number {
 const SPAN_FIELDS = 4;
 
 /** Scratch list of one slot's decoded spans (timeToDrain; single-threaded, never held across calls). */
+/** `n` zeros in a packed array of exactly `n` elements (doubles once doubles are stored). */
+function zeros(n: number): number[] {
+  return Array.from({ length: n }, () => 0);
+}
+
 let scratch = new Float64Array(64);
 
 /** {@link peerLeft} on a decoded span. */
