@@ -108,7 +108,7 @@ export class KeyWindow {
    * span less than a whole bucket, one span per slot ({@link packSpan}; -1: the whole bucket);
    * undefined when never heard.
    */
-  peers: (number[] | undefined)[] = [];
+  peers: (number[] | undefined)[] = NO_PEERS as (number[] | undefined)[];
   /**
    * Counts attributed to no origin, max-merged per bucket and included in `sum`:
    * what an evicted key had (from the eviction sketch) and this node's own
@@ -444,6 +444,8 @@ export class KeyWindow {
     let p = this.peers[o];
     if (p === undefined) {
       p = zeros(this.r + 2);
+      // a key only this node admitted shares the empty list (a list a key saves 32 bytes)
+      if ((this.peers as unknown) === NO_PEERS) this.peers = [];
       while (this.peers.length < o) this.peers.push(undefined);
       this.peers[o] = p;
     }
@@ -920,6 +922,9 @@ export function peerLeft(cut: number, v: number): number {
 const SPAN_FIELDS = 4;
 
 /** Scratch list of one slot's decoded spans (timeToDrain; single-threaded, never held across calls). */
+/** The peers' entries of a key no peer has reported: one empty list for all, never written. */
+const NO_PEERS: readonly (number[] | undefined)[] = [];
+
 /** `n` zeros in a packed array of exactly `n` elements (doubles once doubles are stored). */
 function zeros(n: number): number[] {
   return Array.from({ length: n }, () => 0);

@@ -650,3 +650,27 @@ describe('KeyWindow peer spans: bursts in parts, many peers', () => {
     expect(kw.timeToDrain(80, false, 20_200, bw)).toBeLessThan(102);
   });
 });
+
+describe('KeyWindow peer entries', () => {
+  it('keys no peer reported share one empty list that no write reaches; a peer gets its own list and entry', () => {
+    const a = new KeyWindow(10);
+    const b = new KeyWindow(10);
+    const c = new KeyWindow(10);
+    for (const w of [a, b, c]) w.roll(100);
+    expect(a.peers).toBe(b.peers);
+    expect(a.peers.length).toBe(0);
+    // a peer's counts on one key, a span grown on it, an origin dropped from the others
+    a.mergeEntry(3, 100, 5, 100.5, 0);
+    a.mergeEntry(3, 100, 7, 100.6, 0);
+    b.dropOrigin(3);
+    c.dropOrigin(3, true);
+    expect(a.peers).not.toBe(b.peers);
+    expect(a.peerEstimate(3, 1)).toBe(7);
+    expect(b.peers).toBe(c.peers);
+    expect(b.peers.length).toBe(0);
+    expect(new KeyWindow(10).peers.length).toBe(0);
+    // the entry: the r = k + 2 slots' counts, demand and its time (r + 2 numbers), and r spans
+    // more once its counts keep arrival times
+    expect([12 + 2, 2 * 12 + 2]).toContain(a.peers[3]!.length);
+  });
+});
