@@ -8,52 +8,26 @@
  *   npx tsx mesh-test/bare-floor.ts [--rate 5] [--seconds 20]
  */
 import { fork } from 'node:child_process';
-import { connect, createServer, type Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { BareLink, serveEcho } from './bare-echo.js';
 
 const N = 8;
 const BASE = 47_000;
 
-interface Link {
-  sock: Socket;
-  sentAt: number[];
-  got: number;
-}
-
 function child(i: number, rate: number, seconds: number): void {
-  createServer((s) => {
-    s.setNoDelay(true);
-    s.on('data', (b) => s.write(b));
-    s.on('error', () => undefined);
-  }).listen(BASE + i, '127.0.0.1');
+  serveEcho(BASE + i);
   const trips: number[] = [];
   setTimeout(async () => {
-    const links: (Link | undefined)[] = [];
-    for (let j = 0; j < N; j++) {
-      if (j === i) {
-        links.push(undefined);
-        continue;
-      }
-      const l: Link = { sock: connect(BASE + j, '127.0.0.1'), sentAt: [], got: 0 };
-      l.sock.setNoDelay(true);
-      l.sock.on('data', (b) => {
-        l.got += b.length;
-        while (l.got >= 8 && l.sentAt.length > 0) {
-          l.got -= 8;
-          trips.push(performance.now() - l.sentAt.shift()!);
-        }
-      });
-      links.push(l);
-    }
+    const links = Array.from({ length: N }, (_, j) => (j === i ? undefined : new BareLink(BASE + j)));
     await new Promise((r) => setTimeout(r, 500));
     const end = Date.now() + seconds * 1000;
     const ping = (): void => {
       let j = Math.floor(Math.random() * N);
       if (j === i) j = (j + 1) % N;
-      const l = links[j]!;
-      l.sentAt.push(performance.now());
-      l.sock.write(Buffer.alloc(8));
+      void links[j]!.ping().then((ms) => {
+        if (!Number.isNaN(ms)) trips.push(ms);
+      });
     };
     const poisson = (): void => {
       if (Date.now() >= end) return;

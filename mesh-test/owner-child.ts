@@ -3,11 +3,11 @@
  * runs the checks its parent plans for it with `checkAsync` at their times, and reports each
  * decision (IPC). Exits when the parent goes away.
  */
-import { connect, createServer, type Socket } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createMeshLimiter } from '../src/mesh/mesh-limiter.js';
 import type { Logger } from '../src/mesh/types.js';
 import type { PolicySpec } from '../src/types.js';
+import { BareLink, serveEcho } from './bare-echo.js';
 
 export interface Op {
   /** Epoch ms the check is due. */
@@ -85,52 +85,13 @@ process.on('message', (m: ToChild) => {
   else if (m.cmd === 'run') void run(m.ops, m.ids ?? []);
 });
 
-/** The bare TCP echo each node serves (the floor under an ask: mesh-test/owner-drill.ts). */
+/** The bare TCP echo each node serves (the floor under an ask: mesh-test/bare-echo.ts). */
 const barePort = (j: number): number => base + 500 + j;
-createServer((s) => {
-  s.setNoDelay(true);
-  s.on('data', (b) => s.write(b));
-  s.on('error', () => undefined);
-}).listen(barePort(i), '127.0.0.1');
-
-/** A persistent bare link to node `j`: 8-byte pings, echoed in order. */
-class BareLink {
-  private readonly waiting: ((ms: number) => void)[] = [];
-  private readonly sentAt: number[] = [];
-  private got = 0;
-  private dead = false;
-  private readonly sock: Socket;
-  constructor(j: number) {
-    this.sock = connect(barePort(j), '127.0.0.1');
-    this.sock.setNoDelay(true);
-    this.sock.on('data', (b) => {
-      this.got += b.length;
-      while (this.got >= 8 && this.waiting.length > 0) {
-        this.got -= 8;
-        this.waiting.shift()!(performance.now() - this.sentAt.shift()!);
-      }
-    });
-    const end = (): void => {
-      this.dead = true;
-      for (const w of this.waiting.splice(0)) w(Number.NaN);
-      this.sentAt.length = 0;
-    };
-    this.sock.on('error', end);
-    this.sock.on('close', end);
-  }
-  ping(): Promise<number> {
-    if (this.dead) return Promise.resolve(Number.NaN);
-    return new Promise((resolve) => {
-      this.waiting.push(resolve);
-      this.sentAt.push(performance.now());
-      this.sock.write(Buffer.alloc(8));
-    });
-  }
-}
+serveEcho(barePort(i));
 
 async function run(ops: Op[], ids: string[]): Promise<void> {
   const links = new Map<number, BareLink>();
-  for (let j = 0; j < ids.length; j++) if (j !== i) links.set(j, new BareLink(j));
+  for (let j = 0; j < ids.length; j++) if (j !== i) links.set(j, new BareLink(barePort(j)));
   // how late this process's event loop runs what is due (an ask waits for a turn here to be sent
   // and read, and for one at the owner to be answered): a floor under the asks' latency
   const loop = monitorEventLoopDelay({ resolution: 1 });

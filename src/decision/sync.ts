@@ -332,12 +332,14 @@ export class Sync {
     const map = core.mapTable(undefined, m.policies, now);
     const bad = validateEntries(m.entries, map);
     if (bad !== undefined) return core.drop(`snapshot-${bad}`);
+    // the floor's entries: all of a snapshot's, or origin 1 of this node's own (snapshot(now, true))
+    const floorOrigin = asOwn ? 1 : 0;
     let restored = 0;
     for (const e of m.entries) {
       const rt = map[e.policy];
       if (rt === undefined) continue;
-      if (asOwn && e.origin === 0) this.mergeOwn(rt, e, now);
-      else if (e.origin === 0 || (asOwn && e.origin === 1)) this.gossip.merge(rt, FLOOR, e, now, 0);
+      if (e.origin === floorOrigin) this.gossip.merge(rt, FLOOR, e, now, 0);
+      else if (asOwn && e.origin === 0) this.mergeOwn(rt, e, now);
       else continue;
       restored++;
     }

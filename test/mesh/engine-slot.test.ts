@@ -107,15 +107,11 @@ describe('EngineSlot: an engine rebuilt with other relayHops keeps what the old 
     a.rebuild(3, clock.t);
     b.rebuild(3, clock.t);
     expect(est()).toEqual([30, 30]);
-    // a fresh node pulls each member's state: each answer carries the member's own counts
-    const c = new Engine({
-      policies,
-      nodeId: 'c',
-      clock,
-      gossipIntervalMs: 50,
-      expectedDelayMs: 10,
-      relayHops: 3,
-    });
+    // a fresh node (relaying, as the switched ones) pulls each member's state: each answer
+    // carries the member's own counts
+    const joiner = (nodeId: string) =>
+      new Engine({ policies, nodeId, clock, gossipIntervalMs: 50, expectedDelayMs: 10, relayHops: 3 });
+    const c = joiner('c');
     for (const [id, s] of [
       ['a', a],
       ['b', b],
@@ -127,14 +123,7 @@ describe('EngineSlot: an engine rebuilt with other relayHops keeps what the old 
     expect(Math.round(c.estimate('api', 'k'))).toBe(30);
     // and the counts of before the switch go in the switched engines' gossip as their own
     const g = a.buildGossip(clock.t, 3);
-    const d = new Engine({
-      policies,
-      nodeId: 'd',
-      clock,
-      gossipIntervalMs: 50,
-      expectedDelayMs: 10,
-      relayHops: 3,
-    });
+    const d = joiner('d');
     expect(d.receiveGossip('a', g, clock.t).ok).toBe(true);
     expect(Math.round(d.estimate('api', 'k'))).toBe(10);
   });
