@@ -15,7 +15,8 @@
  *   npx tsx mesh-test/owner-drill.ts [--nodes 8] [--users 200] [--seconds 20] [--kill-at 8] [--deadline-ms 50]
  *
  * OWNER_DRILL_GOSSIP_MS sets the nodes' gossipIntervalMs (default 100); OWNER_DRILL_NODE_ARGS adds
- * node flags to the node processes (e.g. `--trace-gc`).
+ * node flags to the node processes (e.g. `--trace-gc`, or `--cpu-prof --cpu-prof-dir=DIR`: the nodes
+ * exit on their own at the end, so the profiles are written).
  *
  * Exits non-zero when the attacker passes L in a window or the key is not decided exactly
  * again within 1 s. Writes mesh-test/results/owner-drill.json.
@@ -312,6 +313,12 @@ async function main(): Promise<void> {
   const out = join(here, 'results', 'owner-drill.json');
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
+  // the nodes exit on their own when the channel closes (so flags such as --cpu-prof write their files)
+  const exited = kids.map((k) =>
+    k.exitCode !== null || k.signalCode !== null ? Promise.resolve() : new Promise((r) => k.once('exit', r)),
+  );
+  for (const k of kids) if (k.connected) k.disconnect();
+  await Promise.race([Promise.all(exited), new Promise((r) => setTimeout(r, 3000))]);
   stopAll();
   const ok = worst <= L && firstExact < 1_000;
   if (!ok) console.log('FAIL: the attacker passed L, or the key was not decided exactly again within 1 s');
