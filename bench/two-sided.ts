@@ -6,7 +6,8 @@
  * g = 100 ms, d = 10 ms, gossip to every member); the production engine decides in the
  * simulator. Columns: false denials (% of what the exact limiter admits that this one denied;
  * also within each key's first window and after it), the worst rolling window − L (worst over
- * keys), admitted / exact, admitted / the local ceiling (localCeilingAdmits), calls to other
+ * keys), admitted / exact, admitted / the local ceiling (localCeilingAdmits) and the ceiling's own
+ * false denials (the fewest any limiter whose nodes decide alone can make), calls to other
  * nodes per request and the latency they add (0 while every decision is local: fed by a
  * CostProbe), and the denials by `rule`.
  *
@@ -14,6 +15,7 @@
  *     [--limiters default,auto,naive]   (only these simulated limiters: a thin row at 256 nodes with auto alone)
  *     [--rounds aligned|spread]   (every mesh gossips so; default: as a mesh node decides)
  *   npm run bench:two-sided -- --print a.json[,b.json] [--out FILE]   (saved reports as printed, merged)
+ *   npm run bench:two-sided -- --recompute-ceiling FILE   (a saved report's ceiling figures from its rows' arrivals)
  *   ... --cache DIR [--cached-only]   (each job's result kept in DIR as it ends, taken from there
  *     by a later run: a run cut short keeps what it finished; --cached-only runs nothing new)
  *
@@ -52,7 +54,7 @@ import {
   firstWindowFlags,
   type LimiterRun,
   LOCAL_DECISIONS,
-  localCeiling,
+  localCeilingFigures,
   push,
   ruleHistogram,
   runSim,
@@ -425,6 +427,12 @@ interface ResultRow extends TwoSidedFigures {
   traffic: string;
   /** Denials by rule (default and naive). */
   denials_by_rule: Record<string, number>;
+  /**
+   * The local ceiling's false denials on the row's arrivals (localCeilingFigures): the fewest, in
+   * expectation, of any limiter whose nodes decide alone and never pass L. The same on each
+   * limiter's line of a row; absent in reports written before it.
+   */
+  ceiling_false_denials_pct?: number;
 }
 
 function arg(name: string): string | undefined {
@@ -535,7 +543,48 @@ function worker(): void {
   });
 }
 
+/** The local ceiling of a row's keys (their arrival times, `byKey`) at `n` nodes. */
+function ceilingOf(run: RunDef, n: number, byKey: number[][]) {
+  return localCeilingFigures(byKey, run.limit, run.windowMs, run.ceilingNodes?.(n) ?? n);
+}
+
+/**
+ * `--recompute-ceiling FILE`: a saved report's ceiling figures (adm/ceiling, ceil den %) computed
+ * again from each row's arrivals, which depend only on the row and N (the model of the ceiling
+ * changed; the simulations did not): written back to FILE.
+ */
+function recomputeCeiling(file: string): void {
+  const rep = JSON.parse(readFileSync(file, 'utf8')) as Report;
+  const memo = new Map<string, ReturnType<typeof ceilingOf>>();
+  for (const r of rep.rows) {
+    const id = `${r.family}/${r.row}/${r.nodes}`;
+    let c = memo.get(id);
+    if (c === undefined) {
+      const run = RUNS.find((x) => x.family === r.family && x.rows.includes(r.row));
+      if (run === undefined) throw new Error(`no run for ${id}`);
+      const { arrivals, keyClass } = run.build(r.nodes);
+      const cls = run.rows.indexOf(r.row);
+      const byKey: number[][] = arrivals.keys.map(() => []);
+      for (let i = 0; i < arrivals.t.length; i++)
+        if (keyClass[arrivals.key[i]!] === cls) byKey[arrivals.key[i]!]!.push(arrivals.t[i]!);
+      c = ceilingOf(run, r.nodes, byKey);
+      memo.set(id, c);
+    }
+    r.admitted_vs_ceiling =
+      c.admitted === 0
+        ? r.admitted === 0
+          ? 1
+          : Number.POSITIVE_INFINITY
+        : Math.round((r.admitted / c.admitted) * 1e4) / 1e4;
+    r.ceiling_false_denials_pct = c.falseDenialsPct;
+  }
+  writeFileSync(file, `${JSON.stringify(rep, null, 2)}\n`);
+  console.log(`wrote ${resolve(file)} (${memo.size} rows' ceilings)`);
+}
+
 async function main(): Promise<void> {
+  const recompute = arg('recompute-ceiling');
+  if (recompute !== undefined) return recomputeCeiling(resolve(recompute));
   const print = arg('print');
   if (print !== undefined) {
     // saved reports, as a run prints them
@@ -644,7 +693,7 @@ async function main(): Promise<void> {
         for (let i = 0; i < only.length; i++) if (keyClass[arrivals.key[i]!] === c) only[i] = 1;
         const byKey: number[][] = arrivals.keys.map(() => []);
         for (let i = 0; i < only.length; i++) if (only[i]) byKey[arrivals.key[i]!]!.push(arrivals.t[i]!);
-        const ceiling = localCeiling(byKey, run.limit, run.windowMs, run.ceilingNodes?.(n) ?? n);
+        const ceiling = ceilingOf(run, n, byKey);
         for (const limiter of [...ran, 'exact' as const]) {
           const sim = limiter === 'exact' ? undefined : sims[limiter];
           const f = figuresOf(
@@ -653,7 +702,7 @@ async function main(): Promise<void> {
             only,
             exact,
             firstW,
-            ceiling,
+            ceiling.admitted,
             run.limit,
             run.windowMs,
             sim?.calls,
@@ -670,6 +719,7 @@ async function main(): Promise<void> {
             traffic: run.describe(n),
             ...f,
             denials_by_rule: sim === undefined ? {} : ruleHistogram(sim, only),
+            ceiling_false_denials_pct: ceiling.falseDenialsPct,
           });
         }
       }
@@ -781,7 +831,9 @@ function printReport(rep: Report): void {
       'false den %: of the requests the exact limiter admits on the same arrivals, the % this limiter denied ' +
       `(1st W: arrivals in their key's first window; after: the rest); on an over row (the exact limiter denies some) it also ` +
       'counts admitting other arrivals than the exact one. worst - L: the worst rolling window over keys, minus L. ' +
-      'adm/ceiling: admitted against localCeilingAdmits (mean of 5 draws). calls/req, +ms: calls to other nodes and added latency.',
+      'adm/ceiling: admitted against localCeilingAdmits (mean of 5 draws); ceil den %: the false denials of that ceiling on an under row, the fewest ' +
+      'any limiter whose nodes decide alone and never pass L makes (expected; arrivals at one instant are decided on one holding ' +
+      'of the units, as even as whole units go). calls/req, +ms: calls to other nodes and added latency.',
   );
   for (const family of families()) {
     const rows = rep.rows.filter((r) => r.family === family);
@@ -806,6 +858,7 @@ function printReport(rep: Report): void {
         'limiter',
         'requests',
         'false den %',
+        'ceil den %',
         '1st W %',
         'after %',
         'worst - L',
@@ -826,6 +879,8 @@ function printReport(rep: Report): void {
           row.limiter,
           row.requests,
           row.false_denials_pct.toFixed(2),
+          // under rows only: on an over row the exact limiter's own choice of arrivals weighs in
+          first && row.exact === row.requests ? (row.ceiling_false_denials_pct?.toFixed(2) ?? '') : '',
           row.false_denials_first_w_pct.toFixed(2),
           row.false_denials_after_pct.toFixed(2),
           row.worst_window_minus_l,

@@ -84,6 +84,13 @@ export function rowFigures(admitted: readonly number[], gcra: number, windowBoun
  * (as if units moved between nodes at once and for free, with no gossip delay), drawn from
  * `prng`: one draw of the ceiling (the times it admits); average a few. Using a unit now rather than later never
  * costs one: it is free again W later.
+ *
+ * Arrivals at the same instant (a client's burst) are decided on one holding of the units:
+ * nothing can move between them. Each node admits at most the units it holds, and on every
+ * holding of h units the least expected excess, Σ E[(X_i − u_i)+] (X_i: the burst's arrivals
+ * at node i), is the one as even as whole units go (E[(X − u)+] is convex in u, the X_i alike):
+ * h mod N nodes hold ⌈h/N⌉, the others ⌊h/N⌋. This oracle draws each arrival's node and admits
+ * it while its node has a unit left. On one node (or a single arrival) that is the rule above.
  */
 export function localCeilingAdmits(
   times: ArrayLike<number>,
@@ -92,13 +99,55 @@ export function localCeilingAdmits(
   nodes: number,
   prng: { next(): number },
 ): number[] {
+  const flags = localCeilingFlags(times, limit, windowMs, nodes, prng);
+  const admitted: number[] = [];
+  for (let i = 0; i < times.length; i++) if (flags[i]) admitted.push(times[i]!);
+  return admitted;
+}
+
+/** {@link localCeilingAdmits} as one flag per arrival (1 = admitted). */
+export function localCeilingFlags(
+  times: ArrayLike<number>,
+  limit: number,
+  windowMs: number,
+  nodes: number,
+  prng: { next(): number },
+): Uint8Array {
+  const flags = new Uint8Array(times.length);
   const admitted: number[] = [];
   let head = 0;
-  for (let i = 0; i < times.length; i++) {
+  let used: Int32Array | undefined;
+  for (let i = 0; i < times.length; ) {
     const t = times[i]!;
+    let j = i + 1;
+    while (j < times.length && times[j] === t) j++;
     while (head < admitted.length && admitted[head]! <= t - windowMs) head++;
     const h = limit - (admitted.length - head);
-    if (h >= 1 && prng.next() * nodes < Math.min(h, nodes)) admitted.push(t);
+    if (j - i === 1 || nodes === 1) {
+      // one at a time: each with probability min(h, nodes) / nodes, h falling as they pass
+      for (let x = i; x < j; x++) {
+        const hx = limit - (admitted.length - head);
+        if (hx >= 1 && prng.next() * nodes < Math.min(hx, nodes)) {
+          admitted.push(t);
+          flags[x] = 1;
+        }
+      }
+    } else {
+      // a burst: the h units held as evenly as whole units go, each arrival on its node's
+      used ??= new Int32Array(nodes);
+      used.fill(0);
+      const q = Math.floor(Math.max(0, h) / nodes);
+      const r = Math.max(0, h) - q * nodes;
+      for (let x = i; x < j; x++) {
+        const node = Math.floor(prng.next() * nodes);
+        if (used[node]! < q + (node < r ? 1 : 0)) {
+          used[node]!++;
+          admitted.push(t);
+          flags[x] = 1;
+        }
+      }
+    }
+    i = j;
   }
-  return admitted;
+  return flags;
 }

@@ -5,7 +5,7 @@
  * families and a runner that drives the production engine on the {@link Simulator}.
  */
 import type { Decision, PolicySpec } from '../types.js';
-import { localCeilingAdmits, slidingLogAdmits, worstRolling } from './metrics.js';
+import { localCeilingFlags, slidingLogAdmits, worstRolling } from './metrics.js';
 import { Prng } from './prng.js';
 import { type SimOptions, Simulator } from './simulator.js';
 
@@ -119,7 +119,7 @@ export function worstOverKeys(
   return worst - limit;
 }
 
-/** Draws of the local ceiling ({@link localCeilingAdmits}) averaged per row. */
+/** Draws of the local ceiling ({@link localCeilingFlags}) averaged per row. */
 export const CEILING_DRAWS = 5;
 
 /** The mean over `draws` draws of what the local ceiling of `nodes` nodes admits, summed over keys. */
@@ -131,13 +131,40 @@ export function localCeiling(
   seed = 101,
   draws = CEILING_DRAWS,
 ): number {
+  return localCeilingFigures(byKey, limit, windowMs, nodes, seed, draws).admitted;
+}
+
+/**
+ * The local ceiling's figures over `draws` draws (the draws of {@link localCeiling}): what it
+ * admits, summed over keys, and its false denials, the % of what the exact limiter admits on the
+ * same arrivals that it denied: the fewest any limiter whose nodes decide alone and never pass L
+ * can make (in expectation over the arrivals' nodes), where arrivals come at once or units are
+ * fewer than nodes.
+ */
+export function localCeilingFigures(
+  byKey: readonly (readonly number[])[],
+  limit: number,
+  windowMs: number,
+  nodes: number,
+  seed = 101,
+  draws = CEILING_DRAWS,
+): { admitted: number; falseDenialsPct: number } {
+  const exact = byKey.map((times) => exactFlags(times, limit, windowMs));
   let sum = 0;
+  let exactAdmitted = 0;
+  let denied = 0;
   for (let d = 0; d < draws; d++) {
     const prng = new Prng(seed + d);
-    for (const times of byKey)
-      if (times.length > 0) sum += localCeilingAdmits(times, limit, windowMs, nodes, prng).length;
+    byKey.forEach((times, k) => {
+      if (times.length === 0) return;
+      const flags = localCeilingFlags(times, limit, windowMs, nodes, prng);
+      const f = falseDenials(exact[k]!, flags);
+      for (const x of flags) sum += x;
+      exactAdmitted += f.exactAdmitted;
+      denied += f.denied;
+    });
   }
-  return sum / draws;
+  return { admitted: sum / draws, falseDenialsPct: pct(exactAdmitted === 0 ? 0 : denied / exactAdmitted) };
 }
 
 /**

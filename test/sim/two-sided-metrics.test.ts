@@ -12,6 +12,7 @@ import {
   figuresOf,
   firstWindowFlags,
   localCeiling,
+  localCeilingFigures,
   push,
   ruleHistogram,
   runSim,
@@ -178,6 +179,29 @@ describe('generators and the ceiling', () => {
     const exact = slidingLogAdmits(times, 50, 1000).length;
     expect(localCeiling([times], 50, 1000, 1)).toBe(exact);
     expect(localCeiling([times], 50, 1000, 64)).toBeLessThan(exact);
+  });
+});
+
+describe('localCeilingFigures', () => {
+  it("the ceiling's false denials: none on one node or on arrivals units can follow; a warm burst's binomial tail on 8", () => {
+    const one = Array.from({ length: 300 }, (_, i) => i * 5);
+    expect(localCeilingFigures([one], 50, 1000, 1)).toEqual({
+      admitted: slidingLogAdmits(one, 50, 1000).length,
+      falseDenialsPct: 0,
+    });
+    // 0.9 L spread out: 100 units over 8 nodes, each arrival finds one
+    const steady = Array.from({ length: 900 }, (_, i) => i * (1000 / 900));
+    expect(localCeilingFigures([steady], 1000, 1000, 8).falseDenialsPct).toBe(0);
+    // 2,000 accounts sending 30 at once at 0 and 40 s (L = 100 per min): the second burst finds
+    // 70 units, 9 or 8 a node, and loses about 0.0453 of its 30 (the first: 0.0002)
+    const bursts = Array.from({ length: 2000 }, () => [
+      ...Array.from({ length: 30 }, () => 0),
+      ...Array.from({ length: 30 }, () => 40_000),
+    ]);
+    const f = localCeilingFigures(bursts, 100, 60_000, 8);
+    expect(f.falseDenialsPct).toBeGreaterThan(0.068);
+    expect(f.falseDenialsPct).toBeLessThan(0.084);
+    expect(f.admitted).toBeLessThan(120_000);
   });
 });
 
