@@ -226,6 +226,10 @@ async function main(): Promise<void> {
   const bareSteady = all
     .filter((o) => o.decidedBy === 'asked' && !inKill(o) && o.bareMs !== undefined)
     .map((o) => o.bareMs!);
+  // what the ask cost over its floor: each steady ask less the bare round trip sent with it
+  const overFloor = all
+    .filter((o) => o.decidedBy === 'asked' && !inKill(o) && o.bareMs !== undefined)
+    .map((o) => o.ms - o.bareMs!);
   const byHow: Record<string, number> = {};
   for (const o of all) {
     const k = `${o.decidedBy}${o.reason === undefined ? '' : `/${o.reason}`}`;
@@ -276,6 +280,11 @@ async function main(): Promise<void> {
         p50: quantile(bareSteady, 0.5),
         p99: quantile(bareSteady, 0.99),
       },
+      ask_less_its_bare_round_trip: {
+        n: overFloor.length,
+        p50: quantile(overFloor, 0.5),
+        p99: quantile(overFloor, 0.99),
+      },
     },
     event_loop_delay_ms: results.map((r) => r.loopDelayMs),
     cpu_pct_of_a_core: results.map((r) => Math.round(r.cpuPct * 10) / 10),
@@ -297,7 +306,8 @@ async function main(): Promise<void> {
       `every decision (${every.length}) p50 ${r3(quantile(every, 0.5))} ms, p99 ${r3(quantile(every, 0.99))} ms; ` +
       `calls per request ${report.calls_per_request}\n` +
       `  the floor beside the steady asks: a bare TCP round trip (8 bytes echoed, no libp2p, no engine) to the owner's process, sent at the same moment (${bareSteady.length}): ` +
-      `p50 ${r3(quantile(bareSteady, 0.5))} ms, p99 ${r3(quantile(bareSteady, 0.99))} ms\n` +
+      `p50 ${r3(quantile(bareSteady, 0.5))} ms, p99 ${r3(quantile(bareSteady, 0.99))} ms; ` +
+      `each ask less the round trip sent with it: p50 ${r3(quantile(overFloor, 0.5))} ms, p99 ${r3(quantile(overFloor, 0.99))} ms\n` +
       `  event-loop delay of the ${results.length} asking processes (monitorEventLoopDelay, resolution 1 ms, less the resolution): ` +
       `p50 ${r3(
         quantile(
