@@ -3,6 +3,7 @@ import type { Connection, PeerId, Stream } from '@libp2p/interface';
 import { MAX_KEY_BYTES } from '../keys/key.js';
 import type { Decision, DecisionRule, OwnerInfo } from '../types.js';
 import { FrameDecoder, readVarint, varintLength, writeVarint } from './frame-decoder.js';
+import { lazyWindowUpdates } from './link-tuning.js';
 import type { MeshNode } from './node.js';
 import type { Logger } from './types.js';
 
@@ -81,6 +82,12 @@ export interface OwnerServiceStats {
   asks: number;
   /** Streams opened to owners for asking (on a first ask, or ahead of it: {@link OwnerService.warm}). */
   linksOpened: number;
+  /**
+   * Owner streams, ours and askers', that send yamux's window update only once half the window
+   * is used instead of after every frame (lazyWindowUpdates: no update wakes the other side
+   * between an ask and its answer); a stream of another shape keeps yamux's way, not counted.
+   */
+  lazyWindows: number;
   askFrames: number;
   answered: number;
   failed: Record<string, number>;
@@ -126,6 +133,7 @@ export class OwnerService {
   readonly stats: OwnerServiceStats = {
     asks: 0,
     linksOpened: 0,
+    lazyWindows: 0,
     askFrames: 0,
     answered: 0,
     failed: {},
@@ -303,6 +311,8 @@ export class OwnerService {
           return undefined;
         }
         link.stream = stream;
+        // no window update answering each answer (it would wake the owner for nothing)
+        if (lazyWindowUpdates(stream)) this.stats.lazyWindows++;
         this.stats.linksOpened++;
         stream.addEventListener('message', (evt: { data: Uint8Array | { subarray(): Uint8Array } }) =>
           this.onAnswers(link, stream, toBytes(evt.data)),
@@ -380,6 +390,8 @@ export class OwnerService {
     const from = connection.remotePeer.toString();
     const decoder = new FrameDecoder(MAX_OWNER_FRAME_BYTES);
     this.inbound.add(stream);
+    // no window update answering each ask (it would wake the asker before the answer does)
+    if (lazyWindowUpdates(stream)) this.stats.lazyWindows++;
     stream.addEventListener('message', (evt: { data: Uint8Array | { subarray(): Uint8Array } }) => {
       const frames = decoder.push(toBytes(evt.data));
       if (frames instanceof Error) {

@@ -107,6 +107,11 @@ describe('live mesh: thin keys decided by their owner over the owner protocol (i
     // the ask went out on the open link
     expect(a.stats().owner!.linksOpened).toBe(2);
     expect(a.stats().owner!.asks).toBe(1);
+    // each link's two ends send window updates only once half the window is used: ours to each
+    // peer and each peer's to us (no update wakes either side between an ask and its answer)
+    await waitFor('both ends of every link tuned', () =>
+      nodes.every((n) => n.stats().owner!.lazyWindows === 4),
+    );
   });
 
   it('with no policy placed on owners, no link is opened', async () => {
