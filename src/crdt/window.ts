@@ -189,7 +189,10 @@ export class KeyWindow {
   /** Slot index of bucket id `b`. */
   slotOf(b: number): number {
     const s = b % this.r;
-    return s < 0 ? s + this.r : s;
+    // as an int32: a bucket id is past 2^31 (a double), and so is its remainder unless told
+    // otherwise; stored in oldest / curSlot / nextSlot a double is a boxed number of 16 bytes each
+    // (every key's fields turn double), read through the box on every decision
+    return (s < 0 ? s + this.r : s) | 0;
   }
 
   /**
