@@ -595,11 +595,15 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       return;
     }
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((res) => {
-      timer = setTimeout(res, FAREWELL_WAIT_MS);
+    const timeout = new Promise<boolean>((res) => {
+      timer = setTimeout(() => res(false), FAREWELL_WAIT_MS);
     });
-    await Promise.race([this.send(node, data), timeout]);
+    const errors = this.counters.gossip.publishErrors;
+    const handed = await Promise.race([this.send(node, data).then(() => true), timeout]);
     clearTimeout(timer);
+    // counted: the peers then see this node stale, then departed, as after a kill
+    if (!handed) bump(this.counters.dropped, 'farewell-timeout');
+    else if (this.counters.gossip.publishErrors > errors) bump(this.counters.dropped, 'farewell-failed');
   }
 
   /** Releases everything start() took: timers, discovery, sync streams, libp2p. */

@@ -51,7 +51,13 @@ describe('live mesh: a pod replaced with a fresh id', () => {
     // no stale period (a share of L kept for it): its farewell is merged and it is no member
     await waitFor('a and b merged the farewell', () =>
       [a, b].every((n) => n.stats().engine.peersLeft === 1 && !n.peers().some((p) => p.id === c.peerId)),
-    );
+    ).catch((err: unknown) => {
+      // what each side saw (a farewell not handed over in time is counted as dropped)
+      const seen = [a, b].map((n) => ({ left: n.stats().engine.peersLeft, peers: n.peers() }));
+      throw new Error(
+        `${String(err)}; c dropped ${JSON.stringify(c.stats().dropped)}; ${JSON.stringify(seen)}`,
+      );
+    });
     for (const n of [a, b]) {
       expect(n.stats().engine.members).toBe(2);
       expect(left(n)).toBe(30);
