@@ -97,4 +97,24 @@ describe('live mesh: a pod replaced with a fresh id', () => {
     for (const n of [a, b]) expect(n.stats().engine.peersLeft).toBe(0);
     await successorGets30(a, b, c.peerId);
   });
+
+  it('a farewell the links do not take within 1 s, or whose publish fails, is counted, and the stop still ends', async () => {
+    const [, , c] = await threeWithSpent();
+    const pubsub = (c as unknown as { node: { services: { pubsub: { publish: unknown } } } }).node.services
+      .pubsub;
+    // a publish that never settles: the stop waits 1 s for it, no longer
+    pubsub.publish = () => new Promise(() => undefined);
+    const t0 = Date.now();
+    await c.stop();
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(c.stats().dropped['farewell-timeout']).toBe(1);
+    expect(c.stats().dropped['farewell-failed']).toBeUndefined();
+    // started again (the farewell taken back), then a publish that fails at once
+    await c.start();
+    const again = (c as unknown as { node: { services: { pubsub: { publish: unknown } } } }).node.services
+      .pubsub;
+    again.publish = () => Promise.reject(new Error('no links'));
+    await c.stop();
+    expect(c.stats().dropped['farewell-failed']).toBe(1);
+  });
 });
