@@ -100,10 +100,11 @@ describe('live mesh: a pod replaced with a fresh id', () => {
 
   it('a farewell the links do not take within 1 s, or whose publish fails, is counted, and the stop still ends', async () => {
     const [, , c] = await threeWithSpent();
-    const pubsub = (c as unknown as { node: { services: { pubsub: { publish: unknown } } } }).node.services
-      .pubsub;
+    // the node's publish, replaced (the libp2p node is private to the limiter)
+    type WithNode = { node: { services: { pubsub: { publish: () => Promise<unknown> } } } };
+    const pubsubOf = (m: MeshLimiter) => (m as unknown as WithNode).node.services.pubsub;
     // a publish that never settles: the stop waits 1 s for it, no longer
-    pubsub.publish = () => new Promise(() => undefined);
+    pubsubOf(c).publish = () => new Promise(() => undefined);
     const t0 = Date.now();
     await c.stop();
     expect(Date.now() - t0).toBeLessThan(5_000);
@@ -111,9 +112,7 @@ describe('live mesh: a pod replaced with a fresh id', () => {
     expect(c.stats().dropped['farewell-failed']).toBeUndefined();
     // started again (the farewell taken back), then a publish that fails at once
     await c.start();
-    const again = (c as unknown as { node: { services: { pubsub: { publish: unknown } } } }).node.services
-      .pubsub;
-    again.publish = () => Promise.reject(new Error('no links'));
+    pubsubOf(c).publish = () => Promise.reject(new Error('no links'));
     await c.stop();
     expect(c.stats().dropped['farewell-failed']).toBe(1);
   });
