@@ -76,7 +76,7 @@ function run(shape: Shape, n: number): (string | number)[] {
     if (d.allowed) continue;
     denied++;
     if (t - START < shape.sampleFromMs || x.share === undefined) continue;
-    TERMS.forEach((k, j) => terms[j]!.push(x.share![k]));
+    for (let j = 0; j < TERMS.length; j++) terms[j]!.push(x.share[TERMS[j]!]);
   }
   const q = (xs: number[], p: number) => {
     const s = [...xs].sort((a, b) => a - b);
