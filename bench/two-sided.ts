@@ -56,11 +56,13 @@ import {
   LOCAL_DECISIONS,
   localCeilingFigures,
   push,
+  ratio,
   ruleHistogram,
   runSim,
   sortArrivals,
   steadyKey,
   type TwoSidedFigures,
+  timesByKey,
 } from '../src/sim/two-sided.js';
 import { runOwnerSim } from '../src/sim/two-sided-owner.js';
 import type { PolicySpec } from '../src/types.js';
@@ -543,6 +545,13 @@ function worker(): void {
   });
 }
 
+/** One flag per arrival: 1 where its key is of class `c` (a row of the run). */
+function rowFlags(a: Arrivals, keyClass: readonly number[], c: number): Uint8Array {
+  const only = new Uint8Array(a.t.length);
+  for (let i = 0; i < only.length; i++) if (keyClass[a.key[i]!] === c) only[i] = 1;
+  return only;
+}
+
 /** The local ceiling of a row's keys (their arrival times, `byKey`) at `n` nodes. */
 function ceilingOf(run: RunDef, n: number, byKey: number[][]) {
   return localCeilingFigures(byKey, run.limit, run.windowMs, run.ceilingNodes?.(n) ?? n);
@@ -563,19 +572,14 @@ function recomputeCeiling(file: string): void {
       const run = RUNS.find((x) => x.family === r.family && x.rows.includes(r.row));
       if (run === undefined) throw new Error(`no run for ${id}`);
       const { arrivals, keyClass } = run.build(r.nodes);
-      const cls = run.rows.indexOf(r.row);
-      const byKey: number[][] = arrivals.keys.map(() => []);
-      for (let i = 0; i < arrivals.t.length; i++)
-        if (keyClass[arrivals.key[i]!] === cls) byKey[arrivals.key[i]!]!.push(arrivals.t[i]!);
-      c = ceilingOf(run, r.nodes, byKey);
+      c = ceilingOf(
+        run,
+        r.nodes,
+        timesByKey(arrivals, rowFlags(arrivals, keyClass, run.rows.indexOf(r.row))),
+      );
       memo.set(id, c);
     }
-    r.admitted_vs_ceiling =
-      c.admitted === 0
-        ? r.admitted === 0
-          ? 1
-          : Number.POSITIVE_INFINITY
-        : Math.round((r.admitted / c.admitted) * 1e4) / 1e4;
+    r.admitted_vs_ceiling = ratio(r.admitted, c.admitted);
     r.ceiling_false_denials_pct = c.falseDenialsPct;
   }
   writeFileSync(file, `${JSON.stringify(rep, null, 2)}\n`);
@@ -689,11 +693,8 @@ async function main(): Promise<void> {
       const firstW = firstWindowFlags(arrivals, run.windowMs);
       for (let c = 0; c < run.rows.length; c++) {
         if (!selected(family, run.rows[c]!)) continue;
-        const only = new Uint8Array(arrivals.t.length);
-        for (let i = 0; i < only.length; i++) if (keyClass[arrivals.key[i]!] === c) only[i] = 1;
-        const byKey: number[][] = arrivals.keys.map(() => []);
-        for (let i = 0; i < only.length; i++) if (only[i]) byKey[arrivals.key[i]!]!.push(arrivals.t[i]!);
-        const ceiling = ceilingOf(run, n, byKey);
+        const only = rowFlags(arrivals, keyClass, c);
+        const ceiling = ceilingOf(run, n, timesByKey(arrivals, only));
         for (const limiter of [...ran, 'exact' as const]) {
           const sim = limiter === 'exact' ? undefined : sims[limiter];
           const f = figuresOf(

@@ -223,13 +223,10 @@ async function main(): Promise<void> {
   const askedKill = all.filter((o) => o.decidedBy === 'asked' && inKill(o)).map((o) => o.ms);
   const every = all.map((o) => o.ms);
   // the floor: a bare TCP round trip to the owner's process, sent with each steady-state ask
-  const bareSteady = all
-    .filter((o) => o.decidedBy === 'asked' && !inKill(o) && o.bareMs !== undefined)
-    .map((o) => o.bareMs!);
+  const withBare = all.filter((o) => o.decidedBy === 'asked' && !inKill(o) && o.bareMs !== undefined);
+  const bareSteady = withBare.map((o) => o.bareMs!);
   // what the ask cost over its floor: each steady ask less the bare round trip sent with it
-  const overFloor = all
-    .filter((o) => o.decidedBy === 'asked' && !inKill(o) && o.bareMs !== undefined)
-    .map((o) => o.ms - o.bareMs!);
+  const overFloor = withBare.map((o) => o.ms - o.bareMs!);
   const byHow: Record<string, number> = {};
   for (const o of all) {
     const k = `${o.decidedBy}${o.reason === undefined ? '' : `/${o.reason}`}`;

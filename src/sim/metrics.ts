@@ -123,17 +123,15 @@ export function localCeilingFlags(
     while (j < times.length && times[j] === t) j++;
     while (head < admitted.length && admitted[head]! <= t - windowMs) head++;
     const h = limit - (admitted.length - head);
-    if (j - i === 1 || nodes === 1) {
-      // one at a time: each with probability min(h, nodes) / nodes, h falling as they pass
-      for (let x = i; x < j; x++) {
-        const hx = limit - (admitted.length - head);
-        if (hx >= 1 && prng.next() * nodes < Math.min(hx, nodes)) {
-          admitted.push(t);
-          flags[x] = 1;
-        }
+    if (j - i === 1) {
+      // one: with probability min(h, nodes) / nodes
+      if (h >= 1 && prng.next() * nodes < Math.min(h, nodes)) {
+        admitted.push(t);
+        flags[i] = 1;
       }
     } else {
-      // a burst: the h units held as evenly as whole units go, each arrival on its node's
+      // a burst: the h units held as evenly as whole units go, each arrival (a draw each) on its
+      // node's
       used ??= new Int32Array(nodes);
       used.fill(0);
       const q = Math.floor(Math.max(0, h) / nodes);

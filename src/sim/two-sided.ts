@@ -122,20 +122,8 @@ export function worstOverKeys(
 /** Draws of the local ceiling ({@link localCeilingFlags}) averaged per row. */
 export const CEILING_DRAWS = 5;
 
-/** The mean over `draws` draws of what the local ceiling of `nodes` nodes admits, summed over keys. */
-export function localCeiling(
-  byKey: readonly (readonly number[])[],
-  limit: number,
-  windowMs: number,
-  nodes: number,
-  seed = 101,
-  draws = CEILING_DRAWS,
-): number {
-  return localCeilingFigures(byKey, limit, windowMs, nodes, seed, draws).admitted;
-}
-
 /**
- * The local ceiling's figures over `draws` draws (the draws of {@link localCeiling}): what it
+ * The local ceiling's figures, the mean over `draws` draws ({@link localCeilingFlags}): what it
  * admits, summed over keys, and its false denials, the % of what the exact limiter admits on the
  * same arrivals that it denied: the fewest any limiter whose nodes decide alone and never pass L
  * can make (in expectation over the arrivals' nodes), where arrivals come at once or units are
@@ -280,7 +268,8 @@ function pct(x: number): number {
   return Math.round(x * 1e5) / 1e3;
 }
 
-function ratio(a: number, b: number): number {
+/** a / b to 4 places (1 for 0 / 0, Infinity for a / 0). */
+export function ratio(a: number, b: number): number {
   return b === 0 ? (a === 0 ? 1 : Number.POSITIVE_INFINITY) : Math.round((a / b) * 1e4) / 1e4;
 }
 
@@ -288,7 +277,7 @@ function ratio(a: number, b: number): number {
  * The figures of a limiter that admitted `admitted` (one flag per arrival of `a`) over the
  * arrivals where `only` is set (a row's keys), against the exact limiter's flags `exact`, with
  * `firstW` marking arrivals in their key's first window ({@link firstWindowFlags}), `ceiling`
- * the local ceiling's admissions on those arrivals ({@link localCeiling}), for a limit of
+ * the local ceiling's admissions on those arrivals ({@link localCeilingFigures}), for a limit of
  * `limit` per `windowMs`; `calls` and `latencyMs` per arrival (absent: 0).
  */
 export function figuresOf(
