@@ -1,10 +1,5 @@
 import { KeyWindow, SCALARS } from '../crdt/window.js';
 
-/**
- * What the engine keeps for one key of a global policy: the key's windowed G-counter and the
- * engine's own bookkeeping around it (demand share, gossip scheduling, eviction), so one map
- * lookup finds both while the counter stays a pure CRDT.
- */
 /** Where KeyState's numbers live in its window's array (KeyWindow.d): no boxed number fields. */
 const SHARE = SCALARS + 0;
 const UNSYNCED = SCALARS + 1;
@@ -27,14 +22,13 @@ const NUMBERS = 17;
 
 /**
  * What the engine keeps for one key of a global policy: the key's windowed G-counter and the
- * engine's own bookkeeping around it (demand share, gossip scheduling, eviction), so one map
- * lookup finds both while the counter stays a pure CRDT. The bookkeeping's numbers are kept in
+ * engine's own bookkeeping around it (demand share, gossip scheduling, eviction), in one object
+ * (a subclass of the window: one map lookup finds both, and the CRDT's methods stay the window's).
+ * The bookkeeping's numbers are kept in
  * the window's array (a number field of an object is a 16-byte box of its own in V8; with a dozen
  * of them, a key's memory went mostly to boxes).
  */
-export class KeyState {
-  /** The key's windowed G-counter: every origin's counts. */
-  readonly window: KeyWindow;
+export class KeyState extends KeyWindow {
   /** The view stamp the share belongs to (-1: none yet). */
   shareStamp = -1;
   /** Controlled mode: the sharers the headroom is split over. */
@@ -64,8 +58,8 @@ export class KeyState {
     public policy: number,
     readonly key: string,
   ) {
-    this.window = new KeyWindow(buckets, NUMBERS);
-    const d = this.window.d;
+    super(buckets, NUMBERS);
+    const d = this.d;
     d[SENTDEMANDAT] = Number.NEGATIVE_INFINITY;
     d[CARRIED_PREV] = Number.NEGATIVE_INFINITY;
     d[LEFT_OUT] = Number.NEGATIVE_INFINITY;
@@ -76,130 +70,135 @@ export class KeyState {
     d[PREVBUCKET] = Number.NEGATIVE_INFINITY;
   }
 
+  /** The key's windowed G-counter, every origin's counts: the key state itself (one object a key, one pointer less to follow on a decision). */
+  get window(): KeyWindow {
+    return this;
+  }
+
   /** Controlled mode: this node's demand-weighted share of the key's headroom. */
   get share(): number {
-    return this.window.d[SHARE]!;
+    return this.d[SHARE]!;
   }
   set share(v: number) {
-    this.window.d[SHARE] = v;
+    this.d[SHARE] = v;
   }
   /** Own cost admitted since the last gossip that carried this key. */
   get unsynced(): number {
-    return this.window.d[UNSYNCED]!;
+    return this.d[UNSYNCED]!;
   }
   set unsynced(v: number) {
-    this.window.d[UNSYNCED] = v;
+    this.d[UNSYNCED] = v;
   }
   /** Own demand (offered cost per window) as the last gossip carried it. */
   get sentDemand(): number {
-    return this.window.d[SENTDEMAND]!;
+    return this.d[SENTDEMAND]!;
   }
   set sentDemand(v: number) {
-    this.window.d[SENTDEMAND] = v;
+    this.d[SENTDEMAND] = v;
   }
   /**
    * When (ours) the message before the last that carried this key was sent (-Infinity: none). With
    * {@link sentDemandAt}, where the own counts peers have merged end (Rule: own recent counts).
    */
   get carriedPrevAt(): number {
-    return this.window.d[CARRIED_PREV]!;
+    return this.d[CARRIED_PREV]!;
   }
   set carriedPrevAt(v: number) {
-    this.window.d[CARRIED_PREV] = v;
+    this.d[CARRIED_PREV] = v;
   }
   /** When (ours) the last message was sent that left this key out while it had counts to send (a full message; -Infinity: never). */
   get leftOutAt(): number {
-    return this.window.d[LEFT_OUT]!;
+    return this.d[LEFT_OUT]!;
   }
   set leftOutAt(v: number) {
-    this.window.d[LEFT_OUT] = v;
+    this.d[LEFT_OUT] = v;
   }
   /** When (ours) the last gossip carried this key (its counts from `prevBucket` on, and its demand). */
   get sentDemandAt(): number {
-    return this.window.d[SENTDEMANDAT]!;
+    return this.d[SENTDEMANDAT]!;
   }
   set sentDemandAt(v: number) {
-    this.window.d[SENTDEMANDAT] = v;
+    this.d[SENTDEMANDAT] = v;
   }
   /** Our demand report every live peer holds (see {@link reportDemand}). */
   get held(): number {
-    return this.window.d[HELD]!;
+    return this.d[HELD]!;
   }
   set held(v: number) {
-    this.window.d[HELD] = v;
+    this.d[HELD] = v;
   }
   /** When `held` was sent. */
   get heldAt(): number {
-    return this.window.d[HELDAT]!;
+    return this.d[HELDAT]!;
   }
   set heldAt(v: number) {
-    this.window.d[HELDAT] = v;
+    this.d[HELDAT] = v;
   }
   /** A later report that may still be on its way. */
   get fly1(): number {
-    return this.window.d[FLY1]!;
+    return this.d[FLY1]!;
   }
   set fly1(v: number) {
-    this.window.d[FLY1] = v;
+    this.d[FLY1] = v;
   }
   /** When `fly1` was sent (NaN: none). */
   get fly1At(): number {
-    return this.window.d[FLY1AT]!;
+    return this.d[FLY1AT]!;
   }
   set fly1At(v: number) {
-    this.window.d[FLY1AT] = v;
+    this.d[FLY1AT] = v;
   }
   /** A later one still. */
   get fly2(): number {
-    return this.window.d[FLY2]!;
+    return this.d[FLY2]!;
   }
   set fly2(v: number) {
-    this.window.d[FLY2] = v;
+    this.d[FLY2] = v;
   }
   /** When `fly2` was sent (NaN: none). */
   get fly2At(): number {
-    return this.window.d[FLY2AT]!;
+    return this.d[FLY2AT]!;
   }
   set fly2At(v: number) {
-    this.window.d[FLY2AT] = v;
+    this.d[FLY2AT] = v;
   }
   /** Gossip: the next message carries own counts from this bucket on (the current bucket when it was last sent: only that one and later ones can have changed since); -Infinity: the whole window (never sent, or a repair). */
   get sentBucket(): number {
-    return this.window.d[SENTBUCKET]!;
+    return this.d[SENTBUCKET]!;
   }
   set sentBucket(v: number) {
-    this.window.d[SENTBUCKET] = v;
+    this.d[SENTBUCKET] = v;
   }
   /** Gossip: the current bucket when it was sent the time before last. A message carries counts from here on, so one lost message is repaired by the next that carries the key, without a round trip; -Infinity: the whole window. */
   get prevBucket(): number {
-    return this.window.d[PREVBUCKET]!;
+    return this.d[PREVBUCKET]!;
   }
   set prevBucket(v: number) {
-    this.window.d[PREVBUCKET] = v;
+    this.d[PREVBUCKET] = v;
   }
   /**
    * When our message before `fly1`'s was sent: a peer that has not had `fly1` holds at most that
    * message after `held`'s, and fades `held` by its age then (-Infinity: none).
    */
   get fly1Prev(): number {
-    return this.window.d[FLY1_PREV]!;
+    return this.d[FLY1_PREV]!;
   }
   set fly1Prev(v: number) {
-    this.window.d[FLY1_PREV] = v;
+    this.d[FLY1_PREV] = v;
   }
   /** The same for `fly2`. */
   get fly2Prev(): number {
-    return this.window.d[FLY2_PREV]!;
+    return this.d[FLY2_PREV]!;
   }
   set fly2Prev(v: number) {
-    this.window.d[FLY2_PREV] = v;
+    this.d[FLY2_PREV] = v;
   }
   /** When this node first saw the key (its time). */
   get created(): number {
-    return this.window.d[CREATED]!;
+    return this.d[CREATED]!;
   }
   set created(v: number) {
-    this.window.d[CREATED] = v;
+    this.d[CREATED] = v;
   }
 }
 
