@@ -179,12 +179,6 @@ export interface Explanation {
     share: number;
     allowance: number;
     ownRecent: number;
-    /**
-     * Whole units (aligned rounds, every member's view the same): this node's units of the
-     * headroom's whole units, dealt to the sharers by weight (Rule.units); absent where the view
-     * may differ between members (the fractional allowance alone then).
-     */
-    units?: number;
   };
   /** Every peer stale (or still starting): this node's own counts within L/N. */
   fallback?: { share: number; own: number };

@@ -262,25 +262,6 @@ export class KeyWindow {
   }
 
   /**
-   * The most {@link estimate} may count short at weight `w` of the oldest bucket where peers'
-   * counts keep no arrival times (gossip slow against a bucket: SPAN_MAX_AGE): the peers' and the
-   * floor's counts there without a span, weighed as if spread over the bucket, may all have been
-   * admitted after the window's start (part 1 − w of the bucket is out of it already). Where they
-   * keep them, a peer's counts without a span kept arriving over the whole bucket: spread.
-   */
-  uncertainOldest(w: number): number {
-    const o = this.oldest;
-    let rest = this.d[this.sb + o]! - this.d[this.ob + o]!;
-    const sp = this.spanned;
-    if (sp !== undefined && sp[o] !== 0) {
-      if (this.d[SPANS_AT] !== this.cur) this.listOldestSpans();
-      const list = this.oldestSpans!;
-      for (let i = 0; i < this.oldestSpansN; i += SPAN_FIELDS) rest -= list[i]!;
-    }
-    return rest > 0 ? rest * (1 - w) : 0;
-  }
-
-  /**
    * Peers' and the floor's counts in the oldest bucket still inside the window (part `w` of it
    * is): each peer's by the part of its span inside, the rest by `w`.
    */

@@ -63,9 +63,6 @@ export class Engine implements RateLimiter {
     this.gossip = new Gossip(this.core);
     this.sync = new Sync(this.core, this.gossip);
     this.owners = new Owners(this.core, this.rule);
-    // a key placed on an owner is the owner's to deal: the local rule deciding it beside the owner
-    // (a synchronous check, settling, a failed ask) keeps to its fractional share
-    this.rule.ownerPlaced = (rt) => this.owners.placed(rt);
     this.nodeId = cfg.nodeId;
     this.clock = cfg.clock;
     this.gossipIntervalMs = cfg.gossipIntervalMs;

@@ -82,8 +82,6 @@ export interface PeerState {
   older: PeerState | undefined;
   newer: PeerState | undefined;
   order: number;
-  /** A hash of its id (FNV-1a): the members' order for dealing whole units (Rule.units). */
-  idHash: number;
 }
 
 /** One peer as reported to users: the engine's view of it, and on a mesh node its addresses. */
@@ -227,7 +225,6 @@ export class PeerTable {
       older: undefined,
       newer: undefined,
       order: -1,
-      idHash: hash32(id),
     };
     this.byId.set(id, p);
     this.byIdx[idx] = p;
@@ -393,14 +390,4 @@ export function appliedOffset(p: PeerState, expectedDelayMs: number): number {
   const target = trusted && Number.isFinite(est) && Math.abs(est) > 2 * expectedDelayMs + 5 ? est : 0;
   if (Math.abs(target - p.appliedOffsetMs) > expectedDelayMs / 2 + 1) p.appliedOffsetMs = target;
   return p.appliedOffsetMs;
-}
-
-/** FNV-1a over the UTF-16 code units of `s`. */
-export function hash32(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
 }

@@ -1,9 +1,9 @@
-import { type KeyWindow, SPAN_MAX_AGE } from '../crdt/window.js';
+import type { KeyWindow } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
 import type { DecisionMode, DecisionRule, Explanation } from '../types.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import { faded, KeyState, type LocalKeyState, selfDemand } from './key-state.js';
-import { hash32, type PeerState } from './peers.js';
+import type { PeerState } from './peers.js';
 
 const NO_PEERS: PeerState[] = [];
 
@@ -84,14 +84,6 @@ export class Rule {
    */
   private narrow: PeerState[] = [];
   private narrowStamp = -1;
-
-  /**
-   * Whether a policy's keys are placed on owners (set by the engine): there the owner decides
-   * exactly and deals no units, and the local rule deciding beside it (a synchronous check, an
-   * owner settling, a failed ask) keeps to its fractional share, so it takes no unit the owner
-   * counts as free.
-   */
-  ownerPlaced: (rt: PolicyRuntime) => boolean = () => false;
 
   /** The fast path on (PolicyRuntime.fastKs); off only to check it decides as the full evaluation does. */
   fastPath = true;
@@ -331,21 +323,7 @@ export class Rule {
           allowance,
           ownRecent,
         };
-      if (x !== undefined && narrowX === 0 && this.unitsApply(rt)) {
-        this.computeShare(ks, rt);
-        x.share!.units = this.units(ks, Math.floor(H - this.uncertain(rt, kw, w) + 1e-9));
-      }
-      if (
-        ownRecent + cost > allowance + 1e-9 &&
-        // a whole unit of the headroom dealt to this node holds it (see units), of the headroom
-        // the estimate may not overstate (peers' counts in the oldest bucket, weighed as if
-        // spread over it, may all be still inside)
-        !(
-          narrowX === 0 &&
-          this.unitsApply(rt) &&
-          this.unitsHold(ks, rt, H - this.uncertain(rt, kw, w), ownRecent + cost)
-        )
-      ) {
+      if (ownRecent + cost > allowance + 1e-9) {
         deny(
           out,
           'headroom-share',
@@ -418,98 +396,6 @@ export class Rule {
       rt.fastRoom = room + 1e-9;
       rt.fastRemaining = remaining;
     } else rt.fastKs = undefined;
-  }
-
-  /**
-   * Whether the headroom's whole units can be dealt (see {@link units}): aligned rounds, where
-   * every member took in the same round's messages, so every sharer computes the same weights:
-   * broadcast, no stale, foreign or departed member (no reserve outside the shares), and every
-   * live peer's newest message of the round we took in (none a round behind: lost, or late) and
-   * naming as many members as we hear.
-   */
-  private unitsApply(rt: PolicyRuntime): boolean {
-    const core = this.core;
-    const cfg = core.cfg;
-    if (cfg.roundLeadMs === undefined || cfg.relayHops > 0 || this.ownerPlaced(rt)) return false;
-    const peers = core.peers;
-    const live = peers.live;
-    if (live.length === 0 || peers.stale.length > 0 || peers.left.length > 0 || rt.foreign.length > 0)
-      return false;
-    if (!(core.newestSent - core.oldestSent < cfg.gossipIntervalMs / 2)) return false;
-    const n = live.length + 1;
-    for (let i = 0; i < live.length; i++) if (live[i]!.members !== n) return false;
-    return true;
-  }
-
-  /**
-   * What the estimate may count short in the oldest bucket, where peers' counts keep no arrival
-   * times (gossip slower than SPAN_MAX_AGE of a bucket: KeyWindow.uncertainOldest). The units deal
-   * the headroom to the unit, so they keep out of it: a burst late in the oldest bucket, weighed
-   * as spread, let them pass L on thin keys (bench:limit-fuzz: 18 of 300 meshes at g = 250 ms, 4
-   * without it, as without units). Where they keep them, nothing is taken off.
-   */
-  private uncertain(rt: PolicyRuntime, kw: KeyWindow, w: number): number {
-    const cfg = this.core.cfg;
-    return (cfg.gossipIntervalMs + cfg.dataDelayMs) / rt.bw > SPAN_MAX_AGE ? kw.uncertainOldest(w) : 0;
-  }
-
-  /** Whether this node's whole units of the headroom `H` hold `need` (computeShare run here). */
-  private unitsHold(ks: KeyState, rt: PolicyRuntime, H: number, need: number): boolean {
-    const S = Math.floor(H + 1e-9);
-    if (!(need <= S)) return false;
-    this.computeShare(ks, rt);
-    return this.rankOf(ks, need) + need <= S;
-  }
-
-  /**
-   * This node's whole units of `S` (the headroom's whole units) under the divisor method
-   * (D'Hondt): unit after unit goes to the sharer with the largest weight / (units it holds + 1),
-   * ties by an order of the members that every member computes alike (a hash of the key and the
-   * member's id). Every member dealing by the same weights, the units it takes for itself add up
-   * to at most S; more headroom never takes a unit from anyone (house monotone), so members
-   * dealing a moment apart, on a little more or less of it, still add up to the larger S. Each
-   * sharer holds at least its share's whole part (lower quota): a fractional share wastes up to a
-   * unit a node, all of the headroom where it is a few units over many nodes (a key over its
-   * limit, a burst). Needs computeShare of the key just run.
-   */
-  private units(ks: KeyState, S: number): number {
-    let lo = 0;
-    let hi = S;
-    while (lo < hi) {
-      const a = (lo + hi + 1) >> 1;
-      if (this.rankOf(ks, a) + a <= S) lo = a;
-      else hi = a - 1;
-    }
-    return lo;
-  }
-
-  /**
-   * How many of the other sharers' quotients (weight / m, m = 1, 2, ...) rank before our `a`-th,
-   * this.weight / a: larger, or equal and earlier in the members' order (computeShare just run).
-   */
-  private rankOf(ks: KeyState, a: number): number {
-    const mine = this.weight;
-    if (!(mine > 0)) return Number.POSITIVE_INFINITY;
-    const core = this.core;
-    const live = core.peers.live;
-    const room = this.room;
-    const keyHash = hash32(ks.key);
-    const myOrder = (hash32(core.nodeId) ^ keyHash) >>> 0;
-    let above = 0;
-    for (let i = 0; i < live.length; i++) {
-      const w = Math.max(this.demands[i]!, room);
-      if (!(w > 0)) continue;
-      // quotients w / m > mine / a  <=>  m < w·a / mine; equal weights tie at m = a exactly, and
-      // any quotient within float error of ours ties too (every member must see the same ties)
-      const x = w === mine ? a : (w * a) / mine;
-      const whole = Math.round(x);
-      if (Math.abs(x - whole) <= 1e-9 * x) {
-        above += whole - 1;
-        const order = (live[i]!.idHash ^ keyHash) >>> 0;
-        if (order < myOrder || (order === myOrder && live[i]!.id < core.nodeId)) above += 1;
-      } else above += whole;
-    }
-    return above;
   }
 
   /**
