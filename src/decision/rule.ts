@@ -300,7 +300,7 @@ export class Rule {
         core.cfg.roundLeadMs !== undefined &&
         core.cfg.relayHops === 0 &&
         core.cfg.expectedDelayMs <= core.cfg.roundLeadMs
-          ? ownFrom(core, ks, tU)
+          ? ownFrom(core, ks, tU - core.cfg.roundLeadMs)
           : Math.max(cU * rt.bw, tU - Math.max(U, 0));
       kw.countsSince(cU, tO / rt.bw, since);
       const recentAll = since[0]!;

@@ -14,10 +14,11 @@ function adversary(
   late: number,
   spenders: number,
   timers: { tickLateMs?: number; jitterMs?: number; seed?: number } = {},
+  buckets = 10,
 ): number {
   const sim = new Simulator({
     nodes: n,
-    policies: [{ name: 'p', limit: 100, windowMs: 10_000 }],
+    policies: [{ name: 'p', limit: 100, windowMs: 10_000, buckets }],
     gossipIntervalMs: 100,
     delayMs: 10,
     rounds: 'aligned',
@@ -41,20 +42,24 @@ function adversary(
 
 /**
  * Aligned rounds (docs/decision-rule.md, "Rounds"): a count a node admits after its message of a
- * round and before the round begins is checked against the headroom of the line before, and
- * stays recent past the round, when the counts of the round before join the old ones. An
- * adversary spends early in each round on some nodes and bursts in those last d ms on the
- * others, 30 rounds in a row, in a window of 10 s: the worst window stays at L + 1 (L = 100).
+ * round and before the round begins is checked against the headroom of the line before, and a
+ * peer's such counts reach us only with its next round's message: our counts stay recent until
+ * then (from our message of the round before). An adversary spends early in each round on some
+ * nodes and bursts in those last d ms on the others, 30 rounds in a row, in a window of 10 s: no
+ * window past L (L = 100), with 10 buckets as with 50. (Our counts old from our message of the
+ * round itself: L + 1 with 10 buckets, where our own counts stay recent by quarter of a bucket,
+ * and L + 25 with 20 or 50.)
  */
 describe('aligned rounds: bursts between a node’s message of a round and the round', () => {
   for (const n of [2, 3, 8]) {
-    it(`${n} nodes: no window past L + 1`, () => {
+    it(`${n} nodes: no window past L, 10 or 50 buckets`, () => {
       let worst = 0;
-      for (const early of [10, 60])
-        for (const late of [91, 95, 99])
-          for (const spenders of [1, Math.floor(n / 2)])
-            worst = Math.max(worst, adversary(n, early, late, spenders));
-      expect(worst).toBeLessThanOrEqual(101);
+      for (const buckets of [10, 50])
+        for (const early of [10, 60])
+          for (const late of [91, 95, 99])
+            for (const spenders of [1, Math.floor(n / 2)])
+              worst = Math.max(worst, adversary(n, early, late, spenders, {}, buckets));
+      expect(worst).toBeLessThanOrEqual(100);
     });
   }
 });
@@ -69,7 +74,7 @@ describe('aligned rounds: bursts between a node’s message of a round and the r
  */
 describe('aligned rounds on late timers: the line is the round, whatever the jitter', () => {
   for (const n of [3, 8]) {
-    it(`${n} nodes: no window past L + 1`, () => {
+    it(`${n} nodes: no window past L`, () => {
       let worst = 0;
       for (const seed of [1, 2])
         for (const early of [1, 4, 9, 60])
@@ -79,13 +84,13 @@ describe('aligned rounds on late timers: the line is the round, whatever the jit
                 worst,
                 adversary(n, early, late, spenders, { tickLateMs: 8, jitterMs: 3, seed }),
               );
-      expect(worst).toBeLessThanOrEqual(101);
+      expect(worst).toBeLessThanOrEqual(100);
     });
   }
 });
 
-describe('aligned rounds on late timers: what the seed trace admits', () => {
-  it('within L, and a round less of our own counts taken as seen whenever ours left after a peer’s (8 nodes, g = 100 ms, d = 10 ms, ticks up to 5 ms late)', () => {
+describe('aligned rounds: what the seed trace admits', () => {
+  it('within L on punctual timers and on timers up to 5 ms late (8 nodes, g = 100 ms, d = 10 ms)', () => {
     const trace = seedTrace();
     const exact = slidingLogAdmits(trace.t, 1000, 1000).length;
     const run = (tickLateMs: number) =>
@@ -105,11 +110,11 @@ describe('aligned rounds on late timers: what the seed trace admits', () => {
       ).admitted;
     const punctual = run(0);
     const late = run(5);
-    expect(worstRolling(punctual, 1000)).toBeLessThanOrEqual(1001);
-    expect(worstRolling(late, 1000)).toBeLessThanOrEqual(1001);
-    expect(punctual.length).toBeGreaterThanOrEqual(0.99 * exact);
-    // the cost of late timers (docs/decision-rule.md, Known costs): 9,523 here against 9,979
+    expect(worstRolling(punctual, 1000)).toBeLessThanOrEqual(1000);
+    expect(worstRolling(late, 1000)).toBeLessThanOrEqual(1000);
+    // measured 9,515 and 9,484 of 10,000 (spread rounds: 9,941 either way, the default's cost
+    // docs/decision-rule.md weighs against aligned rounds)
+    expect(punctual.length).toBeGreaterThanOrEqual(0.94 * exact);
     expect(late.length).toBeGreaterThanOrEqual(0.94 * exact);
-    expect(late.length).toBeLessThan(0.97 * punctual.length);
   });
 });
