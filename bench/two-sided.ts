@@ -97,6 +97,8 @@ interface RunDef {
   cold?: boolean;
   /** The policy's placement for the `auto` limiter, where not the default (the frontier's owner row). */
   placement?: 'owner';
+  /** The policy's buckets, where not the default (the frontier's finer buckets). */
+  buckets?: number;
 }
 
 /**
@@ -148,7 +150,7 @@ const ACCOUNT_SECONDS = 100;
 function globalRun(
   name: string,
   segments: (n: number) => [rate: number, fromMs: number, toMs: number][],
-  alternative?: { mesh: Partial<SimOptions>; only: number[]; placement?: 'owner' },
+  alternative?: { mesh: Partial<SimOptions>; only: number[]; placement?: 'owner'; buckets?: number },
   cold?: { only: number[] },
 ): RunDef {
   const seconds = (n: number) => (n >= LARGE ? 2 : 10);
@@ -163,6 +165,7 @@ function globalRun(
           ...(alternative.placement === undefined
             ? { limiters: ['default'] as const }
             : { limiters: ['auto'] as const, placement: alternative.placement }),
+          ...(alternative.buckets === undefined ? {} : { buckets: alternative.buckets }),
         }),
     ...(cold === undefined ? {} : { cold: true, only: (n: number) => cold.only.includes(n) }),
     rows: [name],
@@ -360,8 +363,9 @@ const RUNS: RunDef[] = [
   burstsRun,
   // the frontier (issue 26): the global key near and over L with the alternatives to the default's
   // gossip, so the default is a measured choice: aligned rounds (on these timers, a ms or two
-  // late), g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from each peer), and
-  // every request decided by the key's owner
+  // late), g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from each peer), finer
+  // buckets (20 and 50 a window: 50 and 20 ms against the default's 100), and every request
+  // decided by the key's owner
   ...(['0.9L', '2L'] as const).flatMap((row) =>
     (
       [
@@ -369,15 +373,24 @@ const RUNS: RunDef[] = [
         // broadcast (the mesh's auto relay would relay from 52 and 27 members at these g)
         ['g = 50, broadcast', { gossipIntervalMs: 50, relay: undefined }],
         ['g = 25, broadcast', { gossipIntervalMs: 25, relay: undefined }],
+        ['20 buckets', {}, undefined, 20],
+        ['50 buckets', {}, undefined, 50],
         // every request asked of the key's owner (the `auto` column: one call a request)
         ['placement owner', {}, 'owner'],
       ] as const
-    ).map(([alt, mesh, placement]: readonly [string, Partial<SimOptions>, ('owner' | undefined)?]) =>
-      globalRun(`${row}, ${alt}`, (e) => [[row === '0.9L' ? 900 : 2000, 0, e]], {
-        mesh,
-        only: [8, 32, 64],
-        ...(placement === undefined ? {} : { placement }),
-      }),
+    ).map(
+      ([alt, mesh, placement, buckets]: readonly [
+        string,
+        Partial<SimOptions>,
+        ('owner' | undefined)?,
+        number?,
+      ]) =>
+        globalRun(`${row}, ${alt}`, (e) => [[row === '0.9L' ? 900 : 2000, 0, e]], {
+          mesh,
+          only: [8, 32, 64],
+          ...(placement === undefined ? {} : { placement }),
+          ...(buckets === undefined ? {} : { buckets }),
+        }),
     ),
   ),
   usersAndAttackers(
@@ -455,7 +468,12 @@ function roundsOpt(): Pick<SimOptions, 'rounds'> {
 }
 
 function policyOf(limiter: 'default' | 'auto' | 'naive', r: RunDef): PolicySpec {
-  const p: PolicySpec = { name: 'p', limit: r.limit, windowMs: r.windowMs };
+  const p: PolicySpec = {
+    name: 'p',
+    limit: r.limit,
+    windowMs: r.windowMs,
+    ...(r.buckets === undefined ? {} : { buckets: r.buckets }),
+  };
   if (limiter === 'auto' && r.placement !== undefined) return { ...p, placement: r.placement };
   return limiter === 'naive' ? { ...p, overAdmission: 'naive' } : p;
 }
