@@ -294,7 +294,9 @@ export class Rule {
       // recent from two horizons back (one until a count of ours reached every
       // peer, one more until the peers' counts of its time reached us: a share
       // checked at admission must hold over both), by part of a bucket, or from
-      // the straddling bucket's start where that is later (short buckets).
+      // the straddling bucket's start where that is later (buckets no longer than
+      // the horizon: much shorter ones, 20 ms at g = 100, passed L a little at 2 L).
+      // Aligned rounds: from our message of the round before (ownFrom).
       const since = this.since;
       const tO =
         core.cfg.roundLeadMs !== undefined &&
@@ -692,18 +694,15 @@ function deny(
 
 /**
  * Where this node's own counts of a key stop being recent, with aligned rounds: the send time of
- * our newest message at or before the horizon `tU` (the oldest newest message of our live peers),
- * whose counts every peer holds as it holds theirs: ours left no later than that peer's, which has
- * reached us, so ours has reached each peer (delays alike both ways); counts after it are ours
- * alone, kept within our share. On a real clock the round's messages leave their marks a few ms
- * late, ours most often after some peer's (7 in 8 on 8 nodes), and the line is then our message
- * of the round before: the live seed trace admits about 0.95 of what punctual timers do (the
- * simulator with SimOptions.tickLateMs reproduces it). Taking ours of the line's round at once,
- * or once our peers' delays had passed since we sent it, admitted as punctual timers do in the
- * simulator but passed L live (worst 1 s 1,017-1,038 at L = 1,000 on 8 processes), so neither
- * is the rule (docs/decision-rule.md, Rounds). A key a message at or before the horizon left
- * out (a full message) counts from the last message that carried it. -Infinity (every own count
- * recent) when no such message is known.
+ * our newest message at or before `tU`, called with the horizon (the oldest newest message of our
+ * live peers) less the round's lead, i.e. our message of the round before that peer's. Ours of
+ * that round reached every peer before it sent its next (delays alike both ways), and what a peer
+ * admitted before taking ours in, on a headroom without our counts, reached us with that next
+ * message: only then are our counts old for every peer and its admissions of then seen here.
+ * (From our message of the round itself, an adversary bursting just after the round's messages
+ * left passed L by 25 % with buckets of 200-500 ms: test/sim/rounds-adversary.test.ts.) A key a
+ * message at or before `tU` left out (a full message) counts from the last message that carried
+ * it. -Infinity (every own count recent) when no such message is known.
  */
 function ownFrom(core: EngineCore, ks: KeyState, tU: number): number {
   const t = core.sentBy(tU);
