@@ -97,7 +97,8 @@ export class EngineCore {
   /**
    * When (ours) our latest messages were sent, oldest first from `sendsAt` (a ring): enough to
    * span a staleness period with early publishes (a live peer's newest data is no older), so the
-   * rule finds our newest message at or before the horizon (see {@link sentBy}).
+   * rule finds our newest message at or before a time (see {@link sentBy}: the horizon less the
+   * round's lead, our message of the round before).
    */
   private sends: Float64Array;
   private sendsAt = 0;

@@ -1,4 +1,3 @@
-import type { KeyWindow } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
 import type { DecisionMode, DecisionRule, Explanation } from '../types.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
