@@ -70,9 +70,21 @@ describe('aligned rounds: bursts between a node’s message of a round and the r
  * round arrive spread over its first milliseconds, ours sometimes later than a peer's. A node's
  * own counts stop being recent at its message of the round before the oldest peer's newest
  * (ownFrom); the bursts come just after the mark too, while the round's messages are still
- * arriving. (Ticks later than the round's lead, 20-25 ms at a 10 ms lead, reached 110:
- * docs/decision-rule.md, Known costs.)
+ * arriving.
  */
+describe('aligned rounds on ticks later than the round’s lead: the line holds', () => {
+  it('3 nodes, ticks up to 25 and 40 ms late (lead 10 ms), 50 buckets: no window past L', () => {
+    // from our message of the round before the oldest peer's newest, without the condition that
+    // it left before every peer's message of its round: 110 at 25 ms late
+    let worst = 0;
+    for (const tickLateMs of [25, 40])
+      for (const early of [1, 9])
+        for (const late of [91, 99])
+          worst = Math.max(worst, adversary(3, early, late, 1, { tickLateMs, jitterMs: 3, seed: 3 }, 50));
+    expect(worst).toBeLessThanOrEqual(100);
+  });
+});
+
 describe('aligned rounds on late timers: the line is the round, whatever the jitter', () => {
   for (const n of [3, 8]) {
     it(`${n} nodes: no window past L, 10 or 50 buckets`, () => {
@@ -114,9 +126,9 @@ describe('aligned rounds: what the seed trace admits', () => {
     const late = run(5);
     expect(worstRolling(punctual, 1000)).toBeLessThanOrEqual(1000);
     expect(worstRolling(late, 1000)).toBeLessThanOrEqual(1000);
-    // measured 9,515 and 9,484 of 10,000 (spread rounds: 9,941 either way, the default's cost
-    // docs/decision-rule.md weighs against aligned rounds)
+    // measured 9,515 and 8,852 of 10,000 (spread rounds: 9,941 either way): on late ticks ours of
+    // a round often left after some peer's, and the line falls a round further back
     expect(punctual.length).toBeGreaterThanOrEqual(0.94 * exact);
-    expect(late.length).toBeGreaterThanOrEqual(0.94 * exact);
+    expect(late.length).toBeGreaterThanOrEqual(0.87 * exact);
   });
 });
