@@ -47,10 +47,11 @@ export interface MeshLimiterOptions {
    * When nodes gossip (docs/decision-rule.md, "Rounds"): `aligned`, every node sends when its
    * clock reads a multiple of gossipIntervalMs less expectedDelayMs and takes in the others'
    * messages of a round at the same instant, so what each node counts as seen moves for all at
-   * once; `spread`, each node ticks on its own (the rule then keeps its own counts recent a
-   * horizon longer). Default `spread`: on real timers, which fire a ms or more late, aligned
-   * rounds lose what they gain on punctual ones (docs/decision-rule.md, "Rounds").
-   * `aligned` needs expectedDelayMs under gossipIntervalMs; relay mode always spreads.
+   * once; `spread`, each node ticks on its own. Default `spread`: aligned rounds keep a node's
+   * own counts recent for a round or two after they reach every peer, and admit less near L on
+   * every row measured (the seed trace 9,515 of 10,000 punctual, 8,852 on ticks up to 5 ms late,
+   * against 9,941; docs/decision-rule.md, "Rounds"). `aligned` needs expectedDelayMs under
+   * gossipIntervalMs; relay mode always spreads.
    */
   gossipRounds?: 'aligned' | 'spread';
   logger?: Logger;
