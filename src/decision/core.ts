@@ -497,8 +497,8 @@ export class EngineCore {
     if (due < this.nextRefresh) this.nextRefresh = due;
   }
 
-  /** When (ours) a live peer's newest data was sent, for the unseen horizon. */
-  private sentOf(p: PeerState): number {
+  /** When (ours) a peer's newest data was sent, for the unseen horizon (-Infinity: never heard). */
+  sentOf(p: PeerState): number {
     // A peer whose clock is far behind (or a rogue claiming old send times)
     // must not stretch the horizon past the window and switch the control
     // off: its delay counts for at most one staleness period.

@@ -334,9 +334,8 @@ export class Gossip {
     peer.messages++;
     peer.seq = m.seq;
     peer.lastSentAt = m.sentAt;
-    // the send time of the message before this one, on our clock as EngineCore.sentOf reads it
-    if (peer.lastHeard > Number.NEGATIVE_INFINITY)
-      peer.prevSent = peer.lastHeard - Math.min(peer.delayMs, core.cfg.staleAfterMs);
+    // the send time of the message before this one, read before this one replaces it
+    peer.prevSent = core.sentOf(peer);
     peer.lastHeard = now;
     peer.members = m.members;
     const delay = now - (m.sentAt - peer.clockOffsetMs);

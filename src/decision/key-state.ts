@@ -24,9 +24,8 @@ const NUMBERS = 17;
  * What the engine keeps for one key of a global policy: the key's windowed G-counter and the
  * engine's own bookkeeping around it (demand share, gossip scheduling, eviction), in one object
  * (a subclass of the window: one map lookup finds both, and the CRDT's methods stay the window's).
- * The bookkeeping's numbers are kept in
- * the window's array (a number field of an object is a 16-byte box of its own in V8; with a dozen
- * of them, a key's memory went mostly to boxes).
+ * The bookkeeping's numbers are kept in the window's array (a number field of an object is a
+ * 16-byte box of its own in V8; with a dozen of them, a key's memory went mostly to boxes).
  */
 export class KeyState extends KeyWindow {
   /** The view stamp the share belongs to (-1: none yet). */
