@@ -1,0 +1,149 @@
+/**
+ * The unseen-span bound (docs/scale.md, "The unseen span"; src/sim/span-bound.ts): the fewest
+ * false denials ANY rule whose nodes decide alone and never pass L can make, in expectation,
+ * on `bench:two-sided`'s global key at 0.9 L (L = 1,000 per 1 s, 900/s evenly spaced, nodes
+ * drawn uniformly, 10 s), in the meshes of its 0.9 L rows: the default (spread ticks,
+ * g = 100 ms), aligned rounds, and spread ticks at g = 50 and 25 ms; d = 10 ms, ticks up to
+ * 2 ms late. Beside it: the same allowed L + 1 % (slack 10), the bound for a rule that never
+ * denies ahead, the mean headroom and unseen arrivals, the rule's false denials as
+ * bench/results/two-sided.json has them (same arrivals: seed 11), and the bound on two other
+ * draws of the nodes (seeds 12, 13: how much one run's draw moves it).
+ *
+ *   npm run bench:span-bound [-- --nodes 8,32,64] [--meshes default,aligned,g50,g25]
+ */
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Prng } from '../src/sim/prng.js';
+import { type SpanMesh, spanBound } from '../src/sim/span-bound.js';
+import { addKey, emptyArrivals, steadyKey } from '../src/sim/two-sided.js';
+import { printTable } from './table.js';
+
+const L = 1_000;
+const W = 1_000;
+const RATE = 900;
+const END = 10_000;
+const D = 10;
+const LATE = 2;
+
+interface MeshDef {
+  name: string;
+  /** The row of two-sided.json with the rule's figures on this mesh. */
+  row: string;
+  mesh(n: number): SpanMesh;
+}
+
+const MESHES: Record<string, MeshDef> = {
+  default: {
+    name: 'default: spread, g = 100',
+    row: '0.9L',
+    mesh: (n) => ({ nodes: n, gossipIntervalMs: 100, delayMs: D, tickLateMs: LATE }),
+  },
+  // the simulator's aligned ticks: every node at −lead (= d) on the mesh's clock, mod g
+  aligned: {
+    name: 'aligned rounds, g = 100',
+    row: '0.9L, aligned rounds, g = 100',
+    mesh: (n) => ({
+      nodes: n,
+      gossipIntervalMs: 100,
+      delayMs: D,
+      tickLateMs: LATE,
+      phases: new Array(n).fill(100 - D),
+    }),
+  },
+  g50: {
+    name: 'spread, g = 50',
+    row: '0.9L, g = 50, broadcast',
+    mesh: (n) => ({ nodes: n, gossipIntervalMs: 50, delayMs: D, tickLateMs: LATE }),
+  },
+  g25: {
+    name: 'spread, g = 25',
+    row: '0.9L, g = 25, broadcast',
+    mesh: (n) => ({ nodes: n, gossipIntervalMs: 25, delayMs: D, tickLateMs: LATE }),
+  },
+};
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+const nodeCounts = (arg('--nodes') ?? '2,3,8,32,64').split(',').map(Number);
+const meshNames = (arg('--meshes') ?? 'default,aligned,g50,g25').split(',');
+for (const m of meshNames)
+  if (!(m in MESHES)) throw new Error(`unknown mesh ${m}: one of ${Object.keys(MESHES)}`);
+
+interface Saved {
+  row: string;
+  nodes: number;
+  limiter: string;
+  false_denials_pct: number;
+}
+const here = dirname(fileURLToPath(import.meta.url));
+const saved = (JSON.parse(readFileSync(join(here, 'results', 'two-sided.json'), 'utf8')) as { rows: Saved[] })
+  .rows;
+const measured = (row: string, n: number) =>
+  saved.find((r) => r.row === row && r.nodes === n && r.limiter === 'default')?.false_denials_pct;
+
+function arrivals(n: number, seed: number) {
+  const a = emptyArrivals();
+  steadyKey(a, addKey(a, 'global'), RATE, 0, END, n, new Prng(seed));
+  return a;
+}
+
+const pct = (x: number) => (x * 100).toFixed(3);
+const rows: (string | number)[][] = [];
+const t0 = performance.now();
+for (const m of meshNames) {
+  const def = MESHES[m]!;
+  for (const n of nodeCounts) {
+    const mesh = def.mesh(n);
+    // from one window and one span after the traffic's start (the window is full of it) to its end
+    const span = {
+      limit: L,
+      windowMs: W,
+      fromMs: W + mesh.gossipIntervalMs + D + LATE + 0.37,
+      toMs: END,
+      stepMs: 1,
+    };
+    const a = arrivals(n, 11);
+    const strict = spanBound(a.t, a.node, mesh, span);
+    const slack = spanBound(a.t, a.node, mesh, { ...span, slack: L / 100 });
+    const others = [12, 13].map((seed) => {
+      const b = arrivals(n, seed);
+      return pct(spanBound(b.t, b.node, mesh, span).fraction);
+    });
+    const rule = measured(def.row, n);
+    rows.push([
+      def.name,
+      n,
+      pct(strict.fraction),
+      pct(slack.fraction),
+      pct(strict.noAheadFraction),
+      strict.lambda,
+      strict.meanHeadroom.toFixed(1),
+      strict.meanUnseen.toFixed(1),
+      rule === undefined ? '-' : rule.toFixed(2),
+      others.join(' / '),
+    ]);
+  }
+}
+console.log(
+  `global key at 0.9 L: L = ${L} per ${W} ms, ${RATE}/s evenly spaced over ${END / 1000} s, nodes drawn uniformly (seed 11); d = ${D} ms, ticks up to ${LATE} ms late`,
+);
+printTable(
+  [
+    'mesh',
+    'N',
+    'bound %',
+    'at L+1% %',
+    'no ahead %',
+    'λ',
+    'mean H',
+    'unseen',
+    'rule %',
+    'bound, seeds 12 / 13',
+  ],
+  rows,
+);
+console.log(`(${((performance.now() - t0) / 1000).toFixed(0)} s)`);
