@@ -3,7 +3,7 @@
  * much, the controlled rule over-admits where views disagree (bursts, jitter, loss, slow
  * gossip). A measurement, not a test: it prints what it finds.
  *
- *   npm run bench:limit-fuzz -- [--seeds 300] [--from 0] [--rounds aligned|spread]
+ *   npm run bench:limit-fuzz -- [--seeds 300] [--from 0]
  *
  * Each seed draws N in {3, 4, 6, 8, 12, 16}, L in [N, 4N), g in {50, 100, 250} ms, d = 10 ms,
  * jitter up to 60 ms on half the seeds, loss up to 30 % on 30 %, W = 10 s, 60 s of traffic; each
@@ -27,11 +27,6 @@ function arg(name: string, fallback: number): number {
 const W = 10_000;
 const T = 60_000;
 const seeds = arg('--seeds', 300);
-/** How the nodes gossip (SimOptions.rounds); default: as a mesh node does. */
-const roundsAt = process.argv.indexOf('--rounds');
-const rounds = roundsAt < 0 ? undefined : process.argv[roundsAt + 1];
-if (rounds !== undefined && rounds !== 'aligned' && rounds !== 'spread')
-  throw new Error(`--rounds takes aligned or spread, got ${rounds}`);
 const from = arg('--from', 0);
 let over = 0;
 let excess = 0;
@@ -51,7 +46,6 @@ for (let seed = from + 1; seed <= from + seeds; seed++) {
     loss,
     seed,
     engine: { expectedMembers: N },
-    ...(rounds === undefined ? {} : { rounds }),
   });
   const admitted = replayFuzz(sim, fuzzTraffic(rng, N, T, W));
   admittedAll += admitted.length;

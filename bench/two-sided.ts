@@ -13,7 +13,6 @@
  *
  *   npm run bench:two-sided [-- --rows <substring>] [--nodes 2,3,8] [--out FILE] [--all] [--jobs P]
  *     [--limiters default,auto,naive]   (only these simulated limiters: a thin row at 256 nodes with auto alone)
- *     [--rounds aligned|spread]   (every mesh gossips so; default: as a mesh node decides)
  *   npm run bench:two-sided -- --print a.json[,b.json] [--out FILE]   (saved reports as printed, merged)
  *   npm run bench:two-sided -- --recompute-ceiling FILE   (a saved report's ceiling figures from its rows' arrivals)
  *   ... --cache DIR [--cached-only]   (each job's result kept in DIR as it ends, taken from there
@@ -362,14 +361,12 @@ const RUNS: RunDef[] = [
   accountsRun,
   burstsRun,
   // the frontier (issue 26): the global key near and over L with the alternatives to the default's
-  // gossip, so the default is a measured choice: aligned rounds (on these timers, a ms or two
-  // late), g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from each peer), finer
+  // gossip, so the default is a measured choice: g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from each peer), finer
   // buckets (20 and 50 a window: 50 and 20 ms against the default's 100), and every request
   // decided by the key's owner
   ...(['0.9L', '2L'] as const).flatMap((row) =>
     (
       [
-        ['aligned rounds, g = 100', { rounds: 'aligned' }],
         // broadcast (the mesh's auto relay would relay from 52 and 27 members at these g)
         ['g = 50, broadcast', { gossipIntervalMs: 50, relay: undefined }],
         ['g = 25, broadcast', { gossipIntervalMs: 25, relay: undefined }],
@@ -455,18 +452,6 @@ function arg(name: string): string | undefined {
   return i >= 0 ? process.argv[i + 1] : undefined;
 }
 
-/**
- * `--rounds aligned|spread`: every run's mesh gossips so (the default: as a mesh node decides,
- * SimOptions.rounds), passed to the worker processes in their environment.
- */
-function roundsOpt(): Pick<SimOptions, 'rounds'> {
-  const r = arg('rounds') ?? process.env.RATEMESH_BENCH_ROUNDS;
-  if (r === undefined) return {};
-  if (r !== 'aligned' && r !== 'spread') throw new Error(`--rounds takes aligned or spread, got ${r}`);
-  process.env.RATEMESH_BENCH_ROUNDS = r;
-  return { rounds: r };
-}
-
 function policyOf(limiter: 'default' | 'auto' | 'naive', r: RunDef): PolicySpec {
   const p: PolicySpec = {
     name: 'p',
@@ -513,17 +498,8 @@ function runJob(job: Job): JobResult {
   const arrivals = run.cold === true ? built : { ...built, t: built.t.map((t) => t + WARMUP_MS) };
   const result =
     job.limiter === 'auto'
-      ? runOwnerSim(
-          { ...defaultMesh(job.nodes), ...roundsOpt(), ...run.mesh },
-          policyOf(job.limiter, run),
-          arrivals,
-        )
-      : runSim(
-          { ...defaultMesh(job.nodes), ...roundsOpt(), ...run.mesh },
-          policyOf(job.limiter, run),
-          arrivals,
-          PROBE,
-        );
+      ? runOwnerSim({ ...defaultMesh(job.nodes), ...run.mesh }, policyOf(job.limiter, run), arrivals)
+      : runSim({ ...defaultMesh(job.nodes), ...run.mesh }, policyOf(job.limiter, run), arrivals, PROBE);
   const c = process.cpuUsage(c0);
   return { job, result, wall_s: (performance.now() - t0) / 1000, cpu_s: (c.user + c.system) / 1e6 };
 }
@@ -621,7 +597,6 @@ async function main(): Promise<void> {
   }
   const here = dirname(fileURLToPath(import.meta.url));
   const out = resolve(arg('out') ?? join(here, 'results', 'two-sided.json'));
-  const rounds = roundsOpt().rounds;
   const match = arg('rows');
   const nodesArg = arg('nodes');
   const nodeCounts = nodesArg === undefined ? NODE_COUNTS : nodesArg.split(',').map(Number);
@@ -746,7 +721,6 @@ async function main(): Promise<void> {
   });
   const report: Report = {
     commit,
-    ...(rounds === undefined ? {} : { rounds }),
     node: process.version,
     cpu_s_by_family: cpuByFamily,
     wall_s_by_family: wallByFamily,
@@ -768,7 +742,7 @@ function round1(x: number): number {
 /** What a run writes (and `--print` reads back). */
 interface Report {
   commit: string;
-  /** `--rounds`, when given (else the mesh's own choice). */
+  /** Reports saved before aligned rounds were removed: `--rounds`, when it was given. */
   rounds?: 'aligned' | 'spread';
   node: string;
   cpu_s_by_family: Record<string, number>;

@@ -3,7 +3,7 @@
  * processes on loopback, beside the simulator's prediction for the same g and d.
  *
  *   npm run mesh:accuracy -- [--nodes 8 (2 to 32)] [--gossip-ms 100] [--delays 0,10,50,100] [--seconds 10] [--probe]
- *                            [--fanout auto | 0 | 1..16] [--dial N] [--macs 64 (comma list)] [--rounds aligned|spread]
+ *                            [--fanout auto | 0 | 1..16] [--dial N] [--macs 64 (comma list)]
  *
  * `--fanout`: 0 broadcast (every message to every peer), f > 0 relay mode
  * (MeshLimiterOptions.relayFanout: one batch a tick to f random peers); `auto`
@@ -22,9 +22,7 @@
  * `--gossip-ms` takes a comma list to sweep g. `--probe` adds the latency probe
  * (20 back-to-back checks every 50 ms on key `probe` in every node; that key then
  * rides in the gossip too, so bytes/s rise by its entry). Writes
- * mesh-test/results/live-accuracy.json. `--rounds`: every node's gossipRounds (default: the
- * limiter's, aligned where d <= g/2); the simulator's prediction keeps its default, and the rows go
- * to live-accuracy-rounds-<r>.json.
+ * mesh-test/results/live-accuracy.json.
  */
 import { writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -132,7 +130,6 @@ interface Args {
   macs: number[];
   dial: number | undefined;
   sessions: boolean;
-  rounds: 'aligned' | 'spread' | undefined;
 }
 
 function arg(): Args {
@@ -147,7 +144,6 @@ function arg(): Args {
       'gossip-ms': { type: 'string', default: '100' },
       delays: { type: 'string', default: '0,10,50,100' },
       seconds: { type: 'string', default: '10' },
-      rounds: { type: 'string' },
     },
   });
   const list = (s: string, name: string, min: number, max: number) =>
@@ -158,9 +154,6 @@ function arg(): Args {
       return v;
     });
   const nodes = list(values.nodes, 'nodes', 2, 32)[0]!;
-  const rounds = values.rounds;
-  if (rounds !== undefined && rounds !== 'aligned' && rounds !== 'spread')
-    throw new Error(`--rounds: aligned or spread (got ${rounds})`);
   return {
     nodes,
     fanout: values.fanout === 'auto' ? (nodes > 16 ? 3 : 0) : list(values.fanout, 'fanout', 0, 16)[0]!,
@@ -171,7 +164,6 @@ function arg(): Args {
     delays: list(values.delays, 'delays', 0, 1000),
     seconds: list(values.seconds, 'seconds', 1, 60)[0]!,
     probe: values.probe,
-    rounds,
   };
 }
 
@@ -237,7 +229,6 @@ export async function liveRow(
   dial?: number,
   ownSessions = false,
   macPeers?: number,
-  rounds?: 'aligned' | 'spread',
 ): Promise<LiveRow> {
   const load0 = round(loadavg()[0]!, 1);
   const mesh = await Mesh.start(
@@ -251,7 +242,6 @@ export async function liveRow(
       ...(dial === undefined ? {} : { dialPeers: dial }),
       ...(trace.nodes > 16 ? { startConcurrency: 4 } : {}),
       ...(ownSessions ? { ownSessions: true } : {}),
-      ...(rounds === undefined ? {} : { gossipRounds: rounds }),
     },
     trace.nodes > 16 ? 120_000 : 60_000,
   );
@@ -419,7 +409,6 @@ async function main(): Promise<void> {
       `injected d = ${a.delays.join(',')} ms; gossip ${a.fanout > 0 ? `relay, fanout ${a.fanout}` : 'broadcast'}` +
       `${a.dial === undefined ? '' : `, dialling ${a.dial} peers each`} (the simulator the same); ` +
       `${a.sessions ? 'each node its own session' : 'nodes in the runner session'}; ` +
-      `${a.rounds === undefined ? '' : `gossipRounds ${a.rounds} (the simulator its default); `}` +
       `load average ${loadavg()
         .map((x) => x.toFixed(2))
         .join(' ')}`,
@@ -428,7 +417,7 @@ async function main(): Promise<void> {
   for (const g of a.gossip) {
     for (const d of a.delays) {
       for (const m of a.fanout > 0 ? a.macs : [undefined]) {
-        const r = await liveRow(trace, g, d, a.probe, a.fanout, a.dial, a.sessions, m, a.rounds);
+        const r = await liveRow(trace, g, d, a.probe, a.fanout, a.dial, a.sessions, m);
         rows.push(r);
         console.log(
           `  g=${g} d=${d}${m === undefined ? '' : ` macs=${m}`}: worst 1s ${r.worst_1s} (sim ${r.predicted_worst_1s}), admitted ${r.admitted}, ` +
@@ -460,11 +449,9 @@ async function main(): Promise<void> {
   ensureDir(outDir);
   // the committed 8-node broadcast sweep stays in live-accuracy.json; other meshes get their own file
   const name =
-    a.rounds !== undefined
-      ? `live-accuracy-rounds-${a.rounds}.json`
-      : a.nodes === 8 && a.fanout === 0
-        ? 'live-accuracy.json'
-        : `live-accuracy-n${a.nodes}${a.fanout > 0 ? `-f${a.fanout}` : ''}.json`;
+    a.nodes === 8 && a.fanout === 0
+      ? 'live-accuracy.json'
+      : `live-accuracy-n${a.nodes}${a.fanout > 0 ? `-f${a.fanout}` : ''}.json`;
   writeFileSync(join(outDir, name), `${JSON.stringify(rows, null, 2)}\n`);
   console.log(`wrote mesh-test/results/${name}`);
   const bad = rows.filter((r) => r.d_ms <= 50 && r.worst_1s > 1020);

@@ -266,8 +266,6 @@ export interface MeshSpec {
    * sessions (or cgroups). Default false.
    */
   ownSessions?: boolean;
-  /** MeshLimiterOptions.gossipRounds for every node (absent: the limiter's default). */
-  gossipRounds?: 'aligned' | 'spread';
 }
 
 /** A mesh of node processes, with a work directory for keys and decision files. */
@@ -317,7 +315,6 @@ export class Mesh {
           ...(spec.relayMacPeers === undefined ? {} : { relayMacPeers: spec.relayMacPeers }),
           ...(spec.dialPeers === undefined ? {} : { dialPeers: spec.dialPeers }),
           ...(spec.ownSessions ? { ownSession: true } : {}),
-          ...(spec.gossipRounds === undefined ? {} : { gossipRounds: spec.gossipRounds }),
         };
         // Honest nodes do not dial the rogue; it dials them.
         if (spec.rogue && i < spec.nodes)

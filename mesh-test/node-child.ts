@@ -138,7 +138,6 @@ async function init(c: ChildConfig): Promise<void> {
     ...(c.relayFanout === undefined ? {} : { relayFanout: c.relayFanout }),
     ...(c.relayMacPeers === undefined ? {} : { relayMacPeers: c.relayMacPeers }),
     ...(c.dialPeers === undefined ? {} : { dialPeers: c.dialPeers }),
-    ...(c.gossipRounds === undefined ? {} : { gossipRounds: c.gossipRounds }),
     // the limiter's clock only: the replay keeps true time, so decisions are recorded in true time
     ...(c.skewMs ? { clock: { now: () => systemClock.now() + c.skewMs! } } : {}),
     logger,

@@ -33,8 +33,6 @@ export interface ChildConfig {
   dialPeers?: number;
   /** Harness only: the process gets its own session (see MeshSpec.ownSessions). */
   ownSession?: boolean;
-  /** MeshLimiterOptions.gossipRounds; absent: the limiter's default. */
-  gossipRounds?: 'aligned' | 'spread';
 }
 
 /** One replay: request i at startAt + times[i] (wall-clock epoch ms), in-process `check(policy, key)`. */

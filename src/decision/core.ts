@@ -94,15 +94,6 @@ export class EngineCore {
   tick = 0;
   /** When (ours) the last gossip message was built: our demand reports age from their send to it, as peers age them. */
   builtAt = Number.NEGATIVE_INFINITY;
-  /**
-   * When (ours) our latest messages were sent, oldest first from `sendsAt` (a ring): enough to
-   * span a staleness period with early publishes (a live peer's newest data is no older), so the
-   * rule finds our newest message at or before a time (see {@link sentBy}: the horizon less the
-   * round's lead, our message of the round before).
-   */
-  private sends: Float64Array;
-  private sendsAt = 0;
-  private sendsN = 0;
   seq = 0;
   /** Loss repair: the next message resends every key sent in messages numbered this and up (Infinity: none asked). */
   repairFrom = Number.POSITIVE_INFINITY;
@@ -163,7 +154,6 @@ export class EngineCore {
 
   constructor(cfg: EngineConfig) {
     this.cfg = cfg;
-    this.sends = new Float64Array(2 * Math.ceil(cfg.staleAfterMs / cfg.gossipIntervalMs) + 8);
     this.nodeId = cfg.nodeId;
     this.policySet = cfg.policySet;
     this.peers = new PeerTable(
@@ -420,30 +410,6 @@ export class EngineCore {
     byAge.length = 0;
     const due = firstStale + 1e-6;
     if (due < this.nextRefresh) this.nextRefresh = due;
-  }
-
-  /** Record a message of ours sent at `t` (ours; times never decrease). */
-  sent(t: number): void {
-    const r = this.sends;
-    if (this.sendsN < r.length) r[(this.sendsAt + this.sendsN++) % r.length] = t;
-    else {
-      r[this.sendsAt] = t;
-      this.sendsAt = (this.sendsAt + 1) % r.length;
-    }
-  }
-
-  /**
-   * The send time of our newest message sent at or before `t`; -Infinity when none was, or the
-   * ring no longer holds it (older than every message it keeps).
-   */
-  sentBy(t: number): number {
-    const r = this.sends;
-    const n = this.sendsN;
-    for (let j = n - 1; j >= 0; j--) {
-      const s = r[(this.sendsAt + j) % r.length]!;
-      if (s <= t) return s;
-    }
-    return Number.NEGATIVE_INFINITY;
   }
 
   /** Max over live peers of the time (ours) their newest data was sent (-Infinity: none). */

@@ -377,9 +377,7 @@ export class Engine implements RateLimiter {
 
   /** True when some key's unsynced own count crossed the early-publish threshold. */
   wantsEarlyPublish(): boolean {
-    // aligned rounds: every message goes in its round (one out of round would move one node's
-    // line alone); what an early one would carry goes in the next round's
-    return this.core.early && this.core.cfg.roundLeadMs === undefined;
+    return this.core.early;
   }
 
   /**
@@ -478,10 +476,9 @@ export class Engine implements RateLimiter {
    * relay checked the origin's signature); its delay then says nothing of the clock offset,
    * so it takes no offset sample.
    */
-  /** `heldMs`: how long the transport held it after it arrived (aligned rounds): the clock-offset sample is taken at its arrival. */
-  receiveGossip(from: string, bytes: Uint8Array, now?: number, relayed = false, heldMs = 0): ReceiveResult {
+  receiveGossip(from: string, bytes: Uint8Array, now?: number, relayed = false): ReceiveResult {
     const t = this.time(now);
-    const r = this.gossip.receive(from, bytes, t, relayed, heldMs);
+    const r = this.gossip.receive(from, bytes, t, relayed);
     this.owners.refreshView(t); // owner placement (issue 27): date changes of the live members
     return r;
   }
@@ -566,23 +563,6 @@ export class Engine implements RateLimiter {
     core.stamp++;
     core.refresh(this.time(now));
   }
-
-  /**
-   * Aligned rounds (src/mesh/rounds.ts): the mesh's clock less ours, ms, the median over the
-   * members (this node at 0, every live peer at its clock offset): a node whose clock is off
-   * sends and takes in each round with the others, not at its own clock's round.
-   */
-  roundOffsetMs(): number {
-    const live = this.core.peers.live;
-    if (live.length === 0) return 0;
-    const xs = this.offsets;
-    xs.length = 0;
-    xs.push(0);
-    for (let i = 0; i < live.length; i++) xs.push(live[i]!.clockOffsetMs);
-    xs.sort((a, b) => a - b);
-    return xs[xs.length >> 1]!;
-  }
-  private readonly offsets: number[] = [];
 
   peerViews(now?: number): PeerView[] {
     return this.core.peers.views(this.time(now));

@@ -115,16 +115,12 @@ export class Gossip {
         const bytes = entryBytes(e);
         if (entries.length >= max || size + bytes > maxGossipBytes) {
           // a repeat or a demand that did not fit is no loss; unsent admissions are
-          if (due) {
-            ks.pending = true;
-            ks.leftOutAt = now;
-          }
+          if (due) ks.pending = true;
           continue;
         }
         size += bytes;
         entries.push(e);
         ks.sentDemand = e.demand;
-        ks.carriedPrevAt = ks.sentDemandAt;
         ks.sentDemandAt = now;
         reportDemand(ks, e.demand, now, core.builtAt);
         ks.unsynced = 0;
@@ -154,7 +150,6 @@ export class Gossip {
     const core = this.core;
     core.seq = seq;
     core.builtAt = now;
-    core.sent(now);
     const live = core.peers.live.length;
     const bytes = encodeGossip({
       policies: core.wireTable,
@@ -263,7 +258,7 @@ export class Gossip {
    * before anything is merged: a bad message is dropped whole and counted by
    * reason. Counts above what the origin could have admitted are capped.
    */
-  receive(from: string, bytes: Uint8Array, now: number, relayed = false, heldMs = 0): ReceiveResult {
+  receive(from: string, bytes: Uint8Array, now: number, relayed = false): ReceiveResult {
     const core = this.core;
     const max = core.cfg.maxKeysPerMessage;
     if (typeof from !== 'string' || from.length === 0 || from.length > 128) return core.drop('bad-sender');
@@ -300,10 +295,7 @@ export class Gossip {
     for (const x of m.nacks) if (x.origin === core.nodeId) this.nacked(x);
     // a relayed copy's delay includes its hops: no sample of the offset (a lower bound only when direct)
     const applied = peer.appliedOffsetMs;
-    // a copy held for its round is sampled at its arrival (aligned rounds)
-    const off = relayed
-      ? peer.clockOffsetMs
-      : sampleOffset(peer, m.sentAt, now - Math.max(0, heldMs), core.cfg.expectedDelayMs);
+    const off = relayed ? peer.clockOffsetMs : sampleOffset(peer, m.sentAt, now, core.cfg.expectedDelayMs);
     const merged = this.checkSkew(peer, off);
     this.track(peer, m.seq, m.repair, merged);
     if (merged) {
@@ -334,8 +326,6 @@ export class Gossip {
     peer.messages++;
     peer.seq = m.seq;
     peer.lastSentAt = m.sentAt;
-    // the send time of the message before this one, read before this one replaces it
-    peer.prevSent = core.sentOf(peer);
     peer.lastHeard = now;
     peer.members = m.members;
     const delay = now - (m.sentAt - peer.clockOffsetMs);

@@ -16,9 +16,7 @@ const PREVBUCKET = SCALARS + 11;
 const CREATED = SCALARS + 12;
 const FLY1_PREV = SCALARS + 13;
 const FLY2_PREV = SCALARS + 14;
-const CARRIED_PREV = SCALARS + 15;
-const LEFT_OUT = SCALARS + 16;
-const NUMBERS = 17;
+const NUMBERS = 15;
 
 /**
  * What the engine keeps for one key of a global policy: the key's windowed G-counter and the
@@ -60,8 +58,6 @@ export class KeyState extends KeyWindow {
     super(buckets, NUMBERS);
     const d = this.d;
     d[SENTDEMANDAT] = Number.NEGATIVE_INFINITY;
-    d[CARRIED_PREV] = Number.NEGATIVE_INFINITY;
-    d[LEFT_OUT] = Number.NEGATIVE_INFINITY;
     d[HELDAT] = Number.NEGATIVE_INFINITY;
     d[FLY1AT] = Number.NaN;
     d[FLY2AT] = Number.NaN;
@@ -94,23 +90,6 @@ export class KeyState extends KeyWindow {
   }
   set sentDemand(v: number) {
     this.d[SENTDEMAND] = v;
-  }
-  /**
-   * When (ours) the message before the last that carried this key was sent (-Infinity: none). With
-   * {@link sentDemandAt}, where the own counts peers have merged end (Rule: own recent counts).
-   */
-  get carriedPrevAt(): number {
-    return this.d[CARRIED_PREV]!;
-  }
-  set carriedPrevAt(v: number) {
-    this.d[CARRIED_PREV] = v;
-  }
-  /** When (ours) the last message was sent that left this key out while it had counts to send (a full message; -Infinity: never). */
-  get leftOutAt(): number {
-    return this.d[LEFT_OUT]!;
-  }
-  set leftOutAt(v: number) {
-    this.d[LEFT_OUT] = v;
   }
   /** When (ours) the last gossip carried this key (its counts from `prevBucket` on, and its demand). */
   get sentDemandAt(): number {

@@ -48,15 +48,6 @@ export interface EngineOptions {
   /** A peer is stale when its newest data is older than this. Default 3g + d + D (3g + 2d without relay). */
   staleAfterMs?: number;
   /**
-   * The transport gossips in aligned rounds (src/mesh/rounds.ts: every node sends when its clock
-   * reads a multiple of g less this lead, and hands a message that arrives within the lead
-   * before its next multiple of g to the engine then): no early publish (a message out of round
-   * would move one node's line between seen and unseen counts alone), and a demand report
-   * counts as held by a peer only a lead later (it may have waited that long to be handed over).
-   * Undefined: the transport hands every message over as it arrives (the ticks' phases free).
-   */
-  roundLeadMs?: number;
-  /**
    * A silent member departs after this: while another member is live, or once the transport
    * has also reported its connection gone this long (see {@link Engine.peerConnection}).
    * Default max(5 s, 10 × staleAfter).
@@ -126,8 +117,6 @@ export interface EngineConfig {
   readonly staleAfterMs: number;
   readonly departAfterMs: number;
   readonly expectedMembers: number;
-  /** Aligned rounds' lead (EngineOptions.roundLeadMs); undefined: no aligned rounds. */
-  readonly roundLeadMs: number | undefined;
   readonly maxKeys: number;
   readonly maxPeers: number;
   readonly repeatTicks: number;
@@ -195,12 +184,6 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
     fail('earlyPublishFraction', `must be in (0, 1] (got ${shown(earlyPublishFraction)})`);
   }
   const expectedMembers = int(opts.expectedMembers, 'expectedMembers', 1);
-  const roundLeadMs = opts.roundLeadMs;
-  if (
-    roundLeadMs !== undefined &&
-    !(typeof roundLeadMs === 'number' && roundLeadMs >= 0 && roundLeadMs < gossipIntervalMs)
-  )
-    fail('roundLeadMs', `must be at least 0 and under gossipIntervalMs (got ${shown(roundLeadMs)})`);
   const maxKeysPerMessage = int(opts.maxKeysPerMessage, 'maxKeysPerMessage', DEFAULT_MAX_KEYS_PER_MESSAGE);
   const maxGossipBytes = int(opts.maxGossipBytes, 'maxGossipBytes', DEFAULT_MAX_GOSSIP_BYTES, 1024);
   if (maxGossipBytes > LIMITS.gossipBytes) fail('maxGossipBytes', `must be at most ${LIMITS.gossipBytes}`);
@@ -226,8 +209,6 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
     staleAfterMs,
     departAfterMs,
     expectedMembers,
-    // relay: a message takes hops of a tick each, no round holds it; the ticks spread
-    roundLeadMs: relayHops > 0 ? undefined : roundLeadMs,
     maxKeys,
     maxPeers,
     repeatTicks,

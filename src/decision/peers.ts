@@ -17,11 +17,6 @@ export interface PeerState {
   lastHeard: number;
   /** Its wall time when it sent that gossip. */
   lastSentAt: number;
-  /**
-   * When (our clock: heard less its delay) it sent the gossip before its newest
-   * (-Infinity: none yet): with aligned rounds, where our own counts stop being recent (ownFrom).
-   */
-  prevSent: number;
   /** Newest gossip sequence number seen. */
   seq: number;
   /**
@@ -203,7 +198,6 @@ export class PeerTable {
       gone: false,
       lastHeard: Number.NEGATIVE_INFINITY,
       lastSentAt: Number.NEGATIVE_INFINITY,
-      prevSent: Number.NEGATIVE_INFINITY,
       seq: -1,
       nack: -1,
       ourSeqHeard: 0,

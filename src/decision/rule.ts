@@ -83,9 +83,6 @@ export class Rule {
    */
   private narrow: PeerState[] = [];
   private narrowStamp = -1;
-  /** The earliest of the live peers' sends before their newest (PeerState.prevSent), per view stamp. */
-  private prevMin = Number.NEGATIVE_INFINITY;
-  private prevStamp = -1;
 
   /** The fast path on (PolicyRuntime.fastKs); off only to check it decides as the full evaluation does. */
   fastPath = true;
@@ -96,24 +93,6 @@ export class Rule {
   private shareCU = 0;
 
   constructor(private readonly core: EngineCore) {}
-
-  /**
-   * Aligned rounds: the earliest send, among the live peers, of the message before each one's
-   * newest (-Infinity while one has sent only one). A message of ours sent at or before it had
-   * reached every peer before that peer's newest left, and every member's message sent after it
-   * had too, so the peer's newest carries what it admitted before our counts were old for it.
-   */
-  private earliestPrev(): number {
-    const core = this.core;
-    if (this.prevStamp !== core.stamp) {
-      let m = Number.POSITIVE_INFINITY;
-      const live = core.peers.live;
-      for (let i = 0; i < live.length; i++) if (live[i]!.prevSent < m) m = live[i]!.prevSent;
-      this.prevMin = m;
-      this.prevStamp = core.stamp;
-    }
-    return this.prevMin;
-  }
 
   private findNarrow(): void {
     const core = this.core;
@@ -316,15 +295,8 @@ export class Rule {
       // checked at admission must hold over both), by part of a bucket, or from
       // the straddling bucket's start where that is later (buckets no longer than
       // the horizon: much shorter ones, 20 ms at g = 100, passed L a little at 2 L).
-      // Aligned rounds: from our message of the round before, left no later than
-      // every peer's of its round (ownFrom).
       const since = this.since;
-      const tO =
-        core.cfg.roundLeadMs !== undefined &&
-        core.cfg.relayHops === 0 &&
-        core.cfg.expectedDelayMs <= core.cfg.roundLeadMs
-          ? ownFrom(core, ks, Math.min(tU - core.cfg.roundLeadMs, this.earliestPrev()))
-          : Math.max(cU * rt.bw, tU - Math.max(U, 0));
+      const tO = Math.max(cU * rt.bw, tU - Math.max(U, 0));
       kw.countsSince(cU, tO / rt.bw, since);
       const recentAll = since[0]!;
       const ownRecent = since[1]!;
@@ -594,9 +566,8 @@ export class Rule {
     const ds = this.demands;
     // members on another version of the policy are not sharers: foreignReserve counts them
     let sharers = 1;
-    // a report every live peer has sent since (plus the data's delay, and the lead an aligned
-    // round's message may wait before its engine takes it) reached each of them
-    const reached = core.oldestSent - core.cfg.dataDelayMs - (core.cfg.roundLeadMs ?? 0);
+    // a report every live peer has sent since (plus the data's delay) reached each of them
+    const reached = core.oldestSent - core.cfg.dataDelayMs;
     const own = selfDemand(ks, reached, core.builtAt, W, L);
     let demands = own;
     let top = own;
@@ -711,28 +682,6 @@ function deny(
   out.mode = mode;
   out.remaining = Math.max(remaining, 0);
   out.retryAfterMs = retryAfterMs < 0 ? -1 : Math.max(1, Math.ceil(retryAfterMs));
-}
-
-/**
- * Where this node's own counts of a key stop being recent, with aligned rounds: the send time of
- * our newest message at or before `tU`, called with the earlier of the horizon (the oldest newest
- * message of our live peers) less the round's lead, and the earliest of the peers' messages
- * before their newest (Rule.earliestPrev): our message of the round before, where it left no
- * later than every peer's of its round, else one further back. Such a message of ours reached
- * every peer before that peer's newest left, as every member's message sent after ours did, so
- * each peer's newest carries what it admitted before our counts were old for it. (From our message
- * of the round itself, an adversary bursting just after the round's messages left passed L by
- * 25 % with buckets of 200-500 ms; without the condition on the peers' messages of the round,
- * by 10 % on ticks 25 ms late: test/sim/rounds-adversary.test.ts.) A key a message at or before
- * `tU` left out (a full message) counts from the last message that carried it. -Infinity (every
- * own count recent) when no such message is known.
- */
-function ownFrom(core: EngineCore, ks: KeyState, tU: number): number {
-  const t = core.sentBy(tU);
-  if (!(ks.leftOutAt > Number.NEGATIVE_INFINITY)) return t;
-  const last = ks.sentDemandAt;
-  const carried = last <= tU ? last : ks.carriedPrevAt <= tU ? ks.carriedPrevAt : Number.NEGATIVE_INFINITY;
-  return ks.leftOutAt > carried && carried < t ? carried : t;
 }
 
 /**

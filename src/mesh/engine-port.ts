@@ -56,15 +56,7 @@ export interface MeshEngine extends RateLimiter {
   lateSyncDue(now?: number): boolean;
   /** Never throws; a refused message is counted inside and explained by `reason`. */
   /** `relayed`: the copy came through another node (it is credited to `from`, its origin, but says nothing of the link's delay). */
-  receiveGossip(
-    from: string,
-    bytes: Uint8Array,
-    now?: number,
-    relayed?: boolean,
-    heldMs?: number,
-  ): ReceiveResult;
-  /** Aligned rounds: the mesh's clock less this node's, ms (Engine.roundOffsetMs); absent: 0. */
-  roundOffsetMs?(): number;
+  receiveGossip(from: string, bytes: Uint8Array, now?: number, relayed?: boolean): ReceiveResult;
   buildSyncRequest(now?: number): Uint8Array;
   /** The response bytes, or a refusal (bad or foreign-version request). */
   answerSync(from: string, request: Uint8Array, now?: number): Uint8Array | ReceiveResult;

@@ -191,18 +191,8 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   lateSyncDue(now?: number): boolean {
     return this.inner.lateSyncDue(now);
   }
-  receiveGossip(
-    from: string,
-    bytes: Uint8Array,
-    now?: number,
-    relayed?: boolean,
-    heldMs?: number,
-  ): ReceiveResult {
-    return this.inner.receiveGossip(from, bytes, now, relayed, heldMs);
-  }
-
-  roundOffsetMs(): number {
-    return this.inner.roundOffsetMs?.() ?? 0;
+  receiveGossip(from: string, bytes: Uint8Array, now?: number, relayed?: boolean): ReceiveResult {
+    return this.inner.receiveGossip(from, bytes, now, relayed);
   }
   buildSyncRequest(now?: number): Uint8Array {
     return this.inner.buildSyncRequest(now);

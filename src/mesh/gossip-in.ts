@@ -4,7 +4,6 @@ import { Validation } from './constants.js';
 import type { MeshEngine } from './engine-port.js';
 import type { PeerLinks } from './links.js';
 import type { MeshConfig } from './options.js';
-import { holdMs } from './rounds.js';
 import type { MeshStats } from './types.js';
 
 /** Count one more under `reason`. */
@@ -41,8 +40,6 @@ export interface GossipInHost {
   relayFanout(): number;
   /** TESTS/DRILLS ONLY: every gossip message in and out is dropped. */
   isolated(): boolean;
-  /** Aligned gossip rounds' lead now (src/mesh/rounds.ts); undefined: messages go to the engine as they come. */
-  roundLeadMs(): number | undefined;
 }
 
 /** A message held by the injected delay. */
@@ -68,8 +65,6 @@ export class GossipIn {
   private delayedHead = 0;
   private delayTimer: NodeJS.Timeout | undefined;
   /** Aligned rounds: messages that came within the lead before the next round, handed over at it. */
-  private held: DelayedMessage[] = [];
-  private holdTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly host: GossipInHost) {
     this.rng = xorshift32(host.cfg.injectSeed);
@@ -171,47 +166,14 @@ export class GossipIn {
     return this.deliver(from, msg.from, msg.data, relayed);
   }
 
-  /** Forgets the messages the injected delay and the round hold keep (the node stops); how many there were. */
+  /** Forgets the messages the injected delay keeps (the node stops); how many there were. */
   dropDelayed(): number {
-    const n = this.delayed.length - this.delayedHead + this.held.length;
+    const n = this.delayed.length - this.delayedHead;
     this.delayed.length = 0;
     this.delayedHead = 0;
-    this.held = [];
     if (this.delayTimer !== undefined) clearTimeout(this.delayTimer);
     this.delayTimer = undefined;
-    if (this.holdTimer !== undefined) clearTimeout(this.holdTimer);
-    this.holdTimer = undefined;
     return n;
-  }
-
-  /**
-   * Aligned rounds: a message that came within the lead before the next multiple of g waits for
-   * it, and every message of the round reaches the engine then, in the order they came (the
-   * simulator does the same: Simulator.publishBytes). True when it is held.
-   */
-  private hold(from: string, peerId: PeerId, data: Uint8Array, relayed: boolean): boolean {
-    const lead = this.host.roundLeadMs();
-    if (lead === undefined) return false;
-    const now = this.host.cfg.clock.now();
-    const wait = holdMs(
-      now + (this.host.engine.roundOffsetMs?.() ?? 0),
-      this.host.cfg.gossipIntervalMs,
-      lead,
-    );
-    if (wait <= 0) return false;
-    this.held.push({ due: now, from, peerId, data, relayed });
-    if (this.holdTimer === undefined) {
-      const t = setTimeout(() => {
-        this.host.timers.delete(t);
-        this.holdTimer = undefined;
-        const round = this.held;
-        this.held = [];
-        for (const m of round) this.deliver(m.from, m.peerId, m.data, m.relayed, m.due);
-      }, wait);
-      this.holdTimer = t;
-      this.host.timers.add(t);
-    }
-    return true;
   }
 
   private armDelay(): void {
@@ -242,21 +204,7 @@ export class GossipIn {
     this.host.timers.add(t);
   }
 
-  /** `heldSince`: when a round hold took it (undefined: it comes now). */
-  private deliver(
-    from: string,
-    peerId: PeerId,
-    data: Uint8Array,
-    relayed: boolean,
-    heldSince?: number,
-  ): boolean {
-    if (
-      heldSince === undefined &&
-      this.host.running() &&
-      !this.host.isolated() &&
-      this.hold(from, peerId, data, relayed)
-    )
-      return true;
+  private deliver(from: string, peerId: PeerId, data: Uint8Array, relayed: boolean): boolean {
     if (!this.host.running()) {
       bump(this.host.counters.dropped, 'stopped');
       return false;
@@ -272,13 +220,7 @@ export class GossipIn {
     g.bytesIn += data.byteLength;
     this.host.links.heard(from, peerId);
     if (relayed) g.relayedIn++;
-    const r = this.host.engine.receiveGossip(
-      from,
-      data,
-      now,
-      relayed,
-      heldSince === undefined ? 0 : now - heldSince,
-    );
+    const r = this.host.engine.receiveGossip(from, data, now, relayed);
     if (!r.ok) bump(g.dropped, r.reason ?? 'refused');
     return r.ok;
   }

@@ -25,7 +25,6 @@ import { PeerLinks } from './links.js';
 import { createMeshNode, directGossipOf, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
 import { type AskFailure, type OwnerAnswer, OwnerService } from './owner-service.js';
-import { roundWaitMs } from './rounds.js';
 import { closeServers, type ShutdownOptions, shutdownOptions, sleep } from './shutdown.js';
 import { loadSnapshot, saveSnapshot } from './snapshot-file.js';
 import { explainStartError } from './start-errors.js';
@@ -87,7 +86,6 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       clock: cfg.clock,
       gossipIntervalMs: cfg.gossipIntervalMs,
       expectedDelayMs: cfg.expectedDelayMs,
-      ...(cfg.roundLeadMs === undefined ? {} : { roundLeadMs: cfg.roundLeadMs }),
       departAfterMs: cfg.departAfterMs,
       expectedMembers: 1 + cfg.bootstrap.length,
       relayHops: cfg.relayHops,
@@ -137,7 +135,6 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       running: () => this.state === 'running',
       relayFanout: () => this.relayFanout(),
       isolated: () => this.isolated,
-      roundLeadMs: () => (this.aligned() ? this.cfg.roundLeadMs : undefined),
     });
   }
 
@@ -533,9 +530,6 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       this.join = new JoinWatch(cfg.bootstrap.length === 0, cfg.joinTimeoutMs, cfg.clock.now());
       this.state = 'running';
       if (this.owners !== undefined) this.engine.enableOwnerPlacement?.(true);
-      // aligned rounds: the first message goes out now, out of round, so the peers name this node
-      // in their first round's messages; then every tick on the round schedule
-      if (this.aligned()) this.publish();
       this.armTick();
       this.sweepTimer = setInterval(this.links.onSweep, Math.min(1_000, Math.max(50, cfg.departAfterMs / 4)));
       this.discovery.start();
@@ -655,25 +649,9 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
 
   // ---- gossip out ----
 
-  /** Aligned gossip rounds now (src/mesh/rounds.ts): configured so, and broadcasting (relay spreads). */
-  private aligned(): boolean {
-    return this.cfg.roundLeadMs !== undefined && this.relayFanout() === 0;
-  }
-
-  /** Aligned rounds: the mark (mesh time) the armed tick is for (roundWaitMs). */
-  private tickMark = Number.NEGATIVE_INFINITY;
-
-  /** The next tick: at the next round's send time when aligned, else one interval on. */
+  /** The next tick: one interval on (each node on its own phase: spread rounds). */
   private armTick(): void {
-    const g = this.cfg.gossipIntervalMs;
-    let wait = g;
-    if (this.aligned()) {
-      // the next mark strictly after now, and never the last tick's mark again
-      const meshNow = this.cfg.clock.now() + (this.engine.roundOffsetMs() ?? 0);
-      wait = roundWaitMs(meshNow, g, this.cfg.roundLeadMs!, this.tickMark);
-      this.tickMark = meshNow + wait;
-    }
-    this.tickTimer = setTimeout(this.onTick, wait);
+    this.tickTimer = setTimeout(this.onTick, this.cfg.gossipIntervalMs);
   }
 
   private readonly onTick = (): void => {

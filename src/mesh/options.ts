@@ -58,8 +58,6 @@ export interface MeshConfig {
   autoRelayMembers: number;
   /** The engine's relayHops at start (0 in broadcast mode). */
   relayHops: number;
-  /** Aligned gossip rounds' lead (expectedDelayMs; src/mesh/rounds.ts); undefined: the ticks spread. */
-  roundLeadMs: number | undefined;
   /** relayHops as given (undefined: from the membership when relaying). */
   relayHopsOption: number | undefined;
   /** Relay mode: members our items carry a MAC for (0: signatures only). */
@@ -201,15 +199,14 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     true,
   );
 
-  const rounds = opts.gossipRounds;
-  if (rounds !== undefined && rounds !== 'aligned' && rounds !== 'spread')
-    fail('gossipRounds', `must be 'aligned' or 'spread' (got ${JSON.stringify(rounds)})`);
-  if (rounds === 'aligned' && !(expectedDelayMs < gossipIntervalMs))
+  const rounds: unknown = opts.gossipRounds;
+  if (rounds === 'aligned')
     fail(
       'gossipRounds',
-      `'aligned' needs expectedDelayMs under gossipIntervalMs (got ${expectedDelayMs} and ${gossipIntervalMs})`,
+      "'aligned' was removed: aligned rounds admitted less and denied more than spread rounds on every row measured (docs/decision-rule.md, Removed); leave gossipRounds out",
     );
-  const roundLeadMs = rounds === 'aligned' ? expectedDelayMs : undefined;
+  if (rounds !== undefined && rounds !== 'spread')
+    fail('gossipRounds', `must be 'spread', the only schedule (got ${JSON.stringify(rounds)})`);
 
   const logger = opts.logger ?? stderrLogger;
   for (const m of ['debug', 'info', 'warn', 'error'] as const) {
@@ -287,7 +284,6 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     snapshotFile: snapshotFileOption(opts.snapshotFile),
     gossipIntervalMs,
     expectedDelayMs,
-    roundLeadMs,
     logger,
     clock,
     injectDelayMs: num('injectDelayMs', opts.injectDelayMs, 0, 0, 60_000),

@@ -44,16 +44,12 @@ export interface MeshLimiterOptions {
   /** Expected one-way gossip delay, ms (feeds staleness). Default 10. */
   expectedDelayMs?: number;
   /**
-   * When nodes gossip (docs/decision-rule.md, "Rounds"): `aligned`, every node sends when its
-   * clock reads a multiple of gossipIntervalMs less expectedDelayMs and takes in the others'
-   * messages of a round at the same instant, so what each node counts as seen moves for all at
-   * once; `spread`, each node ticks on its own. Default `spread`: aligned rounds keep a node's
-   * own counts recent for a round or two after they reach every peer, and admit less near L on
-   * every row measured (the seed trace 9,515 of 10,000 punctual, 8,852 on ticks up to 5 ms late,
-   * against 9,941; docs/decision-rule.md, "Rounds"). `aligned` needs expectedDelayMs under
-   * gossipIntervalMs; relay mode always spreads.
+   * When nodes gossip: `spread`, the only schedule, each node every gossipIntervalMs on its own
+   * phase (and at once when it has spent a part of L worth telling). `aligned` (every node in one
+   * round) was removed and is refused: it admitted less and denied more on every row measured
+   * (docs/decision-rule.md, "Removed by this rule").
    */
-  gossipRounds?: 'aligned' | 'spread';
+  gossipRounds?: 'spread';
   logger?: Logger;
   clock?: Clock;
   /** Experiments only: hold received gossip this long, ms. Logged loudly when set. */

@@ -4,7 +4,6 @@ import { Engine, type EngineOptions } from '../decision/engine.js';
 import { autoRelayFanout, defaultAutoRelayMembers } from '../mesh/auto-relay.js';
 import { varintLength } from '../mesh/frame-decoder.js';
 import { DEFAULT_RELAY_MAC_PEERS, MAC_ENTRY_BYTES } from '../mesh/relay-mac.js';
-import { holdMs, roundWaitMs } from '../mesh/rounds.js';
 import type { Decision, PolicySpec } from '../types.js';
 import { EventQueue } from './event-queue.js';
 import { Prng } from './prng.js';
@@ -32,16 +31,6 @@ export interface SimOptions {
    * mesh node's tick is a setTimeout on a busy event loop); the next tick keeps its mark. Default 0.
    */
   tickLateMs?: number;
-  /**
-   * When nodes gossip, as a mesh node does (src/mesh/rounds.ts): `aligned`, each node ticks when
-   * its clock reads a multiple of g less the round lead (`roundLeadMs`, default `delayMs`), and a
-   * message that arrives within the lead before the receiver's next multiple of g is handed to
-   * its engine at that instant; `spread`, the nodes' ticks spread evenly over the interval (node
-   * i at i·g/N) and every message handed over as it arrives. Default spread, as a mesh node's.
-   */
-  rounds?: 'aligned' | 'spread';
-  /** Aligned rounds: how long before each multiple of g the nodes send, ms. Default `delayMs`. */
-  roundLeadMs?: number;
   /** Fraction of gossip messages lost, per receiver. Default 0. */
   loss?: number;
   /** PRNG seed for loss and jitter. Default 1. */
@@ -133,9 +122,6 @@ export class Simulator {
 
   /** How gossip travels: `opts.relay` with 'auto' resolved (undefined: broadcast). */
   readonly relay: { fanout: number; macPeers?: number } | undefined;
-  /** Aligned gossip rounds (SimOptions.rounds), and their lead. */
-  private readonly aligned: boolean;
-  private readonly lead: number;
 
   constructor(readonly opts: SimOptions) {
     const n = opts.nodes;
@@ -144,22 +130,14 @@ export class Simulator {
       this.relay = f > 0 ? { fanout: f } : undefined;
     } else this.relay = opts.relay;
     this.epoch = opts.epochMs ?? 1.7e12;
-    this.aligned = opts.rounds === 'aligned';
-    this.lead = opts.roundLeadMs ?? opts.delayMs;
-    if (this.aligned && !(this.lead >= 0 && this.lead < opts.gossipIntervalMs))
-      throw new Error(`roundLeadMs must be at least 0 and under gossipIntervalMs, got ${this.lead}`);
     this.prng = new Prng(opts.seed ?? 1);
     this.ids = Array.from({ length: n }, (_, i) => `node-${i}`);
     this.clocks = this.ids.map((_, i) => new SimClock(opts.skewMs?.[i] ?? 0));
     this.engines = this.ids.map((id, i) => this.newEngine(id, i));
     const g = opts.gossipIntervalMs;
     for (let i = 0; i < n; i++) {
-      // aligned: the first time node i's clock reads k·g − lead; spread: i·g/N
-      const phase = this.aligned ? mod(-this.lead - this.epoch - (opts.skewMs?.[i] ?? 0), g) : (i * g) / n;
-      // aligned: a node's first message goes out as it starts, out of round (as a mesh node's
-      // does): its peers know it, and name it, by their first round
-      if (this.aligned && phase > 0) this.at(0, () => this.publish(i));
-      this.scheduleTick(i, phase);
+      // spread rounds: node i ticks at i·g/N, as mesh nodes started at random moments do
+      this.scheduleTick(i, (i * g) / n);
     }
     if (opts.syncAtStart) this.at(0, () => this.syncAll());
   }
@@ -169,7 +147,6 @@ export class Simulator {
     return new Engine({
       gossipIntervalMs: this.opts.gossipIntervalMs,
       expectedDelayMs: this.opts.delayMs,
-      ...(this.aligned ? { roundLeadMs: this.lead } : {}),
       ...(relay === undefined ? {} : { relayHops: expectedRelayHops(this.opts.nodes, relay.fanout) }),
       ...this.opts.engine,
       ...extra,
@@ -265,21 +242,9 @@ export class Simulator {
       this.publish(node);
       // the engine's late sync (a pod replaced as this one joined is stale at its peers by now)
       if (this.engines[node]!.lateSyncDue()) this.syncFrom(node);
-      // the next mark: with aligned rounds the next round's on the mesh's clock, else g after this one's
-      this.scheduleTick(node, this.aligned ? this.now + this.tickWait(node) : t + this.opts.gossipIntervalMs);
+      // the next mark: g after this one's (a late tick does not move it)
+      this.scheduleTick(node, t + this.opts.gossipIntervalMs);
     });
-  }
-
-  /** Aligned rounds, per node: the mark (its mesh time) its armed tick is for. */
-  private readonly tickMarks: number[] = [];
-
-  /** Aligned rounds: from a tick of `node` now to the next round's send time on the mesh's clock (as a mesh node's armTick). */
-  private tickWait(node: number): number {
-    const g = this.opts.gossipIntervalMs;
-    const meshNow = this.clocks[node]!.now() + this.engines[node]!.roundOffsetMs();
-    const wait = roundWaitMs(meshNow, g, this.lead, this.tickMarks[node] ?? Number.NEGATIVE_INFINITY);
-    this.tickMarks[node] = meshNow + wait;
-    return wait;
   }
 
   /** Relay, per node: the origins queued for its next batch, and per origin the item and who sent it. */
@@ -308,16 +273,8 @@ export class Simulator {
     }
     if (bytes.length > this.maxMessageBytes) this.maxMessageBytes = bytes.length;
     const from = this.ids[node]!;
-    const deliver = (target: Engine, to: number): void => {
-      // aligned rounds: a message that arrives within the lead before the receiver's next round
-      // is handed over at the round (as a mesh node's RoundHold does)
-      const meshNow = this.clocks[to]!.now() + (this.aligned ? target.roundOffsetMs() : 0);
-      const wait = this.aligned ? holdMs(meshNow, this.opts.gossipIntervalMs, this.lead) : 0;
-      if (wait <= 0) target.receiveGossip(from, bytes);
-      else
-        this.at(this.time + wait, () => {
-          if (this.engines[to] === target) target.receiveGossip(from, bytes, undefined, false, wait);
-        });
+    const deliver = (target: Engine): void => {
+      target.receiveGossip(from, bytes);
     };
     for (let to = 0; to < this.engines.length; to++)
       if (to !== node) this.send(node, to, bytes.length, deliver);
@@ -491,8 +448,4 @@ export function replayTrace(
     durationMs,
     sim,
   };
-}
-
-function mod(a: number, m: number): number {
-  return ((a % m) + m) % m;
 }

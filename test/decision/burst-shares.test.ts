@@ -6,20 +6,19 @@ import { Simulator } from '../../src/sim/simulator.js';
 
 /**
  * A burst over many nodes within one gossip round: each node keeps its own recent counts within
- * its fractional share of the headroom, in aligned rounds as in spread ones. (Whole units of the
- * headroom, dealt by weight with D'Hondt in aligned rounds, were removed: members' weights differ
- * by what each has heard, and dealt exactly they passed L on 31 of bench:limit-fuzz's 300 meshes;
- * docs/scale.md, appendix.)
+ * its fractional share of the headroom. (Whole units of the headroom, dealt by weight with D'Hondt
+ * in the aligned rounds since removed, were removed first: members' weights differ by what each
+ * has heard, and dealt exactly they passed L on 31 of bench:limit-fuzz's 300 meshes; docs/scale.md,
+ * appendix.)
  */
 describe('bursts within one round: each node within its fractional share (issue 26)', () => {
-  function burst(nodes: number, placement?: 'local' | 'auto', rounds: 'aligned' | 'spread' = 'aligned') {
+  function burst(nodes: number, placement?: 'local' | 'auto') {
     const sim = new Simulator({
       nodes,
       policies: [{ name: 'p', limit: 50, windowMs: 10_000, ...(placement ? { placement } : {}) }],
       gossipIntervalMs: 100,
       delayMs: 10,
       engine: { expectedMembers: nodes },
-      rounds,
     });
     // owner placement on (as on a mesh node): the synchronous checks below then decide keys placed
     // on an owner by the local rule, beside the owner
@@ -39,27 +38,24 @@ describe('bursts within one round: each node within its fractional share (issue 
     return { admitted: admitted.length, worst: worstRolling(admitted, 10_000), perNode, sim };
   }
 
-  for (const rounds of ['aligned', 'spread'] as const) {
-    it(`a fresh key’s burst over 8 nodes, ${rounds} rounds: 6 a node of 50 / 8, 48, no window past L`, () => {
-      const r = burst(8, undefined, rounds);
-      expect(r.admitted).toBe(48);
-      expect(r.worst).toBe(48);
-      expect(r.perNode.every((c) => c === 6)).toBe(true);
-      // the explanation gives the share and its allowance (50 / 8 of the headroom), nothing else
-      const x = r.sim.engines[0]!.explain('p', 'other');
-      expect(x.share?.share).toBeCloseTo(1 / 8, 9);
-    });
-  }
+  it('a fresh key’s burst over 8 nodes: 6 a node of 50 / 8, 48, no window past L', () => {
+    const r = burst(8);
+    expect(r.admitted).toBe(48);
+    expect(r.worst).toBe(48);
+    expect(r.perNode.every((c) => c === 6)).toBe(true);
+    // the explanation gives the share and its allowance (50 / 8 of the headroom), nothing else
+    const x = r.sim.engines[0]!.explain('p', 'other');
+    expect(x.share?.share).toBeCloseTo(1 / 8, 9);
+  });
 
   it('a warm key (5 requests before, one node’s demand heard above the others’): within L', () => {
-    // bench:two-sided's first warm key on 8 nodes, aligned rounds (whole units, while they were
-    // dealt, once gave 6 units to each of 7 nodes on a float error in a tie: 56 in the window)
+    // bench:two-sided's first warm key on 8 nodes (whole units, while aligned rounds dealt them,
+    // once gave 6 units to each of 7 nodes on a float error in a tie: 56 in the window)
     const sim = new Simulator({
       nodes: 8,
       policies: [{ name: 'p', limit: 50, windowMs: 10_000 }],
       gossipIntervalMs: 100,
       delayMs: 10,
-      rounds: 'aligned',
       seed: 7,
       engine: { expectedMembers: 8 },
     });
@@ -90,7 +86,6 @@ describe('bursts within one round: each node within its fractional share (issue 
       policies: [{ name: 'p', limit: L, windowMs: W, buckets: 10 }],
       gossipIntervalMs: m.gossipIntervalMs,
       delayMs: 10,
-      rounds: 'aligned',
       seed: 117,
       engine: { expectedMembers: m.nodes },
     });
@@ -98,7 +93,7 @@ describe('bursts within one round: each node within its fractional share (issue 
     expect(worstRolling(admitted, W)).toBeLessThanOrEqual(L);
   });
 
-  it('aligned rounds, bench:limit-fuzz meshes where whole units dealt exactly passed L: within L', () => {
+  it('bench:limit-fuzz meshes where whole units dealt exactly passed L (in aligned rounds): within L', () => {
     // seeds 5 (3 nodes, L = 6, g = 100 ms), 10 (4, 7, 100) and 30 (8, 13, 50): D'Hondt on each
     // member's own view of the weights passed L by 1 on each
     const W = 10_000;
@@ -122,7 +117,6 @@ describe('bursts within one round: each node within its fractional share (issue 
         jitterMs: m.jitterMs,
         loss: m.loss,
         seed,
-        rounds: 'aligned',
         engine: { expectedMembers: m.nodes },
       });
       const admitted = replayFuzz(sim, fuzzTraffic(rng, m.nodes, 60_000, W));

@@ -70,12 +70,12 @@ describe('createMeshLimiter options', () => {
     expect(configError(() => createMeshLimiter({ ...base, gossipRounds: 'sometimes' as never }))).toBe(
       'gossipRounds',
     );
-    // aligned rounds need a round's messages to be able to arrive within it
-    expect(
-      configError(() =>
-        createMeshLimiter({ ...base, gossipRounds: 'aligned', gossipIntervalMs: 10, expectedDelayMs: 10 }),
-      ),
-    ).toBe('gossipRounds');
+    // aligned rounds were removed: refused, saying so; spread, the only schedule, is taken
+    expect(configError(() => createMeshLimiter({ ...base, gossipRounds: 'aligned' as never }))).toBe(
+      'gossipRounds',
+    );
+    expect(() => createMeshLimiter({ ...base, gossipRounds: 'aligned' as never })).toThrow(/was removed/);
+    expect(configError(() => createMeshLimiter({ ...base, gossipRounds: 'spread' }))).toBeUndefined();
   });
 
   it('is secure by default: a non-loopback listen or bootstrap needs a psk or insecure: true (issue 11)', async () => {

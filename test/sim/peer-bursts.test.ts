@@ -124,11 +124,9 @@ describe('peer bursts late in a long bucket', () => {
         [61_000, 60],
         [63_000, 80],
       ] as const) {
-        // spread rounds: the naive rule's figure below is as measured with early publishes (with
-        // aligned rounds the burst reaches the others a round later, and naive passes L by 3)
+        // the naive rule's figure below is as measured with early publishes
         const sim = new Simulator({
           nodes: 3,
-          rounds: 'spread',
           policies: [{ name: 'p', limit: L, windowMs: W, buckets: 10, overAdmission: mode, fallback: true }],
           gossipIntervalMs: 100,
           delayMs: 10,

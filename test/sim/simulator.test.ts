@@ -35,9 +35,9 @@ describe('Simulator mechanics', () => {
     expect(sim.engines[1]!.estimate('seed', 'k')).toBe(10);
   });
 
-  it('early publish: a node that spends 5 % of L publishes at once (spread rounds; aligned ones never publish out of round)', () => {
-    const run = (earlyPublish: boolean, rounds: 'spread' | 'aligned' = 'spread') => {
-      const sim = new Simulator({ ...base, nodes: 2, gossipIntervalMs: 100, earlyPublish, rounds });
+  it('early publish: a node that spends 5 % of L publishes at once', () => {
+    const run = (earlyPublish: boolean) => {
+      const sim = new Simulator({ ...base, nodes: 2, gossipIntervalMs: 100, earlyPublish });
       sim.runUntil(1);
       const before = sim.messages;
       for (let i = 0; i < 50; i++) sim.request(0, 'seed', 'k');
@@ -45,36 +45,6 @@ describe('Simulator mechanics', () => {
     };
     expect(run(true)).toBe(1);
     expect(run(false)).toBe(0);
-    expect(run(true, 'aligned')).toBe(0);
-  });
-
-  it('aligned rounds: every node sends when its clock reads k·g − d, and a message is taken in at the round', () => {
-    const sim = new Simulator({
-      ...base,
-      rounds: 'aligned',
-      nodes: 3,
-      gossipIntervalMs: 100,
-      delayMs: 10,
-      jitterMs: 0,
-      epochMs: 1.7e12,
-    });
-    const sent: number[] = [];
-    const orig = sim.engines.map((e) => e.buildGossip.bind(e));
-    sim.engines.forEach((e, i) => {
-      e.buildGossip = (now?: number, reach?: number) => {
-        sent.push(sim.now);
-        return orig[i]!(now, reach);
-      };
-    });
-    sim.runUntil(1_000);
-    // the first message out of round as a node starts, then one a node at 90, 190, ... ms
-    expect(sent.filter((t) => t > 0).every((t) => t % 100 === 90)).toBe(true);
-    expect(sent.filter((t) => t > 0).length).toBe(3 * 10);
-    // each node's horizon is the round's send time: its peers' messages, sent at 990, taken in at 1,000
-    for (const e of sim.engines) {
-      const x = e.explain('seed', 'k');
-      expect(x.share?.horizonMs).toBe(10);
-    }
   });
 
   it('loss 1.0 delivers nothing: every node stays alone', () => {
