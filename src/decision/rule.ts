@@ -360,8 +360,8 @@ export class Rule {
    * The fast path's room after a single key's full evaluation admitted (see PolicyRuntime.fastKs):
    * the least of what is left of the global check (`globalRoom`) and of this node's share, with
    * the terms the evaluation left in `share*`. Until the view or the bucket changes only time
-   * passes: the window sheds counts (more headroom) and the line stays; with spread rounds our own
-   * counts may count as recent back to the straddling bucket's start, so those are counted.
+   * passes: the window sheds counts (more headroom) and the line stays; our own counts may count
+   * as recent back to the straddling bucket's start, so those are counted.
    */
   private keepFast(
     rt: PolicyRuntime,

@@ -64,7 +64,6 @@ export class GossipIn {
   private readonly delayed: (DelayedMessage | undefined)[] = [];
   private delayedHead = 0;
   private delayTimer: NodeJS.Timeout | undefined;
-  /** Aligned rounds: messages that came within the lead before the next round, handed over at it. */
 
   constructor(private readonly host: GossipInHost) {
     this.rng = xorshift32(host.cfg.injectSeed);

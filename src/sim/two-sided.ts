@@ -410,8 +410,7 @@ export function burstsKey(
  * to 101 members, relay at fanout 4 above: src/mesh/auto-relay.ts), each node expecting every
  * member (a mesh node expects 1 + its bootstrap peers: here every other node), on timers and
  * links as a live machine's: each tick up to 2 ms late, each message up to 1 ms slower than d
- * (punctual timers send every node's message of an aligned round at the same instant, a tie no
- * real mesh has, and aligned rounds gained from it: docs/decision-rule.md, "Rounds"). When the
+ * (punctual timers would let ticks meet at the same instant, a tie no real mesh has). When the
  * mesh's defaults change with its size, change them here.
  */
 export function defaultMesh(nodes: number, seed = 7): Omit<SimOptions, 'policies'> {
