@@ -742,8 +742,6 @@ function round1(x: number): number {
 /** What a run writes (and `--print` reads back). */
 interface Report {
   commit: string;
-  /** Reports saved before aligned rounds were removed: `--rounds`, when it was given. */
-  rounds?: 'aligned' | 'spread';
   node: string;
   cpu_s_by_family: Record<string, number>;
   wall_s_by_family: Record<string, number>;
@@ -816,9 +814,7 @@ function printReport(rep: Report): void {
       "auto (the same policy on a mesh that asks owners: placement 'auto' puts L < 4 N on the key's owner, docs/owner.md), " +
       "naive (overAdmission 'naive'), " +
       'exact (a sliding-window log over the same arrivals); simulator g = 100 ms, d = 10 ms, every member expected, ' +
-      (rep.rounds === undefined
-        ? 'the mesh as a node runs it by default (spread rounds; relay from 102 members)'
-        : `every mesh in ${rep.rounds} rounds (relay from 102 members)`) +
+      'the mesh as a node runs it by default (spread rounds; relay from 102 members)' +
       ', on timers up to 2 ms late and links up to 1 ms slower (defaultMesh); traffic from ' +
       `${WARMUP_MS / S} s after the mesh starts, once it has formed (the cold-start family and the seed trace: from its start).\n` +
       'false den %: of the requests the exact limiter admits on the same arrivals, the % this limiter denied ' +

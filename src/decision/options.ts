@@ -153,6 +153,11 @@ export function policySetOf(policies: unknown, needVersionOf = false): PolicySet
 /** Validates every option (a RateMeshError CONFIG_INVALID naming the field) and fills the defaults. */
 export function parseEngineOptions(opts: EngineOptions): EngineConfig {
   if (opts === null || typeof opts !== 'object') fail('options', 'options must be an object');
+  if ((opts as { roundLeadMs?: unknown }).roundLeadMs !== undefined)
+    fail(
+      'roundLeadMs',
+      'was removed with aligned gossip rounds, which admitted less and denied more than spread rounds on every row measured (docs/decision-rule.md, "Removed by this rule")',
+    );
   const policySet = policySetOf(opts.policies);
   const nodeId = opts.nodeId ?? 'local';
   if (typeof nodeId !== 'string' || nodeId.length === 0 || nodeId.length > 128) {

@@ -203,7 +203,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
   if (rounds === 'aligned')
     fail(
       'gossipRounds',
-      "'aligned' was removed: aligned rounds admitted less and denied more than spread rounds on every row measured (docs/decision-rule.md, Removed); leave gossipRounds out",
+      '\'aligned\' was removed: aligned rounds admitted less and denied more than spread rounds on every row measured (docs/decision-rule.md, "Removed by this rule"); leave gossipRounds out',
     );
   if (rounds !== undefined && rounds !== 'spread')
     fail('gossipRounds', `must be 'spread', the only schedule (got ${JSON.stringify(rounds)})`);

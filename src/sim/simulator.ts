@@ -124,6 +124,10 @@ export class Simulator {
   readonly relay: { fanout: number; macPeers?: number } | undefined;
 
   constructor(readonly opts: SimOptions) {
+    if ((opts as { rounds?: unknown }).rounds === 'aligned')
+      throw new Error(
+        'rounds: \'aligned\' was removed (docs/decision-rule.md, "Removed by this rule"); every node ticks on its own phase',
+      );
     const n = opts.nodes;
     if (opts.relay === 'auto') {
       const f = autoRelayFanout(n, defaultAutoRelayMembers(opts.gossipIntervalMs), false);

@@ -697,6 +697,14 @@ describe('construction', () => {
       () => new Engine({ gossipIntervalMs: 10, policies: [P], clock: c, earlyPublishFraction: 0 }),
       ErrorCodes.CONFIG_INVALID,
     );
+    // aligned rounds' lead, removed with them: refused, not silently ignored
+    expectCode(
+      () => new Engine({ gossipIntervalMs: 10, policies: [P], clock: c, roundLeadMs: 5 } as never),
+      ErrorCodes.CONFIG_INVALID,
+    );
+    expect(
+      () => new Engine({ gossipIntervalMs: 10, policies: [P], clock: c, roundLeadMs: 5 } as never),
+    ).toThrow(/was removed/);
     expectCode(() => new Engine({ gossipIntervalMs: 10, policies: [], clock: c }), ErrorCodes.POLICY_INVALID);
     expectCode(
       () => new Engine({ gossipIntervalMs: 10, policies: [{ name: 'p', limit: 0, windowMs: 1 }], clock: c }),

@@ -47,6 +47,10 @@ describe('Simulator mechanics', () => {
     expect(run(false)).toBe(0);
   });
 
+  it('refuses aligned rounds, removed (every node ticks on its own phase)', () => {
+    expect(() => new Simulator({ ...base, nodes: 2, rounds: 'aligned' } as never)).toThrow(/was removed/);
+  });
+
   it('loss 1.0 delivers nothing: every node stays alone', () => {
     const sim = new Simulator({ ...base, nodes: 3, loss: 1 });
     sim.runUntil(500);
