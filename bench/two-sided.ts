@@ -350,6 +350,19 @@ const seedRun: RunDef = {
     'the seed trace: 20,000 requests at 2,000/s, L = 1,000 per 1 s (k = 10, the default); 8 nodes only',
 };
 
+/**
+ * The accounts with every request asked of the key's owner (`placement: 'owner'`, the `auto`
+ * column) on 8 nodes, where `auto` keeps L = 100 local (L >= 4 N) and the local rule misses the
+ * bursty and heavy targets: what deciding them exactly costs in calls and latency.
+ */
+const accountsOwnerRun: RunDef = {
+  ...accountsRun,
+  rows: accountsRun.rows.map((r) => `${r}, placement owner`),
+  only: (n) => n === 8,
+  limiters: ['auto'],
+  placement: 'owner',
+};
+
 const RUNS: RunDef[] = [
   globalRun('0.5L', (e) => [[500, 0, e]]),
   globalRun('0.9L', (e) => [[900, 0, e]]),
@@ -359,6 +372,7 @@ const RUNS: RunDef[] = [
     [2000, e / 2, e],
   ]),
   accountsRun,
+  accountsOwnerRun,
   burstsRun,
   // the frontier (issue 26): the global key near and over L with the alternatives to the default's
   // gossip, so the default is a measured choice: g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from each peer), finer
