@@ -24,10 +24,13 @@
  * - A rule can deny in the prefix to leave more headroom: the prefix admitted its arrivals in
  *   the window less D_w(T), its denials there, so its headroom is H⁰_T + D_w(T) with H⁰_T from
  *   the arrivals alone.
- * - A denial at s is in a span at T only for T in [s, next tick + d), under g + d; in the window
- *   for at most W. So with D the denials in [from − W, to] and any λ in (0, 1):
- *   D ≥ λ·(1/(g+d))∫ F(H⁰_T + D_w(T)) dT + (1 − λ)·(1/W)∫ D_w(T) dT
- *     ≥ ∫ min over δ ≥ 0 of [λ·F(H⁰_T + δ)/(g + d) + (1 − λ)·δ/W] dT.
+ * - A denial at s by node j is in j's span at T for T in [s, s + m): m = max(s, τ) + d − s, τ
+ *   its first tick at or after s − lateness, so m < c = g + d − lateness. Then it is in the
+ *   prefix, and in the window until s + W: for W − m. With α = λ/c and β = (1 − λ)/W (α ≥ β for
+ *   λ ≥ c/(c + W)), each denial adds α·m + β·(W − m) ≤ α·c + β·(W − c) = K to
+ *   ∫ [α·D_span(T) + β·D_w(T)] dT. So with D the denials in [from − W, to]:
+ *   K·D ≥ ∫ [α·F(H⁰_T + D_w(T)) + β·D_w(T)] dT ≥ ∫ min over δ ≥ 0 of [α·F(H⁰_T + δ) + β·δ] dT,
+ *   with K = λ + (1 − λ)(1 − c/W).
  *   Every term is a function of the arrivals and the schedule alone; the bound is taken for a
  *   given λ, as a fraction of the arrivals in [from − W, to] (all of which an exact limiter
  *   admits on traffic under L; where it denies some, subtract them).
@@ -145,9 +148,11 @@ export function spanBound(
 ): SpanBound {
   const n = mesh.nodes;
   const g = mesh.gossipIntervalMs;
-  const c = g + mesh.delayMs;
+  // the longest a denial stays in its node's span (module doc)
+  const c = g + mesh.delayMs - mesh.tickLateMs;
   const w = opts.windowMs;
-  if (!(c + mesh.tickLateMs < w)) throw new Error('the bound needs g + d + lateness under the window');
+  if (!(g + mesh.delayMs + mesh.tickLateMs < w))
+    throw new Error('the bound needs g + d + lateness under the window');
   if (times.length !== nodes.length) throw new Error('times and nodes differ in length');
   const phases = mesh.phases ?? Array.from({ length: n }, (_, i) => (i * g) / n);
   const lambdas = opts.lambdas ?? DEFAULT_LAMBDAS;
@@ -247,6 +252,12 @@ export function spanBound(
   }
   let arrivals = 0;
   for (const at of times) if (at >= opts.fromMs - w && at <= opts.toMs) arrivals++;
+  // each λ's integral over K(λ), per arrival
+  for (let li = 0; li < lambdas.length; li++) {
+    const lam = lambdas[li]!;
+    if (!(lam >= c / (c + w) && lam < 1)) throw new Error(`λ must be in [c/(c + W), 1), got ${lam}`);
+    sums[li] = sums[li]! / (lam + (1 - lam) * (1 - c / w));
+  }
   const per = (x: number) => (arrivals > 0 ? (x * opts.stepMs) / arrivals : 0);
   let best = 0;
   for (let li = 1; li < lambdas.length; li++) if (sums[li]! > sums[best]!) best = li;
