@@ -285,7 +285,8 @@ export class Rule {
       const U = now - core.oldestSent;
       const narrow = this.narrow.length > 0;
       if (ks.shareStamp !== core.stamp || x !== undefined || narrow) this.computeShare(ks, rt);
-      const tU = now - Math.max(U, 0);
+      const u = Math.max(U, 0);
+      const tU = now - u;
       const cU = Math.floor(tU / rt.bw);
       // In the bucket that straddles the horizon, peers' counts count wholly
       // as old (they may all precede the horizon; when the limit closes they
@@ -296,7 +297,7 @@ export class Rule {
       // the straddling bucket's start where that is later (buckets no longer than
       // the horizon: much shorter ones, 20 ms at g = 100, passed L a little at 2 L).
       const since = this.since;
-      const tO = Math.max(cU * rt.bw, tU - Math.max(U, 0));
+      const tO = Math.max(cU * rt.bw, tU - u);
       kw.countsSince(cU, tO / rt.bw, since);
       const recentAll = since[0]!;
       const ownRecent = since[1]!;

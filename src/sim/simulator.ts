@@ -70,6 +70,11 @@ export interface SimOptions {
 /** Bytes an origin's message costs inside a relay batch beyond its own: a signature, an origin reference, framing. */
 export const RELAY_ITEM_OVERHEAD = 64 + 4 + 2;
 
+/** Spread rounds: node `i` of `n` first ticks at i·g/N, as mesh nodes started at random moments do. */
+export function spreadPhaseMs(i: number, n: number, g: number): number {
+  return (i * g) / n;
+}
+
 /** Bytes of an item's MAC list among `nodes` members (the live kind 7 frame): its count (a uvarint) and the entries. */
 export function macListBytes(nodes: number, macPeers = DEFAULT_RELAY_MAC_PEERS): number {
   const c = Math.max(0, Math.min(nodes - 1, macPeers));
@@ -140,8 +145,7 @@ export class Simulator {
     this.engines = this.ids.map((id, i) => this.newEngine(id, i));
     const g = opts.gossipIntervalMs;
     for (let i = 0; i < n; i++) {
-      // spread rounds: node i ticks at i·g/N, as mesh nodes started at random moments do
-      this.scheduleTick(i, (i * g) / n);
+      this.scheduleTick(i, spreadPhaseMs(i, n, g));
     }
     if (opts.syncAtStart) this.at(0, () => this.syncAll());
   }

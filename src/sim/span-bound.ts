@@ -44,6 +44,8 @@
  * worst case, the prefix's denials free to fall where they help most.
  */
 
+import { spreadPhaseMs } from './simulator.js';
+
 /** The schedule of a mesh's messages. */
 export interface SpanMesh {
   nodes: number;
@@ -154,8 +156,11 @@ export function spanBound(
   if (!(g + mesh.delayMs + mesh.tickLateMs < w))
     throw new Error('the bound needs g + d + lateness under the window');
   if (times.length !== nodes.length) throw new Error('times and nodes differ in length');
-  const phases = mesh.phases ?? Array.from({ length: n }, (_, i) => (i * g) / n);
+  const phases = mesh.phases ?? Array.from({ length: n }, (_, i) => spreadPhaseMs(i, n, g));
   const lambdas = opts.lambdas ?? DEFAULT_LAMBDAS;
+  // α ≥ β, which K's bound needs (module doc)
+  for (const lam of lambdas)
+    if (!(lam >= c / (c + w) && lam < 1)) throw new Error(`λ must be in [c/(c + W), 1), got ${lam}`);
   const cap = opts.limit + (opts.slack ?? 0);
   const sums = new Float64Array(lambdas.length);
   let headroomSum = 0;
@@ -255,7 +260,6 @@ export function spanBound(
   // each λ's integral over K(λ), per arrival
   for (let li = 0; li < lambdas.length; li++) {
     const lam = lambdas[li]!;
-    if (!(lam >= c / (c + w) && lam < 1)) throw new Error(`λ must be in [c/(c + W), 1), got ${lam}`);
     sums[li] = sums[li]! / (lam + (1 - lam) * (1 - c / w));
   }
   const per = (x: number) => (arrivals > 0 ? (x * opts.stepMs) / arrivals : 0);
