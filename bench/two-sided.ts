@@ -51,10 +51,12 @@ import {
   exactFlags,
   figuresOf,
   firstWindowFlags,
+  globalKeyArrivals,
   type LimiterRun,
   LOCAL_DECISIONS,
   localCeilingFigures,
   push,
+  type RateSegment,
   ratio,
   ruleHistogram,
   runSim,
@@ -62,6 +64,7 @@ import {
   steadyKey,
   type TwoSidedFigures,
   timesByKey,
+  WARMUP_MS,
 } from '../src/sim/two-sided.js';
 import { runOwnerSim } from '../src/sim/two-sided-owner.js';
 import type { PolicySpec } from '../src/types.js';
@@ -99,13 +102,6 @@ interface RunDef {
   /** The policy's buckets, where not the default (the frontier's finer buckets). */
   buckets?: number;
 }
-
-/**
- * Where the traffic starts, ms after the mesh: a service sends requests to a node once it is
- * ready, and the default mesh forms (every node hears every other, each naming them all) in
- * 0.1 s on 2 to 64 nodes and 1.2 s on 256 (relay). The cold-start family starts at 0.
- */
-const WARMUP_MS = 2_000;
 
 type SimLimiter = 'default' | 'auto' | 'naive';
 const SIM_LIMITERS: readonly SimLimiter[] = ['default', 'auto', 'naive'];
@@ -148,7 +144,7 @@ const ACCOUNT_SECONDS = 100;
 
 function globalRun(
   name: string,
-  segments: (n: number) => [rate: number, fromMs: number, toMs: number][],
+  segments: (n: number) => RateSegment[],
   alternative?: { mesh: Partial<SimOptions>; only: number[]; placement?: 'owner'; buckets?: number },
   cold?: { only: number[] },
 ): RunDef {
@@ -172,11 +168,7 @@ function globalRun(
     windowMs: S,
     seconds,
     build(n) {
-      const a = emptyArrivals();
-      const k = addKey(a, 'global');
-      const prng = new Prng(11);
-      for (const [rate, from, to] of segments(seconds(n) * S)) steadyKey(a, k, rate, from, to, n, prng);
-      return { arrivals: a, keyClass: [0] };
+      return { arrivals: globalKeyArrivals(n, segments(seconds(n) * S)), keyClass: [0] };
     },
     describe: (n) =>
       `one key, L = 1,000 per 1 s, ${segments(seconds(n) * S)

@@ -358,6 +358,30 @@ export function push(a: Arrivals, t: number, node: number, key: number): void {
 }
 
 /**
+ * Where the traffic of `bench:two-sided` (and of its live rows, `mesh:two-sided`) starts, ms after
+ * the mesh: a service sends requests to a node once it is ready, and the default mesh forms
+ * (every node hears every other, each naming them all) in 0.1 s on 2 to 64 nodes and 1.2 s on
+ * 256 (relay). The cold-start family starts at 0.
+ */
+export const WARMUP_MS = 2_000;
+
+/** A step of a global key's offered load: `rate` per second over [fromMs, toMs). */
+export type RateSegment = [rate: number, fromMs: number, toMs: number];
+
+/**
+ * The global rows' arrivals (`bench:two-sided`'s global family and `mesh:two-sided`): one key,
+ * `global`, offered at each segment's rate, evenly spaced, each request at a node drawn uniformly
+ * from `nodes` (one draw sequence from `seed` over the segments, in order).
+ */
+export function globalKeyArrivals(nodes: number, segments: readonly RateSegment[], seed = 11): Arrivals {
+  const a = emptyArrivals();
+  const k = addKey(a, 'global');
+  const prng = new Prng(seed);
+  for (const [rate, from, to] of segments) steadyKey(a, k, rate, from, to, nodes, prng);
+  return a;
+}
+
+/**
  * One key offered at `rate` per second, evenly spaced, over [fromMs, toMs), each request at a
  * node drawn uniformly from `nodes`.
  */

@@ -6,9 +6,11 @@
  * no gossip each node would admit up to L on its own, 4 × L in all.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { killAllChildren, Mesh } from '../../mesh-test/harness.js';
+import { killAllChildren, Mesh, readDecisions } from '../../mesh-test/harness.js';
 import { figures, replayLive, sum } from '../../mesh-test/replay.js';
+import { bothErrors, pairLive } from '../../mesh-test/two-sided.js';
 import { seedTrace, type Trace } from '../../src/sim/trace.js';
+import { globalKeyArrivals } from '../../src/sim/two-sided.js';
 import type { PolicySpec } from '../../src/types.js';
 
 const NODES = 4;
@@ -63,6 +65,51 @@ describe('live mesh of real node processes', () => {
       expect(f.worst_1s, JSON.stringify(summary)).toBeLessThanOrEqual(L * 1.1);
       // and it is a limiter, not a wall: at least 80 % of what an exact central log admits
       expect(f.vs_window_bound, JSON.stringify(summary)).toBeGreaterThanOrEqual(0.8);
+    } finally {
+      await mesh.close();
+    }
+  });
+
+  it('denies no request of a key offered under its limit (both rules, live)', {
+    timeout: 90_000,
+  }, async () => {
+    // bench:two-sided's 0.5 L row on 4 nodes for 4 s: L = 1,000 per 1 s, 500/s, nodes drawn
+    // uniformly; an exact limiter admits every request. Each node's part (about 125 a window) is
+    // under its share however its view of the peers goes: L/N = 250 when they all look stale.
+    const planned = globalKeyArrivals(NODES, [[500, 0, 4000]]);
+    const tr: Trace = { t: Float64Array.from(planned.t), node: Uint8Array.from(planned.node), nodes: NODES };
+    const policies: PolicySpec[] = [
+      { name: 'under', limit: 1000, windowMs: 1000 },
+      { name: 'under-naive', limit: 1000, windowMs: 1000, overAdmission: 'naive' },
+    ];
+    const mesh = await Mesh.start({
+      nodes: NODES,
+      policies,
+      gossipIntervalMs: 50,
+      injectDelayMs: 0,
+      expectedDelayMs: 50,
+      heartbeatMs: 200,
+      discoveryIntervalMs: 500,
+    });
+    try {
+      await mesh.waitForPeers(40_000);
+      const naiveFile = (i: number) => `${mesh.dir}/under-naive-${i}.bin`;
+      const out = await replayLive(mesh, tr, {
+        policy: 'under',
+        key: 'global',
+        extra: (i) => ({ also: [{ policy: 'under-naive', decisionFile: naiveFile(i) }] }),
+      });
+      const live = pairLive(
+        out.decisions,
+        out.decisions.map((_, i) => readDecisions(naiveFile(i))),
+      );
+      const controlled = bothErrors(live.arrivals, live.controlled);
+      const naive = bothErrors(live.arrivals, live.naive);
+      const summary = JSON.stringify({ controlled, naive, late: out.reports.map((r) => r.lateMs.p99) });
+      expect(live.arrivals.t.length, summary).toBe(tr.t.length);
+      expect(controlled.exact, summary).toBe(tr.t.length);
+      expect(controlled.false_denials_pct, summary).toBe(0);
+      expect(naive.false_denials_pct, summary).toBe(0);
     } finally {
       await mesh.close();
     }
