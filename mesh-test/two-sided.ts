@@ -109,6 +109,13 @@ interface LiveTwoSidedRow {
   nodes: number;
   g_ms: number;
   d_ms: number;
+  /** The engines' expectedDelayMs (the harness's default: the injected d). */
+  expected_delay_ms: number;
+  /** Where the default rule's worst rolling window starts, ms from the replay's start, and what each node admitted in it. */
+  worst_window_at_ms: number;
+  worst_window_by_node: number[];
+  /** The default rule's decisions by mode and outcome, over every node. */
+  modes: Record<string, number>;
   seconds: number;
   /** Requests the trace sent, and the ones the nodes served (a node too slow to start skips none: it serves late). */
   requests: number;
@@ -122,9 +129,53 @@ interface LiveTwoSidedRow {
   load_avg: [number, number];
 }
 
+/** Where the rolling window [s, s + W) holding the most admitted requests starts (the first such). */
+export function worstWindowAt(t: readonly number[], admitted: Uint8Array): number {
+  const at: number[] = [];
+  for (let i = 0; i < t.length; i++) if (admitted[i]) at.push(t[i]!);
+  let best = -1;
+  let from = Number.NaN;
+  let j = 0;
+  for (let i = 0; i < at.length; i++) {
+    while (j < at.length && at[j]! < at[i]! + W) j++;
+    if (j - i > best) {
+      best = j - i;
+      from = at[i]!;
+    }
+  }
+  return from;
+}
+
+/** What each node admitted by the default rule in [from, from + W). */
+function byNodeIn(live: LiveArrivals, from: number): number[] {
+  const out: number[] = [];
+  const { t, node } = live.arrivals;
+  for (let i = 0; i < t.length; i++) {
+    while (out.length <= node[i]!) out.push(0);
+    if (live.controlled[i] && t[i]! >= from && t[i]! < from + W) out[node[i]!]!++;
+  }
+  return out;
+}
+
+/** Decisions by mode and outcome ('global admitted', 'fallback denied', ...). */
+function modesOf(decisions: readonly DecisionRecord[][]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const d of decisions.flat()) {
+    const k = `${d.mode} ${d.allowed ? 'admitted' : 'denied'}`;
+    out[k] = (out[k] ?? 0) + 1;
+  }
+  return out;
+}
+
 /** The simulator's run of the same arrivals (as planned), g and d on the bench's default mesh. */
-function predict(planned: Arrivals, nodes: number, g: number, d: number) {
-  const mesh = { ...defaultMesh(nodes), gossipIntervalMs: g, delayMs: d };
+function predict(planned: Arrivals, nodes: number, g: number, d: number, expected?: number) {
+  const base = defaultMesh(nodes);
+  const mesh = {
+    ...base,
+    gossipIntervalMs: g,
+    delayMs: d,
+    ...(expected === undefined ? {} : { engine: { ...base.engine, expectedDelayMs: expected } }),
+  };
   const shifted = { ...planned, t: planned.t.map((t) => t + WARMUP_MS) };
   return {
     default: bothErrors(shifted, runSim(mesh, DEFAULT_POLICY, shifted).admitted),
@@ -138,12 +189,19 @@ async function liveTwoSidedRow(
   g: number,
   d: number,
   seconds: number,
+  expected?: number,
 ): Promise<LiveTwoSidedRow> {
   const planned = globalKeyArrivals(nodes, LIVE_ROWS[row]!(seconds * 1000));
   const trace: Trace = { t: Float64Array.from(planned.t), node: Uint8Array.from(planned.node), nodes };
   const load0 = round(loadavg()[0]!, 1);
   const mesh = await Mesh.start(
-    { nodes, policies: [DEFAULT_POLICY, NAIVE_POLICY], gossipIntervalMs: g, injectDelayMs: d },
+    {
+      nodes,
+      policies: [DEFAULT_POLICY, NAIVE_POLICY],
+      gossipIntervalMs: g,
+      injectDelayMs: d,
+      ...(expected === undefined ? {} : { expectedDelayMs: expected }),
+    },
     60_000,
   );
   try {
@@ -160,6 +218,12 @@ async function liveTwoSidedRow(
       out.decisions,
       out.decisions.map((_, i) => readDecisions(naiveFile(i))),
     );
+    const worstAt = worstWindowAt(live.arrivals.t, live.controlled);
+    if (process.env.TWO_SIDED_DUMP)
+      writeFileSync(
+        process.env.TWO_SIDED_DUMP,
+        JSON.stringify({ t: live.arrivals.t, node: live.arrivals.node, c: [...live.controlled] }),
+      );
     return {
       row,
       nodes,
@@ -172,7 +236,11 @@ async function liveTwoSidedRow(
         default: bothErrors(live.arrivals, live.controlled),
         naive: bothErrors(live.arrivals, live.naive),
       },
-      sim: predict(planned, nodes, g, d),
+      sim: predict(planned, nodes, g, d, expected),
+      expected_delay_ms: expected ?? d,
+      worst_window_at_ms: worstAt,
+      worst_window_by_node: byNodeIn(live, worstAt),
+      modes: modesOf(out.decisions),
       late_p99_ms: round(Math.max(...reps.map((r) => r.lateMs.p99)), 2),
       ticks_pct_min: round(Math.min(...reps.map((r) => (r.gossip.ticks / (r.wallMs / g)) * 100)), 1),
       cpu_pct_total: round(sum(reps.map((r) => r.cpuPct)), 1),
@@ -237,6 +305,7 @@ function args() {
       delays: { type: 'string', default: '10' },
       seconds: { type: 'string', default: '10' },
       repeat: { type: 'string', default: '1' },
+      'expected-delay-ms': { type: 'string' },
     },
   });
   const num = (s: string, name: string, min: number, max: number) =>
@@ -257,6 +326,10 @@ function args() {
     delays: num(values.delays, 'delays', 0, 100),
     seconds: num(values.seconds, 'seconds', 2, 30)[0]!,
     repeat: num(values.repeat, 'repeat', 1, 10)[0]!,
+    expected:
+      values['expected-delay-ms'] === undefined
+        ? undefined
+        : num(values['expected-delay-ms'], 'expected-delay-ms', 0, 1000)[0]!,
   };
 }
 
@@ -266,7 +339,7 @@ async function main(): Promise<void> {
     `live mesh, both errors: ${a.nodes} node processes on 127.0.0.1; one key, L = ${L} per ${W} ms, ` +
       `the default policy (k = 10, controlled) and the naive rule checked on every request, the exact log on the ` +
       `times the nodes decided; rows ${a.rows.join(', ')} over ${a.seconds} s, nodes drawn uniformly; ` +
-      `g = ${a.gossip.join(',')} ms, injected d = ${a.delays.join(',')} ms; sim: bench:two-sided's default mesh ` +
+      `g = ${a.gossip.join(',')} ms, injected d = ${a.delays.join(',')} ms, engines expecting ${a.expected === undefined ? 'd' : `${a.expected} ms`} of delay; sim: bench:two-sided's default mesh ` +
       `at that g and d on the same arrivals; load average ${loadavg()
         .map((x) => x.toFixed(2))
         .join(' ')}`,
@@ -276,12 +349,12 @@ async function main(): Promise<void> {
     for (const g of a.gossip)
       for (const d of a.delays)
         for (const row of a.rows) {
-          const r = await liveTwoSidedRow(row, a.nodes, g, d, a.seconds);
+          const r = await liveTwoSidedRow(row, a.nodes, g, d, a.seconds, a.expected);
           rows.push(r);
           console.log(
             `  ${row} g=${g} d=${d}: false denials ${r.live.default.false_denials_pct} % (sim ${r.sim.default.false_denials_pct}), ` +
-              `worst - L ${r.live.default.worst_window_minus_l} (sim ${r.sim.default.worst_window_minus_l}); naive ` +
-              `${r.live.naive.false_denials_pct} % / ${r.live.naive.worst_window_minus_l}; late p99 ${r.late_p99_ms} ms`,
+              `worst - L ${r.live.default.worst_window_minus_l} at ${Math.round(r.worst_window_at_ms)} ms, by node ${r.worst_window_by_node.join('/')} (sim ${r.sim.default.worst_window_minus_l}); naive ` +
+              `${r.live.naive.false_denials_pct} % / ${r.live.naive.worst_window_minus_l}; late p99 ${r.late_p99_ms} ms; ${JSON.stringify(r.modes)}`,
           );
         }
   console.log('');

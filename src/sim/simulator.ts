@@ -33,6 +33,8 @@ export interface SimOptions {
   tickLateMs?: number;
   /** Fraction of gossip messages lost, per receiver. Default 0. */
   loss?: number;
+  /** Per node, when it first ticks, ms (default: spread evenly, {@link spreadPhaseMs}); then every g. */
+  phasesMs?: readonly number[];
   /** PRNG seed for loss and jitter. Default 1. */
   seed?: number;
   cuts?: readonly Cut[];
@@ -145,7 +147,7 @@ export class Simulator {
     this.engines = this.ids.map((id, i) => this.newEngine(id, i));
     const g = opts.gossipIntervalMs;
     for (let i = 0; i < n; i++) {
-      this.scheduleTick(i, spreadPhaseMs(i, n, g));
+      this.scheduleTick(i, opts.phasesMs?.[i] ?? spreadPhaseMs(i, n, g));
     }
     if (opts.syncAtStart) this.at(0, () => this.syncAll());
   }
