@@ -363,6 +363,26 @@ const RUNS: RunDef[] = [
     [500, 0, e / 2],
     [2000, e / 2, e],
   ]),
+  // the same rows with the traffic starting 50 ms into a 100 ms bucket (every row above starts on a
+  // bucket's edge, as no key of a real service does): a peer's counts in the oldest bucket are
+  // weighed as if spread over it, and a key's first counts all lie in its second half
+  ...(
+    [
+      ['0.9L', (e: number) => [[900, 50, e + 50]]],
+      ['2L', (e: number) => [[2000, 50, e + 50]]],
+      [
+        'step 0.5L to 2L',
+        (e: number) => [
+          [500, 50, e / 2 + 50],
+          [2000, e / 2 + 50, e + 50],
+        ],
+      ],
+    ] as const
+  ).map(([row, segments]) => ({
+    ...globalRun(`${row}, from 50 ms into a bucket`, segments as (e: number) => RateSegment[]),
+    family: 'start offset',
+    large: false,
+  })),
   accountsRun,
   accountsOwnerRun,
   burstsRun,
