@@ -2,7 +2,7 @@
  * Versioned compact binary encoding of gossip and sync messages. The schema is
  * written out in docs/wire-format.md; in short every message is
  *
- *   magic 0x52 ('R') · format 4 · type · body
+ *   magic 0x52 ('R') · format 5 · type · body
  *
  * and gossip and sync responses carry a policy table (name, 8-byte version of
  * that one policy) that their entries index: a receiver merges an entry only
@@ -19,9 +19,10 @@ export const MAGIC = 0x52;
  * replaced the one policy-set version of the header with a per-policy table;
  * format 4 made entries sparse (only non-zero buckets, the first bucket
  * delta-coded against the previous entry's) and added the loss-repair fields
- * (`repair`, `nacks`) to the gossip header.
+ * (`repair`, `nacks`) to the gossip header; format 5 gives each count its sender's skew (how
+ * much of it may lie later in its bucket than an even spread: `WireEntry.skews`).
  */
-export const FORMAT = 4;
+export const FORMAT = 5;
 export const TYPE_GOSSIP = 1;
 export const TYPE_SYNC_REQUEST = 2;
 export const TYPE_SYNC_RESPONSE = 3;
@@ -67,6 +68,13 @@ export interface WireEntry {
    */
   base: number;
   counts: number[];
+  /**
+   * Per count (the same index), the origin's skew there: how many of that bucket's counts may
+   * still be inside a window that has passed part of the bucket, beyond the even spread over
+   * it a receiver weighs them by (an integer, at most the count; see KeyWindow.ownDeficit).
+   * Absent on an entry to encode: none. A decoded entry has one per count.
+   */
+  skews?: number[];
   /** The origin's offered cost over the window (its demand). */
   demand: number;
 }
@@ -327,14 +335,17 @@ function writeEntry(w: Writer, e: WireEntry, withOrigin: boolean, prev: number):
   const base = n === 0 ? prev : e.base + first;
   w.zigzag(base - prev);
   w.varint(n);
+  const sk = e.skews;
   if (n > 0) {
     w.varint(c[first]!);
+    w.varint(sk?.[first] ?? 0);
     let skip = 0;
     for (let i = first + 1; i < c.length; i++) {
       const v = c[i]!;
       if (v > 0) {
         w.varint(skip);
         w.varint(v);
+        w.varint(sk?.[i] ?? 0);
         skip = 0;
       } else skip++;
     }
@@ -376,9 +387,10 @@ export function entryBytes(e: WireEntry): number {
   const k = utf8Bytes(e.key);
   let n = varintBytes(e.policy) + varintBytes(k) + k + 8 + 1;
   let pairs = 0;
-  for (const v of e.counts) {
+  for (let i = 0; i < e.counts.length; i++) {
+    const v = e.counts[i]!;
     if (v > 0) {
-      n += varintBytes(v) + 1;
+      n += varintBytes(v) + 1 + varintBytes(e.skews?.[i] ?? 0);
       pairs++;
     }
   }
@@ -459,20 +471,27 @@ function readEntry(r: Reader, origins: number, policies: number, prev: number): 
   // an entry without counts has no base of its own (one encoding per message)
   if (n === 0 && delta !== 0) throw 'bad-field';
   const counts: number[] = [];
+  const skews: number[] = [];
   for (let i = 0; i < n; i++) {
     if (i > 0) {
       const skip = r.varint();
       if (skip >= LIMITS.counts) throw 'bad-field';
-      for (let j = 0; j < skip; j++) counts.push(0);
+      for (let j = 0; j < skip; j++) {
+        counts.push(0);
+        skews.push(0);
+      }
     }
     const c = r.varint();
     if (c === 0 || c > LIMITS.count) throw 'bad-field';
+    const sk = r.varint();
+    if (sk > c) throw 'bad-field';
     counts.push(c);
+    skews.push(sk);
     if (counts.length > LIMITS.counts) throw 'bad-field';
   }
   const demand = r.varint();
   if (demand > LIMITS.count) throw 'bad-field';
-  return { origin, policy, key, base, counts, demand };
+  return { origin, policy, key, base, counts, skews, demand };
 }
 
 /**

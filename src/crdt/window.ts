@@ -116,6 +116,13 @@ export class KeyWindow {
    * (over-count), are never gossiped, and age out with their bucket.
    */
   floor: Float64Array | undefined = undefined;
+  /**
+   * Per slot, the sum over peers of the skew each reported for that bucket (see
+   * {@link ownDeficit}): how much of its counts there may still be inside the window beyond the
+   * even spread the estimate weighs them by; undefined until a peer reports one. Each peer's own
+   * skews are kept in its entry array, after the spans (at `2r + 2 + s`).
+   */
+  skews: Float64Array | undefined = undefined;
   /** Slot of bucket c-k (the partly weighted one). */
   oldest = 0;
   /** Slot of bucket c. */
@@ -216,11 +223,13 @@ export class KeyWindow {
         d[sb + s] = 0;
         if (this.spanned !== undefined) this.spanned[s] = 0;
         if (floor !== undefined) floor[s] = 0;
+        if (this.skews !== undefined) this.skews[s] = 0;
         for (let o = 1; o < peers.length; o++) {
           const p = peers[o];
           if (p !== undefined) {
             p[s] = 0;
             if (p.length > r + 2) p[r + 2 + s] = -1;
+            if (p.length > 2 * r + 2) p[2 * r + 2 + s] = 0;
           }
         }
       }
@@ -257,7 +266,9 @@ export class KeyWindow {
     const o = this.oldest;
     const own = this.d[this.ob + o]!;
     const sp = this.spanned;
-    const others = sp === undefined || sp[o] === 0 ? (this.d[this.sb + o]! - own) * w : this.othersLeft(w);
+    let others = sp === undefined || sp[o] === 0 ? (this.d[this.sb + o]! - own) * w : this.othersLeft(w);
+    const sk = this.skews;
+    if (sk !== undefined && sk[o]! > 0) others = Math.min(this.d[this.sb + o]! - own, others + sk[o]!);
     return this.full + others + own * this.ownWeight(w);
   }
 
@@ -340,6 +351,32 @@ export class KeyWindow {
       d[OWN_VAL] = val;
     }
     return val;
+  }
+
+  /**
+   * How much more of slot `s`'s own admissions may be inside the window, at worst as the bucket
+   * slides out, than a peer counts, who weighs them as if spread evenly over the bucket: the most,
+   * over the cuts, of (own counts of every part whose last admission is after the cut) less (own
+   * counts × the part of the bucket after the cut). 0 for counts spread evenly or early.
+   */
+  ownDeficit(s: number): number {
+    const own = this.d[this.ob + s]!;
+    if (!(own > 0)) return 0;
+    const parts = this.parts;
+    const at = 2 * OWN_PARTS * s;
+    let worst = 0;
+    for (let j = 0; j < OWN_PARTS; j++) {
+      const v = parts[at + j]!;
+      if (!(v > 0)) continue;
+      // the cut just before part j's last admission: every part whose last is at or after it is in
+      const lastJ = parts[at + OWN_PARTS + j]!;
+      let inside = 0;
+      for (let i = 0; i < OWN_PARTS; i++)
+        if (parts[at + i]! > 0 && parts[at + OWN_PARTS + i]! >= lastJ) inside += parts[at + i]!;
+      const dj = inside - own * (1 - lastJ);
+      if (dj > worst) worst = dj;
+    }
+    return worst;
   }
 
   /**
@@ -492,6 +529,36 @@ export class KeyWindow {
   }
 
   /**
+   * Max-merge origin `o`'s skew for bucket `b` (its {@link ownDeficit} there: how much of its
+   * counts may be inside the window beyond an even spread), never more than its count there.
+   * Call after its counts are merged, and after roll.
+   */
+  mergeSkew(o: number, b: number, skew: number): void {
+    if (!(skew > 0) || b < this.cur - this.k || b > this.cur + 1) return;
+    const s = this.slotOf(b);
+    const r = this.r;
+    let p = this.peer(o);
+    if (p.length < 3 * r + 2) {
+      const old = p;
+      p = Array.from({ length: 3 * r + 2 }, (_, j) => (j < old.length ? old[j]! : j < 2 * r + 2 ? -1 : 0));
+      this.peers[o] = p;
+    }
+    const i = 2 * r + 2 + s;
+    const v = Math.min(skew, p[s]!);
+    if (!(v > p[i]!)) return;
+    this.skews ??= new Float64Array(r);
+    this.skews[s] = this.skews[s]! + v - p[i]!;
+    p[i] = v;
+  }
+
+  /** Own skews ({@link ownDeficit}) of buckets `from` .. current, rounded up. */
+  ownSkews(from = this.cur - this.k): number[] {
+    const out: number[] = [];
+    for (let b = from; b <= this.cur; b++) out.push(Math.ceil(this.ownDeficit(this.slotOf(b)) - 1e-9));
+    return out;
+  }
+
+  /**
    * Max-merge a count of this node's own origin learned back from a peer (after
    * a restart this node's counts live on only there). Call after roll.
    */
@@ -540,6 +607,8 @@ export class KeyWindow {
     const at = this.r + 2 + this.oldest;
     const v = p.length > at ? p[at]! : -1;
     let total = p[this.oldest]! * (v < 0 ? w : peerLeft(1 - w, v));
+    const sk = p.length > 2 * this.r + 2 ? p[2 * this.r + 2 + this.oldest]! : 0;
+    if (sk > 0) total = Math.min(p[this.oldest]!, total + sk);
     for (let s = 0; s < this.r; s++) if (s !== this.oldest) total += p[s]!;
     return total;
   }
@@ -639,7 +708,10 @@ export class KeyWindow {
       // held as the bucket's turn starts: as the estimate weighs the oldest bucket now, a later
       // one whole (its counts that arrived before it began leave as it becomes the oldest)
       const sp0 = spans ? listLeft(scratch, n, b === this.cur - this.k ? start : -1) : 0;
-      const all = others * (1 - start) + own * w0 + sp0;
+      // peers' skews (mergeSkew): as the estimate, at most the counts, the rest leaving at the end
+      const sk = ownOnly || this.skews === undefined ? 0 : this.skews[s]!;
+      const o0 = Math.min(others, others * (1 - start) + sk);
+      const all = o0 + own * w0 + sp0;
       if (all >= need - 1e-9) {
         const atStart = own * (w0 - this.ownLeft(s, start)) + (spans ? sp0 - listLeft(scratch, n, start) : 0);
         if (atStart >= need - 1e-9) return t;
@@ -648,7 +720,8 @@ export class KeyWindow {
         for (let i = 0; i < 48 && hi - lo > 1e-12; i++) {
           const mid = (lo + hi) / 2;
           const drained =
-            others * (mid - start) +
+            o0 -
+            Math.min(others, others * (1 - mid) + sk) +
             own * (w0 - this.ownLeft(s, mid)) +
             (spans ? sp0 - listLeft(scratch, n, mid) : 0);
           if (drained >= need - 1e-9) hi = mid;
@@ -772,6 +845,16 @@ export class KeyWindow {
     return p === undefined ? undefined : this.ringCounts(p);
   }
 
+  /** Origin `o`'s skews ({@link mergeSkew}) of buckets c-k .. c+1, oldest first, rounded up; undefined when it has none. */
+  originSkews(o: number): number[] | undefined {
+    const p = this.peers[o];
+    if (p === undefined || p.length < 3 * this.r + 2) return undefined;
+    const out: number[] = [];
+    for (let b = this.cur - this.k; b <= this.cur + 1; b++)
+      out.push(Math.ceil(p[2 * this.r + 2 + this.slotOf(b)]! - 1e-9));
+    return out;
+  }
+
   /** The unattributed floor's counts of buckets c-k .. c+1, oldest first; undefined when it has none there. */
   floorCounts(): number[] | undefined {
     return this.floor === undefined ? undefined : this.ringCounts(this.floor);
@@ -809,6 +892,9 @@ export class KeyWindow {
     const spanned = this.spanned;
     if (spanned !== undefined && p.length > this.r + 2)
       for (let s = 0; s < this.r; s++) if (p[this.r + 2 + s]! >= 0) spanned[s] = spanned[s]! - 1;
+    // folded counts keep their skews in the sum (the floor is weighed evenly too); dropped ones lose them
+    if (!fold && this.skews !== undefined && p.length > 2 * this.r + 2)
+      for (let s = 0; s < this.r; s++) this.skews[s] = this.skews[s]! - p[2 * this.r + 2 + s]!;
     for (let s = 0; s < this.r; s++) {
       const v = p[s]!;
       if (v === 0) continue;

@@ -9,7 +9,7 @@ import {
   type WireEntry,
   type WireNack,
 } from '../crdt/codec.js';
-import { FLOOR } from '../crdt/window.js';
+import { FLOOR, SPAN_MAX_AGE } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import type { KeyState } from './key-state.js';
@@ -428,6 +428,11 @@ export class Gossip {
     const cfg = this.core.cfg;
     const age = (cfg.gossipIntervalMs + cfg.dataDelayMs) / rt.bw;
     const capped = kw.mergeCapped(origin, e.base, shift, e.counts, L, fullCap, ringCap, now / rt.bw, age);
+    // where counts keep no arrival spans (buckets short against gossip), the sender's skews: how
+    // far its counts in a bucket run later than the even spread the estimate weighs them by
+    const sk = e.skews;
+    if (sk !== undefined && origin !== FLOOR && age > SPAN_MAX_AGE)
+      for (let i = 0; i < sk.length; i++) if (sk[i]! > 0) kw.mergeSkew(origin, e.base + i + shift, sk[i]!);
     // the share rule uses at most L of it (computeShare); the stale reserve bounds it by L - seen
     if (origin !== FLOOR) kw.setDemand(origin, Math.min(e.demand, 1000 * L), now);
     return capped;
@@ -454,6 +459,7 @@ export function ownEntry(
     key: ks.key,
     base: Math.min(lo, kw.cur),
     counts: lo > kw.cur ? [] : kw.ownCounts(lo),
+    skews: lo > kw.cur ? [] : kw.ownSkews(lo),
     demand: demand >= 0 ? demand : Math.ceil(demandPerWindow(ks, now, rt.policy.windowMs, rt.bw)),
   };
 }

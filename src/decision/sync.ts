@@ -120,7 +120,16 @@ export class Sync {
           const counts = kw.originCounts(o);
           if (counts === undefined || !counts.some((x) => x > 0)) continue;
           if (entries.length >= cap) return;
-          entries.push({ origin: first + i, policy: rt.wire, key, base: kw.cur - kw.k, counts, demand: 0 });
+          const skews = kw.originSkews(o);
+          entries.push({
+            origin: first + i,
+            policy: rt.wire,
+            key,
+            base: kw.cur - kw.k,
+            counts,
+            ...(skews === undefined ? {} : { skews }),
+            demand: 0,
+          });
         }
       }
     }
@@ -384,6 +393,7 @@ export class Sync {
         }
         if (asker === undefined) continue;
         const counts = kw.originCounts(asker.idx);
+        const skews = kw.originSkews(asker.idx);
         if (counts !== undefined)
           entries.push({
             origin: 1,
@@ -391,6 +401,7 @@ export class Sync {
             key,
             base: kw.cur - kw.k,
             counts,
+            ...(skews === undefined ? {} : { skews }),
             demand: kw.demandOf(asker.idx),
           });
       }

@@ -44,7 +44,7 @@ export const TOPIC_PREFIX = 'ratemesh/';
  * on different versions of some policy stay one membership. (Before format 3
  * the topic carried the policy-set version, and any change split the mesh.)
  */
-export const TOPIC = `${TOPIC_PREFIX}4`;
+export const TOPIC = `${TOPIC_PREFIX}5`;
 /** Largest snapshot file a node reads at start, bytes (the sync frame limit). */
 export const MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024;
 

@@ -209,7 +209,7 @@ export interface MeshLimiter extends RateLimiter {
    * numbers, changing nothing: the counts seen, the reserves, the share, when it would pass.
    */
   explain(policy: string, key: string, cost?: number): Explanation;
-  /** The gossip topic, `ratemesh/4` (one per wire format, whatever the policies). */
+  /** The gossip topic, `ratemesh/5` (one per wire format, whatever the policies). */
   readonly topic: string;
   /** The policy-set version in force (one hash of every policy; informational). */
   readonly policyVersion: string;

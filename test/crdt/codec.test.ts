@@ -62,11 +62,13 @@ function normal(entries: readonly WireEntry[]): WireEntry[] {
   let prev = 0;
   return entries.map((e) => {
     const first = e.counts.findIndex((c) => c > 0);
-    if (first < 0) return { ...e, base: prev, counts: [] };
+    // a decoded entry has a skew per count (0 where none was given)
+    const skews = e.counts.map((c, i) => (c > 0 ? (e.skews?.[i] ?? 0) : 0));
+    if (first < 0) return { ...e, base: prev, counts: [], skews: [] };
     let last = e.counts.length - 1;
     while (e.counts[last] === 0) last--;
     prev = e.base + first;
-    return { ...e, base: prev, counts: e.counts.slice(first, last + 1) };
+    return { ...e, base: prev, counts: e.counts.slice(first, last + 1), skews: skews.slice(first, last + 1) };
   });
 }
 
@@ -150,6 +152,7 @@ function rawEntry(
     key?: Uint8Array;
     counts?: number[];
     skips?: number[];
+    skews?: number[];
     n?: number;
     base?: number;
     demand?: number;
@@ -165,6 +168,7 @@ function rawEntry(
   counts.forEach((c, i) => {
     if (i > 0) w.varint(e.skips?.[i] ?? 0);
     w.varint(c);
+    w.varint(e.skews?.[i] ?? 0);
   });
   w.varint(e.demand ?? 0);
 }
@@ -175,7 +179,10 @@ describe('codec round trips', () => {
     expect(bytes[0]).toBe(MAGIC);
     expect(bytes[1]).toBe(FORMAT);
     expect(bytes[2]).toBe(TYPE_GOSSIP);
-    expect(decodeMessage(bytes)).toEqual({ ok: true, message: { type: TYPE_GOSSIP, ...gossip } });
+    expect(decodeMessage(bytes)).toEqual({
+      ok: true,
+      message: { type: TYPE_GOSSIP, ...gossip, entries: normal(gossip.entries) },
+    });
   });
 
   it('gossip heartbeat (no entries; repair and nacks default to none)', () => {
@@ -204,7 +211,7 @@ describe('codec round trips', () => {
     expect(normal(syncRes.entries)[1]).toMatchObject({ base: 12, counts: [4] });
   });
 
-  it('format 4: sparse entries, the base delta-coded along the message', () => {
+  it('format 4 and 5: sparse entries, the base delta-coded along the message, a skew per count', () => {
     const e = (base: number, counts: number[]): WireEntry => ({
       origin: 0,
       policy: 0,
@@ -215,11 +222,26 @@ describe('codec round trips', () => {
     });
     const m = { policies: [], seq: 1, sentAt: 0, members: 1, reach: 1, entries: [] as WireEntry[] };
     const size = (entries: WireEntry[]) => encodeGossip({ ...m, entries }).length;
-    // policy, key (2), base delta, n, count, demand: 7 bytes, whatever the window
-    expect(size([e(1_700_000_000, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3])]) - size([])).toBe(7 + 4);
-    expect(size([e(1_700_000_000, [3]), e(1_700_000_000, [5])]) - size([e(1_700_000_000, [3])])).toBe(7);
-    // a further count costs its skip and itself
-    expect(size([e(5, [1, 0, 0, 2])]) - size([e(5, [1])])).toBe(2);
+    // policy, key (2), base delta, n, count, its skew, demand: 8 bytes, whatever the window
+    expect(size([e(1_700_000_000, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3])]) - size([])).toBe(8 + 4);
+    expect(size([e(1_700_000_000, [3]), e(1_700_000_000, [5])]) - size([e(1_700_000_000, [3])])).toBe(8);
+    // a further count costs its skip, itself and its skew
+    expect(size([e(5, [1, 0, 0, 2])]) - size([e(5, [1])])).toBe(3);
+    // a skew is at most its count
+    expectReason(
+      rawGossip({ table: [{ name: 'api' }], n: 1, entries: (w) => rawEntry(w, { counts: [2], skews: [3] }) }),
+      'bad-field',
+    );
+    const skewed = decodeMessage(
+      rawGossip({
+        table: [{ name: 'api' }],
+        n: 1,
+        entries: (w) => rawEntry(w, { counts: [2, 5], skews: [2, 1] }),
+      }),
+    );
+    expect(skewed.ok && skewed.message.type === TYPE_GOSSIP && skewed.message.entries[0]!.skews).toEqual([
+      2, 1,
+    ]);
     // counts of zero are not accepted on the wire, nor a base delta without counts
     expectReason(
       rawGossip({ table: [{ name: 'api' }], n: 1, entries: (w) => rawEntry(w, { counts: [1, 0] }) }),
@@ -275,7 +297,7 @@ describe('codec round trips', () => {
     const tableBytes = 1 + TABLE.reduce((n, r) => n + 1 + r.name.length + 8, 0);
     const noTable = encodeGossip({ ...gossip, policies: [], entries: [] });
     expect(encodeGossip({ ...gossip, entries: [] }).length - noTable.length).toBe(tableBytes - 1);
-    expect(FORMAT).toBe(4);
+    expect(FORMAT).toBe(5);
   });
 
   const keyArb = fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }).filter((s) => {

@@ -674,3 +674,68 @@ describe('KeyWindow peer entries', () => {
     expect([12 + 2, 2 * 12 + 2]).toContain(a.peers[3]!.length);
   });
 });
+
+describe('KeyWindow skews (counts late in a bucket, format 5)', () => {
+  it("a sender's deficit: small for counts early in a bucket, the late part for counts in its second half", () => {
+    const kw = new KeyWindow(10);
+    kw.roll(100);
+    for (let i = 0; i < 8; i++) kw.addOwn(1, 0.02 + i * 0.01);
+    // a part counts whole until its last admission: at the cut 0.09, 8 against an even 7.28
+    expect(kw.ownDeficit(kw.curSlot)).toBeCloseTo(8 * 0.09, 5);
+    const late = new KeyWindow(10);
+    late.roll(100);
+    for (let i = 0; i < 8; i++) late.addOwn(1, 0.6 + i * 0.04);
+    // by part: at the cut 0.72 (the third part's last admission) all 8 count, an even spread 8 × 0.28
+    expect(late.ownDeficit(late.curSlot)).toBeCloseTo(8 - 8 * (1 - 0.72), 5);
+    // evenly spread over the bucket: at most a part's counts
+    const even = new KeyWindow(10);
+    even.roll(100);
+    for (let i = 0; i < 40; i++) even.addOwn(1, (i + 0.5) / 40);
+    expect(even.ownDeficit(even.curSlot)).toBeLessThanOrEqual(40 / OWN_PARTS + 1e-9);
+  });
+
+  it('the oldest bucket holds a peer skew on top of the even spread, never past its counts; a roll clears it', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(100);
+    kw.mergeEntry(1, 100, 10);
+    kw.mergeSkew(1, 100, 4);
+    kw.roll(110); // bucket 100 is the oldest now
+    expect(kw.estimate(0.5)).toBeCloseTo(10 * 0.5 + 4, 9);
+    expect(kw.estimate(0.9)).toBe(10);
+    expect(kw.peerEstimate(1, 0.5)).toBeCloseTo(9, 9);
+    // a skew is max-merged and capped by the count
+    kw.mergeSkew(1, 100, 3);
+    kw.mergeSkew(1, 100, 50);
+    expect(kw.estimate(0.1)).toBe(10);
+    kw.roll(111);
+    expect(kw.estimate(0.5)).toBe(0);
+    expect(kw.skews![kw.slotOf(110)]).toBe(0);
+  });
+
+  it('a dropped origin takes its skews with it; a folded one leaves them with its counts', () => {
+    for (const fold of [false, true]) {
+      const kw = new KeyWindow(10);
+      kw.roll(100);
+      kw.mergeEntry(1, 100, 10);
+      kw.mergeSkew(1, 100, 6);
+      kw.roll(110);
+      kw.dropOrigin(1, fold);
+      expect(kw.estimate(0.5)).toBeCloseTo(fold ? 10 : 0, 9);
+    }
+  });
+
+  it('retry hints wait for the skewed counts: they leave at the end of their bucket', () => {
+    const kw = new KeyWindow(10);
+    kw.roll(100);
+    kw.mergeEntry(1, 100, 10);
+    kw.mergeSkew(1, 100, 4);
+    kw.roll(110);
+    const bw = 100;
+    const now = 110 * bw + 50; // w = 0.5: the estimate holds 9 of the 10
+    expect(kw.estimate(0.5)).toBeCloseTo(9, 9);
+    // 5 more to leave: 4 of them only at the bucket's end, 50 ms on
+    expect(kw.timeToDrain(5, false, now, bw)).toBeCloseTo(50, 6);
+    // 1 leaves as the even part goes: 10 ms (the even 5 leave over the 50 ms left, but 4 stay)
+    expect(kw.timeToDrain(1, false, now, bw)).toBeCloseTo(10, 6);
+  });
+});

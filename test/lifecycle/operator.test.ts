@@ -163,7 +163,7 @@ describe('mesh operator lines', () => {
     expect(warns[0]!.msg).toMatch(/another ratemesh topic \(another wire format\)/);
     expect(warns[0]!.obj).toMatchObject({ peer: 'p9', theirTopic: 'ratemesh/3', ourTopic: TOPIC });
     expect(otherTopics).toEqual({ events: 2, peers: { p9: 'ratemesh/3' } });
-    subscribed('p7', 'ratemesh/5');
+    subscribed('p7', 'ratemesh/6');
     expect(lines.filter((l) => l.level === 'warn')).toHaveLength(2);
   });
 });

@@ -24,7 +24,8 @@ describe('faults on the seed trace (g = d = 10)', () => {
   it("the same cut at the mesh default g = 100: worst 1 s <= 1010 (it was 1051 while silent peers' demand faded and their unseen admissions went unreserved)", () => {
     const r = replay({ cuts: CUT, gossipIntervalMs: 100 });
     expect(r.worst1s).toBeLessThanOrEqual(TARGET);
-    expect(r.vsWindowBound).toBeGreaterThanOrEqual(0.97);
+    // 0.967 with the senders' skews held (0.97 and more before, counts late in a bucket under-counted)
+    expect(r.vsWindowBound).toBeGreaterThanOrEqual(0.96);
   });
 
   it('the cut node decides in fallback mode at L/N during the cut and in global mode after it', () => {
