@@ -554,7 +554,9 @@ export class KeyWindow {
   /** Own skews ({@link ownDeficit}) of buckets `from` .. current, rounded up. */
   ownSkews(from = this.cur - this.k): number[] {
     const out: number[] = [];
-    for (let b = from; b <= this.cur; b++) out.push(Math.ceil(this.ownDeficit(this.slotOf(b)) - 1e-9));
+    // the same buckets as ownCounts(from): none before the ring
+    for (let b = Math.max(from, this.cur - this.k); b <= this.cur; b++)
+      out.push(Math.ceil(this.ownDeficit(this.slotOf(b)) - 1e-9));
     return out;
   }
 

@@ -687,6 +687,8 @@ describe('KeyWindow skews (counts late in a bucket, format 5)', () => {
     for (let i = 0; i < 8; i++) late.addOwn(1, 0.6 + i * 0.04);
     // by part: at the cut 0.72 (the third part's last admission) all 8 count, an even spread 8 × 0.28
     expect(late.ownDeficit(late.curSlot)).toBeCloseTo(8 - 8 * (1 - 0.72), 5);
+    // one skew per count ownCounts gives, from any bucket on
+    expect(late.ownSkews(late.cur - 100)).toHaveLength(late.ownCounts(late.cur - 100).length);
     // evenly spread over the bucket: at most a part's counts
     const even = new KeyWindow(10);
     even.roll(100);
