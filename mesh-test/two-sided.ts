@@ -23,10 +23,8 @@ import type { Trace } from '../src/sim/trace.js';
 import {
   type Arrivals,
   defaultMesh,
-  exactFlags,
-  figuresOf,
-  firstWindowFlags,
   globalKeyArrivals,
+  oneKeyFigures,
   type RateSegment,
   runSim,
   type TwoSidedFigures,
@@ -99,9 +97,7 @@ export function pairLive(
 
 /** Both errors of a limiter that admitted `admitted` on `a` (one key, L per W), against the exact log on the same arrivals. */
 export function bothErrors(a: Arrivals, admitted: Uint8Array): TwoSidedFigures {
-  const exact = exactFlags(a.t, L, W);
-  const all = new Uint8Array(a.t.length).fill(1);
-  return figuresOf(a, admitted, all, exact, firstWindowFlags(a, W), sum([...exact]), L, W);
+  return oneKeyFigures(a, admitted, L, W);
 }
 
 interface LiveTwoSidedRow {

@@ -510,13 +510,8 @@ export class KeyWindow {
       }
     }
     if (span >= 0 || old >= 0) {
-      if (p.length <= i) {
-        // its first span: the entry array grows by one span per slot, the whole bucket for now
-        const counts = p;
-        const grown = Array.from({ length: 2 * this.r + 2 }, (_, j) => (j < counts.length ? counts[j]! : -1));
-        this.peers[o] = grown;
-        p = grown;
-      }
+      // its first span: the entry array grows by one span per slot, the whole bucket for now
+      if (p.length <= i) p = this.growEntry(o, 2 * this.r + 2);
       this.spanned ??= new Int32Array(this.r);
       if (old >= 0 !== span >= 0) this.spanned[s] = this.spanned[s]! + (span >= 0 ? 1 : -1);
       p[i] = span;
@@ -538,17 +533,25 @@ export class KeyWindow {
     const s = this.slotOf(b);
     const r = this.r;
     let p = this.peer(o);
-    if (p.length < 3 * r + 2) {
-      const old = p;
-      p = Array.from({ length: 3 * r + 2 }, (_, j) => (j < old.length ? old[j]! : j < 2 * r + 2 ? -1 : 0));
-      this.peers[o] = p;
-    }
+    if (p.length < 3 * r + 2) p = this.growEntry(o, 3 * r + 2);
     const i = 2 * r + 2 + s;
     const v = Math.min(skew, p[s]!);
     if (!(v > p[i]!)) return;
     this.skews ??= new Float64Array(r);
     this.skews[s] = this.skews[s]! + v - p[i]!;
     p[i] = v;
+  }
+
+  /**
+   * Origin `o`'s entry array grown to `length` numbers, what it held kept: new spans -1 (the whole
+   * bucket), new skews 0 (see {@link peers}, {@link mergeSkew}).
+   */
+  private growEntry(o: number, length: number): number[] {
+    const old = this.peers[o]!;
+    const r2 = 2 * this.r + 2;
+    const grown = Array.from({ length }, (_, j) => (j < old.length ? old[j]! : j < r2 ? -1 : 0));
+    this.peers[o] = grown;
+    return grown;
   }
 
   /** Own skews ({@link ownDeficit}) of buckets `from` .. current, rounded up. */

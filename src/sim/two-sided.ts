@@ -330,6 +330,23 @@ export function figuresOf(
   };
 }
 
+/**
+ * {@link figuresOf} for arrivals on one key (a limit of `limit` per `windowMs`): every arrival
+ * counted, against the exact log on the same arrival times, the exact log as the ceiling.
+ */
+export function oneKeyFigures(
+  a: Arrivals,
+  admitted: Uint8Array,
+  limit: number,
+  windowMs: number,
+): TwoSidedFigures {
+  const exact = exactFlags(a.t, limit, windowMs);
+  let exactN = 0;
+  for (const x of exact) exactN += x;
+  const all = new Uint8Array(a.t.length).fill(1);
+  return figuresOf(a, admitted, all, exact, firstWindowFlags(a, windowMs), exactN, limit, windowMs);
+}
+
 // ---- traffic generators -------------------------------------------------------------------
 
 /** Sort arrivals by time, keeping the order of equal times (a stable sort of the index). */

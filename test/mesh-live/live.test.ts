@@ -23,6 +23,15 @@ function trace(): Trace {
   return { t: s.t.map((t) => t * 5), node: s.node, nodes: NODES };
 }
 
+/** Both meshes: gossip every 50 ms, expected delay 50 ms (generous for a loaded CI box). */
+const MESH = {
+  gossipIntervalMs: 50,
+  injectDelayMs: 0,
+  expectedDelayMs: 50,
+  heartbeatMs: 200,
+  discoveryIntervalMs: 500,
+} as const;
+
 describe('live mesh of real node processes', () => {
   afterAll(() => killAllChildren());
 
@@ -31,11 +40,7 @@ describe('live mesh of real node processes', () => {
     const mesh = await Mesh.start({
       nodes: NODES,
       policies: [POLICY],
-      gossipIntervalMs: 50,
-      injectDelayMs: 0,
-      expectedDelayMs: 50,
-      heartbeatMs: 200,
-      discoveryIntervalMs: 500,
+      ...MESH,
     });
     try {
       await mesh.waitForPeers(40_000);
@@ -85,11 +90,7 @@ describe('live mesh of real node processes', () => {
     const mesh = await Mesh.start({
       nodes: NODES,
       policies,
-      gossipIntervalMs: 50,
-      injectDelayMs: 0,
-      expectedDelayMs: 50,
-      heartbeatMs: 200,
-      discoveryIntervalMs: 500,
+      ...MESH,
     });
     try {
       await mesh.waitForPeers(40_000);

@@ -12,10 +12,8 @@ import {
   addKey,
   defaultMesh,
   emptyArrivals,
-  exactFlags,
-  figuresOf,
-  firstWindowFlags,
   globalKeyArrivals,
+  oneKeyFigures,
   push,
   runSim,
   sortArrivals,
@@ -29,17 +27,7 @@ describe('counts late in a short bucket', () => {
       const planned = globalKeyArrivals(n, [[2000, 0, 3000]]);
       const a = { ...planned, t: planned.t.map((t) => t + WARMUP_MS + 50) };
       const r = runSim(defaultMesh(n), { name: 'g', limit: L, windowMs: 1000 }, a);
-      const all = new Uint8Array(a.t.length).fill(1);
-      const f = figuresOf(
-        a,
-        r.admitted,
-        all,
-        exactFlags(a.t, L, 1000),
-        firstWindowFlags(a, 1000),
-        1,
-        L,
-        1000,
-      );
+      const f = oneKeyFigures(a, r.admitted, L, 1000);
       expect(f.worst_window_minus_l).toBeLessThanOrEqual(0);
       // and a limiter, not a wall
       expect(f.admitted).toBeGreaterThan(0.85 * f.exact);
@@ -57,17 +45,7 @@ describe('counts late in a short bucket', () => {
         for (let t = t0 + 500; t < t0 + 1500; t += 2) for (let m = 1; m < n; m++) push(a, t, m, k);
         const s = sortArrivals(a);
         const r = runSim(defaultMesh(n), { name: 'k', limit: L, windowMs: 1000 }, s);
-        const all = new Uint8Array(s.t.length).fill(1);
-        const f = figuresOf(
-          s,
-          r.admitted,
-          all,
-          exactFlags(s.t, L, 1000),
-          firstWindowFlags(s, 1000),
-          1,
-          L,
-          1000,
-        );
+        const f = oneKeyFigures(s, r.admitted, L, 1000);
         expect(f.worst_window_minus_l, `burst at +${off} ms`).toBeLessThanOrEqual(0);
       }
     });
