@@ -4,7 +4,7 @@
  * gaps drawn evenly from [lo, hi] ms. Batches at gaps near the bucket's width put a small batch
  * early in a bucket and a large one late; an estimate that spreads the bucket's own counts
  * between its first and last admission lets the large one slide out before it leaves the window
- * (1,142 at k = 10 before). Own counts are kept by quarter of a bucket with each quarter's last
+ * (1,142 at k = 10 before). Own counts are kept by eighth of a bucket with each eighth's last
  * admission time (KeyWindow.ownLeft): no row may pass L. Prints the worst rolling 1 s over 20
  * runs of 20 s each (L = 1,000), and what was admitted a second.
  *

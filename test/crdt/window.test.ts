@@ -345,6 +345,45 @@ describe('KeyWindow peer spans (arrival times)', () => {
     expect(kw.estimate(0.05)).toBe(0);
   });
 
+  it('own admissions with times: never fewer counted than are inside, at most their eighth more, out within 1/504 of a bucket (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.integer({ min: 1, max: 5 })), {
+          minLength: 1,
+          maxLength: 30,
+        }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (adm, cut) => {
+          const sorted = [...adm].sort((a, b) => a[0] - b[0]);
+          const kw = new KeyWindow(10);
+          kw.roll(100);
+          for (const [t, c] of sorted) kw.addOwn(c, t);
+          kw.roll(110); // bucket 100 is the oldest: `cut` of it is out
+          const counted = kw.ownEstimate(1 - cut);
+          let inside = 0;
+          let deficit = 0;
+          const total = sorted.reduce((a, [, c]) => a + c, 0);
+          const part = (t: number) => Math.min(OWN_PARTS - 1, Math.floor(t * OWN_PARTS));
+          for (const [t, c] of sorted) {
+            if (t > cut + 2 ** -23) inside += c;
+          }
+          for (const [t] of sorted) {
+            const after = sorted.filter(([u]) => u >= t).reduce((a, [, c]) => a + c, 0);
+            deficit = Math.max(deficit, after - total * (1 - t));
+          }
+          expect(counted).toBeGreaterThanOrEqual(inside - 1e-9);
+          // a part counts whole while its last admission (rounded up by at most 1/504) is inside
+          const parts = new Set(sorted.filter(([t]) => t > cut - 1 / 504).map(([t]) => part(t)));
+          const bound = sorted.filter(([t]) => parts.has(part(t))).reduce((a, [, c]) => a + c, 0);
+          expect(counted).toBeLessThanOrEqual(bound + 1e-9);
+          // the skew a peer is sent covers what the times say exactly
+          expect(kw.ownDeficit(kw.oldest)).toBeGreaterThanOrEqual(deficit - 1e-6);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
   it('counts that kept arriving over the whole bucket weigh as before (the part still inside)', () => {
     const kw = new KeyWindow(10);
     kw.roll(10);
@@ -680,13 +719,17 @@ describe('KeyWindow skews (counts late in a bucket, format 5)', () => {
     const kw = new KeyWindow(10);
     kw.roll(100);
     for (let i = 0; i < 8; i++) kw.addOwn(1, 0.02 + i * 0.01);
-    // a part counts whole until its last admission: at the cut 0.09, 8 against an even 7.28
-    expect(kw.ownDeficit(kw.curSlot)).toBeCloseTo(8 * 0.09, 5);
+    // a part counts whole until its last admission (kept to 1/504 of the bucket, rounded up): at
+    // the cut 0.09, 8 against an even 7.28
+    expect(kw.ownDeficit(kw.curSlot)).toBeGreaterThanOrEqual(8 * 0.09);
+    expect(kw.ownDeficit(kw.curSlot)).toBeLessThanOrEqual(8 * (0.09 + 1 / 504));
     const late = new KeyWindow(10);
     late.roll(100);
     for (let i = 0; i < 8; i++) late.addOwn(1, 0.6 + i * 0.04);
-    // by part: at the cut 0.72 (the third part's last admission) all 8 count, an even spread 8 × 0.28
-    expect(late.ownDeficit(late.curSlot)).toBeCloseTo(8 - 8 * (1 - 0.72), 5);
+    // by part: at the cut 0.6 (the first admission, alone in its eighth) all 8 count, an even
+    // spread 8 × 0.4 (what the times say exactly)
+    expect(late.ownDeficit(late.curSlot)).toBeGreaterThanOrEqual(8 - 8 * (1 - 0.6));
+    expect(late.ownDeficit(late.curSlot)).toBeLessThanOrEqual(8 - 8 * (1 - 0.6 - 1 / 504));
     // one skew per count ownCounts gives, from any bucket on
     expect(late.ownSkews(late.cur - 100)).toHaveLength(late.ownCounts(late.cur - 100).length);
     // evenly spread over the bucket: at most a part's counts

@@ -90,7 +90,7 @@ describe('Engine as a single-node limiter', () => {
     }
   });
 
-  it('own admissions spread over a bucket leave the window by quarter of it, never fewer than are inside', () => {
+  it('own admissions spread over a bucket leave the window by eighth of it, never fewer than are inside', () => {
     const { e, clock } = engine(
       [{ name: 'p', limit: 100, windowMs: 1000, buckets: 10 }],
       {},
@@ -106,13 +106,16 @@ describe('Engine as a single-node limiter', () => {
     expect(e.estimate('p', 'k')).toBe(9);
     clock.set(1010); // cut at 10 of [0, 100): all inside
     expect(e.estimate('p', 'k')).toBe(9);
-    // kept by quarter of the bucket with each quarter's last admission: [0, 25) 1 (last 20),
-    // [25, 50) 2 (40), [50, 75) 3 (70), [75, 100) 3 (80)
-    clock.set(1050); // 60, 70 and the three at 80 are inside (5): the quarters still holding any, whole
+    // kept by eighth of the bucket (12.5 ms) with each eighth's last admission, rounded up to
+    // 1/504 of the bucket (0.2 ms): [12.5, 25) 1 (last 20.04), [25, 37.5) 1 (30.16),
+    // [37.5, 50) 1 (40.08), [50, 62.5) 2 (60.12), [62.5, 75) 1 (70.04), [75, 87.5) 3 (80.16)
+    clock.set(1050); // 60, 70 and the three at 80 are inside (5): the eighths still holding any, whole
     expect(e.estimate('p', 'k')).toBe(6);
-    clock.set(1070); // the one at 70 is exactly W old: its quarter is out
+    clock.set(1070); // the one at 70 is W old, its time kept as 70.04: in for 0.04 ms more
+    expect(e.estimate('p', 'k')).toBe(4);
+    clock.set(1071);
     expect(e.estimate('p', 'k')).toBe(3);
-    clock.set(1080); // the last ones are exactly W old
+    clock.set(1081); // the last ones are more than W old
     expect(e.estimate('p', 'k')).toBe(0);
   });
 
@@ -180,16 +183,17 @@ describe('Engine as a single-node limiter', () => {
   });
 
   it('BUG: advancing by exactly retryAfterMs admits at a real epoch time (T0 = 1.7e12 ms)', () => {
-    // L = 10, W = 1000, 1 bucket. 10 admitted at T0 + 7 (bucket [T0, T0 + 1000)); at T0 + 107 one more
-    // is denied. They leave together at T0 + 1007, so retryAfterMs = 900. now / bw = 1700000001.007
-    // keeps only ~7 decimal digits of its fraction: the comparison must hold at that boundary.
+    // L = 10, W = 1000, 1 bucket. 10 admitted at T0 + 125 (bucket [T0, T0 + 1000), the start of
+    // its second eighth: a time kept exactly); at T0 + 225 one more is denied. They leave together
+    // at T0 + 1125, so retryAfterMs = 900. now / bw = 1700000001.125 keeps only ~7 decimal digits
+    // of its fraction: the comparison must hold at that boundary.
     const { e, clock } = engine(
       [{ name: 'p', limit: 10, windowMs: 1000, buckets: 1 }],
       {},
-      new ManualClock(T0 + 7),
+      new ManualClock(T0 + 125),
     );
     expect(spend(e, 'p', 'k', 10)).toBe(10);
-    clock.set(T0 + 107);
+    clock.set(T0 + 225);
     const d = e.check('p', 'k');
     expect(d.retryAfterMs).toBe(900);
     clock.advance(d.retryAfterMs);
