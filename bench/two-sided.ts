@@ -387,7 +387,7 @@ const RUNS: RunDef[] = [
   accountsOwnerRun,
   burstsRun,
   // the frontier (issue 26): the global key near and over L with the alternatives to the default's
-  // gossip, so the default is a measured choice: g = 50 and 25 ms, broadcast (more messages: 20 and 40 a second from each peer), finer
+  // gossip, so the default is a measured choice: g = 50, 25 and 10 ms, broadcast (more messages: 20, 40 and 100 a second from each peer), finer
   // buckets (20 and 50 a window: 50 and 20 ms against the default's 100), and every request
   // decided by the key's owner
   ...(['0.9L', '2L'] as const).flatMap((row) =>
@@ -396,6 +396,9 @@ const RUNS: RunDef[] = [
         // broadcast (the mesh's auto relay would relay from 52 and 27 members at these g)
         ['g = 50, broadcast', { gossipIntervalMs: 50, relay: undefined }],
         ['g = 25, broadcast', { gossipIntervalMs: 25, relay: undefined }],
+        ['g = 10, broadcast', { gossipIntervalMs: 10, relay: undefined }],
+        // the mesh as it runs at g = 10 ms: auto relay from 12 members (more than 1,000 messages a second)
+        ['g = 10, auto relay', { gossipIntervalMs: 10 }],
         ['20 buckets', {}, undefined, 20],
         ['50 buckets', {}, undefined, 50],
         // every request asked of the key's owner (the `auto` column: one call a request)

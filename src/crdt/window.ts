@@ -53,13 +53,21 @@
 export const OWN_PARTS = 8;
 /**
  * A last admission's time in its part is kept as q / TIME_STEP of the part, q = 0 .. TIME_STEP
- * (rounded up: an admission at a part's start is there exactly), in TIME_BITS bits: OWN_PARTS
- * of them in a double's 53-bit integers.
+ * (rounded up: an admission at a part's start is there exactly), in TIME_BITS bits.
  */
 const TIME_BITS = 6;
 const TIME_STEP = 2 ** TIME_BITS - 1;
-/** 2^(TIME_BITS · j): where part j's time sits in a slot's packed times. */
-const TIME_AT = Float64Array.from({ length: OWN_PARTS }, (_, j) => 2 ** (TIME_BITS * j));
+/** Parts whose times one float32 holds: 4 × 6 bits, an integer under 2^24 (exact as a float32). */
+const TIMES_A_WORD = 4;
+/**
+ * Numbers of {@link KeyWindow.parts} a slot takes: its OWN_PARTS counts, then their times packed
+ * in OWN_PARTS / TIMES_A_WORD more (next to the counts: an admission writes one cache line).
+ */
+const PART_STRIDE = OWN_PARTS + OWN_PARTS / TIMES_A_WORD;
+// the loops read a slot's times as two words
+if (OWN_PARTS !== 2 * TIMES_A_WORD) throw new Error('own parts: two words of times a slot');
+/** A word of times with every part's at its end (counts without a time). */
+const ALL_AT_END = 2 ** (TIME_BITS * TIMES_A_WORD) - 1;
 
 /** Indices of the window's scalars in {@link KeyWindow.d}. */
 const CUR = 0;
@@ -79,19 +87,21 @@ const LEFT_HI = 10;
 /** The scalars before the owner's numbers in {@link KeyWindow.d}. */
 export const SCALARS = 11;
 
-/** Part j's step (0 .. TIME_STEP) in a slot's packed times: its last admission is at or before it. */
-function partStep(times: number, j: number): number {
-  // exact: integers under 2^53 divided by a power of two
-  return Math.floor(times / TIME_AT[j]!) % (TIME_STEP + 1);
+/** Part j's step (0 .. TIME_STEP) in its word of times: its last admission is at or before it. */
+function partStep(word: number, j: number): number {
+  return (word >>> (TIME_BITS * (j % TIMES_A_WORD))) & TIME_STEP;
 }
 
-/** Where part j's last admission lies at the latest, as a fraction of the bucket. */
-function partEnd(times: number, j: number): number {
-  return (j + partStep(times, j) / TIME_STEP) / OWN_PARTS;
-}
+/** Part j's end at step q, at `(j << TIME_BITS) | q`: a table, no division on the hot path. */
+const PART_ENDS = Float64Array.from(
+  { length: OWN_PARTS << TIME_BITS },
+  (_, i) => ((i >>> TIME_BITS) * TIME_STEP + (i & TIME_STEP)) / (TIME_STEP * OWN_PARTS),
+);
 
-/** Packed times with every part's at its end (counts without a time). */
-const ALL_AT_END = TIME_AT.reduce((sum, at) => sum + TIME_STEP * at, 0);
+/** Where part j's last admission lies at the latest, as a fraction of the bucket (`word`: its word of times). */
+function partEnd(word: number, j: number): number {
+  return PART_ENDS[(j << TIME_BITS) | partStep(word, j)]!;
+}
 
 /** The origin of the unattributed floor in {@link KeyWindow.mergeCapped}. */
 export const FLOOR = -1;
@@ -114,9 +124,9 @@ export class KeyWindow {
   readonly sb: number;
   readonly fb: number;
   /**
-   * Per slot, own admitted cost by part of the bucket: `parts[OWN_PARTS * s + j]` for the j-th
-   * of OWN_PARTS equal parts; the time of the last admission in each is in `d` (at `fb + r + s`,
-   * packed: {@link partEnd}). Own counts learned back from peers have no times and are spread
+   * Per slot, own admitted cost by part of the bucket: `parts[PART_STRIDE * s + j]` for the j-th
+   * of OWN_PARTS equal parts, then the time of the last admission in each, packed TIMES_A_WORD to
+   * a number ({@link partEnd}). Own counts learned back from peers have no times and are spread
    * evenly, each part to its end. It shares `d`'s buffer.
    */
   readonly parts: Float32Array;
@@ -168,11 +178,10 @@ export class KeyWindow {
     this.ob = SCALARS + extra;
     this.sb = this.ob + r;
     this.fb = this.sb + r;
-    // own offered cost, then the parts' packed times
-    const n = this.fb + 2 * r;
-    const buf = new ArrayBuffer(8 * n + 4 * OWN_PARTS * r);
+    const n = this.fb + r;
+    const buf = new ArrayBuffer(8 * n + 4 * PART_STRIDE * r);
     this.d = new Float64Array(buf, 0, n);
-    this.parts = new Float32Array(buf, 8 * n, OWN_PARTS * r);
+    this.parts = new Float32Array(buf, 8 * n, PART_STRIDE * r);
     this.d[CUR] = Number.NEGATIVE_INFINITY;
     this.d[SPANS_AT] = Number.NaN;
     this.d[OWN_AT] = Number.NaN;
@@ -245,9 +254,9 @@ export class KeyWindow {
       // the ring held c' - k .. c' + 1 for the previous c': buckets after that are new here
       if (b > prev + 1) {
         d[ob + s] = 0;
-        this.parts.fill(0, OWN_PARTS * s, OWN_PARTS * (s + 1));
+        // the counts and the packed times
+        this.parts.fill(0, PART_STRIDE * s, PART_STRIDE * (s + 1));
         d[fb + s] = 0;
-        d[fb + r + s] = 0;
         d[sb + s] = 0;
         if (this.spanned !== undefined) this.spanned[s] = 0;
         if (floor !== undefined) floor[s] = 0;
@@ -392,8 +401,9 @@ export class KeyWindow {
     const own = this.d[this.ob + s]!;
     if (!(own > 0)) return 0;
     const parts = this.parts;
-    const at = OWN_PARTS * s;
-    const times = this.d[this.fb + this.r + s]!;
+    const at = PART_STRIDE * s;
+    const w0 = parts[at + OWN_PARTS]! | 0;
+    const w1 = parts[at + OWN_PARTS + 1]! | 0;
     let worst = 0;
     let inside = 0;
     // a part's last admission is within it: later parts' are later
@@ -401,7 +411,7 @@ export class KeyWindow {
       const v = parts[at + j]!;
       inside += v;
       if (!(v > 0)) continue;
-      const dj = inside - own * (1 - partEnd(times, j));
+      const dj = inside - own * (1 - partEnd(j < TIMES_A_WORD ? w0 : w1, j));
       if (dj > worst) worst = dj;
     }
     return worst;
@@ -417,8 +427,9 @@ export class KeyWindow {
     this.d[LEFT_HI] = -1;
     if (cut + 1e-9 >= 1) return 0;
     const parts = this.parts;
-    const at = OWN_PARTS * s;
-    const times = this.d[this.fb + this.r + s]!;
+    const at = PART_STRIDE * s;
+    const w0 = parts[at + OWN_PARTS]! | 0;
+    const w1 = parts[at + OWN_PARTS + 1]! | 0;
     let all = 0;
     let left = 0;
     const c = cut + 2 ** -23;
@@ -429,7 +440,7 @@ export class KeyWindow {
       if (!(v > 0)) continue;
       all += v;
       // a cut within 2^-23 of a bucket of a last admission (rounded up) has it out
-      const end = partEnd(times, j);
+      const end = partEnd(j < TIMES_A_WORD ? w0 : w1, j);
       if (c < end) {
         left += v;
         if (end < hi) hi = end;
@@ -457,12 +468,15 @@ export class KeyWindow {
     else {
       const x = at * OWN_PARTS;
       const j = Math.min(OWN_PARTS - 1, Math.floor(x));
-      this.parts[OWN_PARTS * s + j] = this.parts[OWN_PARTS * s + j]! + cost;
+      const parts = this.parts;
+      const i = PART_STRIDE * s;
+      parts[i + j] = parts[i + j]! + cost;
       // the time in the part, rounded up to a step: never earlier than the admission
       const q = Math.min(TIME_STEP, Math.ceil((x - j) * TIME_STEP));
-      const t = this.fb + this.r + s;
-      const old = partStep(this.d[t]!, j);
-      if (q > old) this.d[t] = this.d[t]! + (q - old) * TIME_AT[j]!;
+      const t = i + OWN_PARTS + ((j / TIMES_A_WORD) | 0);
+      const word = parts[t]! | 0;
+      const sh = TIME_BITS * (j % TIMES_A_WORD);
+      if (q > ((word >>> sh) & TIME_STEP)) parts[t] = (word & ~(TIME_STEP << sh)) | (q << sh);
     }
     this.d[this.ob + s] = this.d[this.ob + s]! + cost;
     this.d[this.sb + s] = this.d[this.sb + s]! + cost;
@@ -472,9 +486,9 @@ export class KeyWindow {
 
   /** Own cost without a time in slot `s`: spread evenly over its parts, each to its end. */
   private spreadOwn(s: number, cost: number): void {
-    const at = OWN_PARTS * s;
+    const at = PART_STRIDE * s;
     for (let j = 0; j < OWN_PARTS; j++) this.parts[at + j] = this.parts[at + j]! + cost / OWN_PARTS;
-    this.d[this.fb + this.r + s] = ALL_AT_END;
+    for (let t = OWN_PARTS; t < PART_STRIDE; t++) this.parts[at + t] = ALL_AT_END;
   }
 
   /** True when this node offered any cost in the window, the partly weighted oldest bucket included. */
@@ -704,12 +718,13 @@ export class KeyWindow {
     const own = this.d[this.ob + s]!;
     if (!(frac > 0) || !(own > 0)) return own;
     const parts = this.parts;
-    const at = OWN_PARTS * s;
-    const times = this.d[this.fb + this.r + s]!;
+    const at = PART_STRIDE * s;
+    const w0 = parts[at + OWN_PARTS]! | 0;
+    const w1 = parts[at + OWN_PARTS + 1]! | 0;
     let before = 0;
     for (let j = 0; j < OWN_PARTS; j++) {
       const v = parts[at + j]!;
-      if (v > 0 && partEnd(times, j) < frac) before += v;
+      if (v > 0 && partEnd(j < TIMES_A_WORD ? w0 : w1, j) < frac) before += v;
     }
     return before > 0 ? Math.max(0, own - before) : own;
   }
