@@ -375,7 +375,7 @@ export class KeyWindow {
    */
   ownWeight(w: number): number {
     const cut = 1 - w;
-    // the answer only changes where the cut passes a part's end: kept for the
+    // the answer only changes where the cut passes a part's last admission: kept for the
     // interval it holds on, for the oldest bucket of `ownAt` (a roll or a merge into it clears it)
     const c = cut + 2 ** -23;
     const d = this.d;
