@@ -430,23 +430,39 @@ export class KeyWindow {
     const at = PART_STRIDE * s;
     const w0 = parts[at + OWN_PARTS]! | 0;
     const w1 = parts[at + OWN_PARTS + 1]! | 0;
+    // a cut within 2^-23 of a bucket of a last admission (rounded up) has it out
+    const c = cut + 2 ** -23;
+    // part j's last admission is within it: every part before the cut's is out, every part after
+    // it in; only the cut's own part is read by its time (and the nearest held parts either side,
+    // for the interval the answer holds on)
+    const jc = Math.min(OWN_PARTS - 1, Math.max(0, Math.floor(c * OWN_PARTS)));
     let all = 0;
     let left = 0;
-    const c = cut + 2 ** -23;
-    let lo = Number.NEGATIVE_INFINITY;
-    let hi = Number.POSITIVE_INFINITY;
+    let below = -1;
+    let above = -1;
     for (let j = 0; j < OWN_PARTS; j++) {
       const v = parts[at + j]!;
       if (!(v > 0)) continue;
       all += v;
-      // a cut within 2^-23 of a bucket of a last admission (rounded up) has it out
-      const end = partEnd(j < TIMES_A_WORD ? w0 : w1, j);
-      if (c < end) {
+      if (j < jc) below = j;
+      else if (j > jc) {
         left += v;
-        if (end < hi) hi = end;
-      } else if (end > lo) lo = end;
+        if (above < 0) above = j;
+      }
     }
     if (!(all > 0)) return 1 - Math.max(0, cut);
+    let lo = Number.NEGATIVE_INFINITY;
+    let hi = Number.POSITIVE_INFINITY;
+    const vc = parts[at + jc]!;
+    if (vc > 0) {
+      const end = partEnd(jc < TIMES_A_WORD ? w0 : w1, jc);
+      if (c < end) {
+        left += vc;
+        hi = end;
+      } else lo = end;
+    }
+    if (lo === Number.NEGATIVE_INFINITY && below >= 0) lo = partEnd(below < TIMES_A_WORD ? w0 : w1, below);
+    if (hi === Number.POSITIVE_INFINITY && above >= 0) hi = partEnd(above < TIMES_A_WORD ? w0 : w1, above);
     this.d[LEFT_LO] = lo;
     this.d[LEFT_HI] = hi;
     // float32 parts: exact for whole counts under 2^24 a part
@@ -721,8 +737,12 @@ export class KeyWindow {
     const at = PART_STRIDE * s;
     const w0 = parts[at + OWN_PARTS]! | 0;
     const w1 = parts[at + OWN_PARTS + 1]! | 0;
+    // parts after frac's are after it, parts two or more before it before; the two between, by
+    // their times (the one just before may end exactly at frac)
+    const jf = Math.min(OWN_PARTS - 1, Math.floor(frac * OWN_PARTS));
     let before = 0;
-    for (let j = 0; j < OWN_PARTS; j++) {
+    for (let j = 0; j < jf - 1; j++) before += parts[at + j]!;
+    for (let j = Math.max(0, jf - 1); j <= jf; j++) {
       const v = parts[at + j]!;
       if (v > 0 && partEnd(j < TIMES_A_WORD ? w0 : w1, j) < frac) before += v;
     }
