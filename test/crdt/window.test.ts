@@ -345,7 +345,7 @@ describe('KeyWindow peer spans (arrival times)', () => {
     expect(kw.estimate(0.05)).toBe(0);
   });
 
-  it('own admissions with times: never fewer counted than are inside, at most their eighth more, out within 1/504 of a bucket (property)', () => {
+  it('own admissions with times: never fewer counted than are inside (or recent, ownSince), at most their eighth more, out within 1/504 of a bucket (property)', () => {
     fc.assert(
       fc.property(
         fc.array(fc.tuple(fc.double({ min: 0, max: 1, noNaN: true }), fc.integer({ min: 1, max: 5 })), {
@@ -378,6 +378,16 @@ describe('KeyWindow peer spans (arrival times)', () => {
           expect(counted).toBeLessThanOrEqual(bound + 1e-9);
           // the skew a peer is sent covers what the times say exactly
           expect(kw.ownDeficit(kw.oldest)).toBeGreaterThanOrEqual(deficit - 1e-6);
+          // our own counts at or after `since` (the share's recent counts): never fewer than
+          // were admitted then, at most the parts holding one within 1/504 before
+          for (const since of [cut, Math.round(cut * OWN_PARTS) / OWN_PARTS]) {
+            const recent = kw.ownSince(kw.oldest, since);
+            const after = sorted.filter(([t]) => t >= since).reduce((a, [, c]) => a + c, 0);
+            const held = new Set(sorted.filter(([t]) => t >= since - 1 / 504).map(([t]) => part(t)));
+            const most = sorted.filter(([t]) => held.has(part(t))).reduce((a, [, c]) => a + c, 0);
+            expect(recent).toBeGreaterThanOrEqual(after - 1e-9);
+            expect(recent).toBeLessThanOrEqual(Math.max(most, since > 0 ? 0 : total) + 1e-9);
+          }
         },
       ),
       { numRuns: 500 },
