@@ -64,8 +64,6 @@ const TIMES_A_WORD = 4;
  * in OWN_PARTS / TIMES_A_WORD more (next to the counts: an admission writes one cache line).
  */
 const PART_STRIDE = OWN_PARTS + OWN_PARTS / TIMES_A_WORD;
-// the loops read a slot's times as two words
-if (OWN_PARTS !== 2 * TIMES_A_WORD) throw new Error('own parts: two words of times a slot');
 /** A word of times with every part's at its end (counts without a time). */
 const ALL_AT_END = 2 ** (TIME_BITS * TIMES_A_WORD) - 1;
 
@@ -98,9 +96,14 @@ const PART_ENDS = Float64Array.from(
   (_, i) => ((i >>> TIME_BITS) * TIME_STEP + (i & TIME_STEP)) / (TIME_STEP * OWN_PARTS),
 );
 
-/** Where part j's last admission lies at the latest, as a fraction of the bucket (`word`: its word of times). */
-function partEnd(word: number, j: number): number {
-  return PART_ENDS[(j << TIME_BITS) | partStep(word, j)]!;
+/** Where part j's word of times is, in the slot whose parts start at `at`. */
+function timesAt(at: number, j: number): number {
+  return at + OWN_PARTS + ((j / TIMES_A_WORD) | 0);
+}
+
+/** Where part j of the slot whose parts start at `at` had its last admission at the latest, as a fraction of the bucket. */
+function partEnd(parts: Float32Array, at: number, j: number): number {
+  return PART_ENDS[(j << TIME_BITS) | partStep(parts[timesAt(at, j)]! | 0, j)]!;
 }
 
 /** The origin of the unattributed floor in {@link KeyWindow.mergeCapped}. */
@@ -402,8 +405,6 @@ export class KeyWindow {
     if (!(own > 0)) return 0;
     const parts = this.parts;
     const at = PART_STRIDE * s;
-    const w0 = parts[at + OWN_PARTS]! | 0;
-    const w1 = parts[at + OWN_PARTS + 1]! | 0;
     let worst = 0;
     let inside = 0;
     // a part's last admission is within it: later parts' are later
@@ -411,7 +412,7 @@ export class KeyWindow {
       const v = parts[at + j]!;
       inside += v;
       if (!(v > 0)) continue;
-      const dj = inside - own * (1 - partEnd(j < TIMES_A_WORD ? w0 : w1, j));
+      const dj = inside - own * (1 - partEnd(parts, at, j));
       if (dj > worst) worst = dj;
     }
     return worst;
@@ -428,8 +429,6 @@ export class KeyWindow {
     if (cut + 1e-9 >= 1) return 0;
     const parts = this.parts;
     const at = PART_STRIDE * s;
-    const w0 = parts[at + OWN_PARTS]! | 0;
-    const w1 = parts[at + OWN_PARTS + 1]! | 0;
     // a cut within 2^-23 of a bucket of a last admission (rounded up) has it out
     const c = cut + 2 ** -23;
     // part j's last admission is within it: every part before the cut's is out, every part after
@@ -455,14 +454,14 @@ export class KeyWindow {
     let hi = Number.POSITIVE_INFINITY;
     const vc = parts[at + jc]!;
     if (vc > 0) {
-      const end = partEnd(jc < TIMES_A_WORD ? w0 : w1, jc);
+      const end = partEnd(parts, at, jc);
       if (c < end) {
         left += vc;
         hi = end;
       } else lo = end;
     }
-    if (lo === Number.NEGATIVE_INFINITY && below >= 0) lo = partEnd(below < TIMES_A_WORD ? w0 : w1, below);
-    if (hi === Number.POSITIVE_INFINITY && above >= 0) hi = partEnd(above < TIMES_A_WORD ? w0 : w1, above);
+    if (lo === Number.NEGATIVE_INFINITY && below >= 0) lo = partEnd(parts, at, below);
+    if (hi === Number.POSITIVE_INFINITY && above >= 0) hi = partEnd(parts, at, above);
     this.d[LEFT_LO] = lo;
     this.d[LEFT_HI] = hi;
     // float32 parts: exact for whole counts under 2^24 a part
@@ -489,7 +488,7 @@ export class KeyWindow {
       parts[i + j] = parts[i + j]! + cost;
       // the time in the part, rounded up to a step: never earlier than the admission
       const q = Math.min(TIME_STEP, Math.ceil((x - j) * TIME_STEP));
-      const t = i + OWN_PARTS + ((j / TIMES_A_WORD) | 0);
+      const t = timesAt(i, j);
       const word = parts[t]! | 0;
       const sh = TIME_BITS * (j % TIMES_A_WORD);
       if (q > ((word >>> sh) & TIME_STEP)) parts[t] = (word & ~(TIME_STEP << sh)) | (q << sh);
@@ -550,7 +549,7 @@ export class KeyWindow {
     const old = p.length > i ? p[i]! : -1;
     // the span after this increase: where counts already span the whole bucket they still do
     let span = -1;
-    if (!Number.isNaN(at) && age <= SPAN_MAX_AGE && (had === 0 || old >= 0)) {
+    if (!Number.isNaN(at) && keepsSpans(age) && (had === 0 || old >= 0)) {
       const last = at - b;
       if (had === 0) span = packSpan(last - age, last, last, 0);
       else {
@@ -735,8 +734,6 @@ export class KeyWindow {
     if (!(frac > 0) || !(own > 0)) return own;
     const parts = this.parts;
     const at = PART_STRIDE * s;
-    const w0 = parts[at + OWN_PARTS]! | 0;
-    const w1 = parts[at + OWN_PARTS + 1]! | 0;
     // parts after frac's are after it, parts two or more before it before; the two between, by
     // their times (the one just before may end exactly at frac)
     const jf = Math.min(OWN_PARTS - 1, Math.floor(frac * OWN_PARTS));
@@ -744,7 +741,7 @@ export class KeyWindow {
     for (let j = 0; j < jf - 1; j++) before += parts[at + j]!;
     for (let j = Math.max(0, jf - 1); j <= jf; j++) {
       const v = parts[at + j]!;
-      if (v > 0 && partEnd(j < TIMES_A_WORD ? w0 : w1, j) < frac) before += v;
+      if (v > 0 && partEnd(parts, at, j) < frac) before += v;
     }
     return before > 0 ? Math.max(0, own - before) : own;
   }
@@ -989,6 +986,14 @@ export class KeyWindow {
  * trace's k = 10 row, age 0.2 of a bucket: 9,617 admitted to 9,371 with spans kept up to 0.5).
  */
 export const SPAN_MAX_AGE = 0.15;
+
+/**
+ * Whether peers' counts keep arrival spans where the gossip horizon is `age` buckets
+ * (SPAN_MAX_AGE); where they keep none, their senders' skews weigh the oldest bucket instead.
+ */
+export function keepsSpans(age: number): boolean {
+  return age <= SPAN_MAX_AGE;
+}
 
 /** Steps of a bucket in which a span's times are kept (rounded up: later, an over-count). */
 const SPAN_Q = 1024;

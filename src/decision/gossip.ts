@@ -9,7 +9,7 @@ import {
   type WireEntry,
   type WireNack,
 } from '../crdt/codec.js';
-import { FLOOR, SPAN_MAX_AGE } from '../crdt/window.js';
+import { FLOOR, keepsSpans } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import type { KeyState } from './key-state.js';
@@ -431,7 +431,7 @@ export class Gossip {
     // where counts keep no arrival spans (buckets short against gossip), the sender's skews: how
     // far its counts in a bucket run later than the even spread the estimate weighs them by
     const sk = e.skews;
-    if (sk !== undefined && origin !== FLOOR && age > SPAN_MAX_AGE)
+    if (sk !== undefined && origin !== FLOOR && !keepsSpans(age))
       for (let i = 0; i < sk.length; i++) if (sk[i]! > 0) kw.mergeSkew(origin, e.base + i + shift, sk[i]!);
     // the share rule uses at most L of it (computeShare); the stale reserve bounds it by L - seen
     if (origin !== FLOOR) kw.setDemand(origin, Math.min(e.demand, 1000 * L), now);
