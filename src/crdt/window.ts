@@ -84,6 +84,8 @@ const LEFT_LO = 9;
 const LEFT_HI = 10;
 /** The scalars before the owner's numbers in {@link KeyWindow.d}. */
 export const SCALARS = 11;
+/** Numbers a slot holds in `d`: own, Σ, offered. */
+const SLOT = 3;
 
 /** Part j's step (0 .. TIME_STEP) in its word of times: its last admission is at or before it. */
 function partStep(word: number, j: number): number {
@@ -117,9 +119,10 @@ export class KeyWindow {
    * Every number the window keeps but the parts and peers' entries, in one array (a key's memory
    * is mostly per-object overhead: one array instead of four and no boxed number fields): the
    * scalars below at their fixed indices, `extra` numbers for the owner of the window (see
-   * {@link KeyWindow.constructor}), then per slot own admitted cost (at `ob + s`), Σ over every
-   * origin, own included (at `sb + s`), and own offered cost, admitted or not: this node's demand
-   * (at `fb + s`).
+   * {@link KeyWindow.constructor}), then per slot, side by side (a decision reads a slot's numbers
+   * together: one cache line, not three), own admitted cost (at `ob + SLOT * s`), Σ over every
+   * origin, own included (at `sb + SLOT * s`), and own offered cost, admitted or not: this node's
+   * demand (at `fb + SLOT * s`).
    */
   readonly d: Float64Array;
   /** Where own admitted cost, the sum over origins and own offered cost start in `d`. */
@@ -179,9 +182,9 @@ export class KeyWindow {
     const r = k + 2;
     this.r = r;
     this.ob = SCALARS + extra;
-    this.sb = this.ob + r;
-    this.fb = this.sb + r;
-    const n = this.fb + r;
+    this.sb = this.ob + 1;
+    this.fb = this.ob + 2;
+    const n = this.ob + SLOT * r;
     const buf = new ArrayBuffer(8 * n + 4 * PART_STRIDE * r);
     this.d = new Float64Array(buf, 0, n);
     this.parts = new Float32Array(buf, 8 * n, PART_STRIDE * r);
@@ -218,11 +221,11 @@ export class KeyWindow {
   }
   /** Own admitted cost in slot `s`. */
   ownOf(s: number): number {
-    return this.d[this.ob + s]!;
+    return this.d[this.ob + SLOT * s]!;
   }
   /** Σ over every origin (own included) in slot `s`. */
   sumOf(s: number): number {
-    return this.d[this.sb + s]!;
+    return this.d[this.sb + SLOT * s]!;
   }
   /** The bucket id slot `s` holds: the one of c-k .. c+1 that maps to it (NaN before first use). */
   bucketOf(s: number): number {
@@ -234,6 +237,19 @@ export class KeyWindow {
 
   /** Slot index of bucket id `b`. */
   slotOf(b: number): number {
+    const r = this.r;
+    // a bucket near the ring's (every bucket a decision reads) from the current bucket's slot: a
+    // bucket id is past 2^31, a double, and its remainder a float modulo (a call into C)
+    const off = b - this.d[CUR]!;
+    if (off >= -r && off <= r) {
+      const s = this.curSlot + off;
+      return (s < 0 ? s + r : s >= r ? s - r : s) | 0;
+    }
+    return this.ringSlot(b);
+  }
+
+  /** Slot index of bucket id `b`, from the id alone. */
+  private ringSlot(b: number): number {
     const s = b % this.r;
     // as an int32: a bucket id is past 2^31 (a double), and so is its remainder unless told
     // otherwise; stored in oldest / curSlot / nextSlot a double is a boxed number of 16 bytes each
@@ -256,11 +272,11 @@ export class KeyWindow {
       const s = this.slotOf(b);
       // the ring held c' - k .. c' + 1 for the previous c': buckets after that are new here
       if (b > prev + 1) {
-        d[ob + s] = 0;
+        d[ob + SLOT * s] = 0;
         // the counts and the packed times
         this.parts.fill(0, PART_STRIDE * s, PART_STRIDE * (s + 1));
-        d[fb + s] = 0;
-        d[sb + s] = 0;
+        d[fb + SLOT * s] = 0;
+        d[sb + SLOT * s] = 0;
         if (this.spanned !== undefined) this.spanned[s] = 0;
         if (floor !== undefined) floor[s] = 0;
         if (this.skews !== undefined) this.skews[s] = 0;
@@ -274,18 +290,18 @@ export class KeyWindow {
         }
       }
       if (b > c - k) {
-        full += d[sb + s]!;
-        ownFull += d[ob + s]!;
-        offeredFull += d[fb + s]!;
+        full += d[sb + SLOT * s]!;
+        ownFull += d[ob + SLOT * s]!;
+        offeredFull += d[fb + SLOT * s]!;
       }
     }
     d[FULL] = full;
     d[OWN_FULL] = ownFull;
     d[OFFERED_FULL] = offeredFull;
     d[CUR] = c;
-    this.oldest = this.slotOf(c - k);
-    this.curSlot = this.slotOf(c);
-    this.nextSlot = this.slotOf(c + 1);
+    this.oldest = this.ringSlot(c - k);
+    this.curSlot = this.ringSlot(c);
+    this.nextSlot = this.ringSlot(c + 1);
   }
 
   /**
@@ -294,8 +310,8 @@ export class KeyWindow {
    */
   estimateWhole(w: number): number {
     const o = this.oldest;
-    const own = this.d[this.ob + o]!;
-    return this.full + (this.d[this.sb + o]! - own) + own * this.ownWeight(w);
+    const own = this.d[this.ob + SLOT * o]!;
+    return this.full + (this.d[this.sb + SLOT * o]! - own) + own * this.ownWeight(w);
   }
 
   /**
@@ -304,11 +320,12 @@ export class KeyWindow {
    */
   estimate(w: number): number {
     const o = this.oldest;
-    const own = this.d[this.ob + o]!;
+    const own = this.d[this.ob + SLOT * o]!;
     const sp = this.spanned;
-    let others = sp === undefined || sp[o] === 0 ? (this.d[this.sb + o]! - own) * w : this.othersLeft(w);
+    let others =
+      sp === undefined || sp[o] === 0 ? (this.d[this.sb + SLOT * o]! - own) * w : this.othersLeft(w);
     const sk = this.skews;
-    if (sk !== undefined && sk[o]! > 0) others = Math.min(this.d[this.sb + o]! - own, others + sk[o]!);
+    if (sk !== undefined && sk[o]! > 0) others = Math.min(this.d[this.sb + SLOT * o]! - own, others + sk[o]!);
     return this.full + others + own * this.ownWeight(w);
   }
 
@@ -321,7 +338,7 @@ export class KeyWindow {
     if (this.d[SPANS_AT] !== this.cur) this.listOldestSpans();
     const list = this.oldestSpans!;
     const cut = 1 - w;
-    let rest = this.d[this.sb + o]! - this.d[this.ob + o]!;
+    let rest = this.d[this.sb + SLOT * o]! - this.d[this.ob + SLOT * o]!;
     let left = 0;
     for (let i = 0; i < this.oldestSpansN; i += SPAN_FIELDS) {
       const c = list[i]!;
@@ -369,7 +386,7 @@ export class KeyWindow {
 
   /** This node's own admitted cost in the window, weighted by when it was admitted. */
   ownEstimate(w: number): number {
-    return this.ownFull + this.d[this.ob + this.oldest]! * this.ownWeight(w);
+    return this.ownFull + this.d[this.ob + SLOT * this.oldest]! * this.ownWeight(w);
   }
 
   /**
@@ -401,7 +418,7 @@ export class KeyWindow {
    * 0 for counts early in the bucket; about an eighth of them for counts spread evenly.
    */
   ownDeficit(s: number): number {
-    const own = this.d[this.ob + s]!;
+    const own = this.d[this.ob + SLOT * s]!;
     if (!(own > 0)) return 0;
     const parts = this.parts;
     const at = PART_STRIDE * s;
@@ -470,7 +487,7 @@ export class KeyWindow {
 
   /** This node's own offered cost in the window (its demand), weighted the same way. */
   offeredEstimate(w: number): number {
-    return this.offeredFull + this.d[this.fb + this.oldest]! * w;
+    return this.offeredFull + this.d[this.fb + SLOT * this.oldest]! * w;
   }
 
   /**
@@ -493,8 +510,8 @@ export class KeyWindow {
       const sh = TIME_BITS * (j % TIMES_A_WORD);
       if (q > ((word >>> sh) & TIME_STEP)) parts[t] = (word & ~(TIME_STEP << sh)) | (q << sh);
     }
-    this.d[this.ob + s] = this.d[this.ob + s]! + cost;
-    this.d[this.sb + s] = this.d[this.sb + s]! + cost;
+    this.d[this.ob + SLOT * s] = this.d[this.ob + SLOT * s]! + cost;
+    this.d[this.sb + SLOT * s] = this.d[this.sb + SLOT * s]! + cost;
     this.full += cost;
     this.ownFull += cost;
   }
@@ -508,13 +525,13 @@ export class KeyWindow {
 
   /** True when this node offered any cost in the window, the partly weighted oldest bucket included. */
   hasOffered(): boolean {
-    return this.offeredFull > 0 || this.d[this.fb + this.oldest]! > 0;
+    return this.offeredFull > 0 || this.d[this.fb + SLOT * this.oldest]! > 0;
   }
 
   /** Record own offered cost in the current bucket (call after roll). */
   addOffered(cost: number): void {
     const s = this.curSlot;
-    this.d[this.fb + s] = this.d[this.fb + s]! + cost;
+    this.d[this.fb + SLOT * s] = this.d[this.fb + SLOT * s]! + cost;
     this.offeredFull += cost;
   }
 
@@ -576,7 +593,7 @@ export class KeyWindow {
     }
     p[s] = count;
     if (s === this.oldest) this.d[SPANS_AT] = Number.NaN;
-    this.d[this.sb + s] = this.d[this.sb + s]! + delta;
+    this.d[this.sb + SLOT * s] = this.d[this.sb + SLOT * s]! + delta;
     if (b > this.cur - this.k) this.full += delta;
     return delta;
   }
@@ -628,13 +645,13 @@ export class KeyWindow {
   mergeOwnEntry(b: number, count: number): void {
     if (b < this.cur - this.k || b > this.cur + 1) return;
     const s = this.slotOf(b);
-    const delta = count - this.d[this.ob + s]!;
+    const delta = count - this.d[this.ob + SLOT * s]!;
     if (delta <= 0) return;
-    this.d[this.ob + s] = count;
+    this.d[this.ob + SLOT * s] = count;
     // learned back without times: they may be anywhere in the bucket
     this.spreadOwn(s, delta);
     this.d[OWN_AT] = Number.NaN;
-    this.d[this.sb + s] = this.d[this.sb + s]! + delta;
+    this.d[this.sb + SLOT * s] = this.d[this.sb + SLOT * s]! + delta;
     if (b > this.cur - this.k) {
       this.full += delta;
       this.ownFull += delta;
@@ -649,7 +666,7 @@ export class KeyWindow {
     const delta = count - this.floor[s]!;
     if (delta <= 0) return 0;
     this.floor[s] = count;
-    this.d[this.sb + s] = this.d[this.sb + s]! + delta;
+    this.d[this.sb + SLOT * s] = this.d[this.sb + SLOT * s]! + delta;
     if (b > this.cur - this.k) this.full += delta;
     return delta;
   }
@@ -683,14 +700,14 @@ export class KeyWindow {
   firstPeerBucket(): number {
     for (let x = this.cur - this.k; x <= this.cur + 1; x++) {
       const s = this.slotOf(x);
-      if (this.d[this.sb + s]! - this.d[this.ob + s]! > 1e-9) return x;
+      if (this.d[this.sb + SLOT * s]! - this.d[this.ob + SLOT * s]! > 1e-9) return x;
     }
     return Number.POSITIVE_INFINITY;
   }
 
   /** True when any origin has counts in the window, the partly weighted oldest bucket included. */
   hasCounts(): boolean {
-    return this.full > 0 || this.d[this.sb + this.oldest]! > 0;
+    return this.full > 0 || this.d[this.sb + SLOT * this.oldest]! > 0;
   }
 
   /**
@@ -703,14 +720,20 @@ export class KeyWindow {
    */
   countsSince(h: number, ownFrom: number, out: Float64Array): void {
     const d = this.d;
+    const r = this.r;
+    const cur = d[CUR]!;
+    const c = Math.floor(ownFrom);
     let others = 0;
     let own = 0;
-    for (let b = Math.max(Math.min(h + 1, Math.floor(ownFrom)), this.cur - this.k); b <= this.cur + 1; b++) {
-      if (b > h) {
-        const s = this.slotOf(b);
-        others += d[this.sb + s]! - d[this.ob + s]!;
-      }
-      own += this.ownInBucket(b, ownFrom);
+    let b = Math.max(Math.min(h + 1, c), cur - this.k);
+    // one slot lookup, then the next slot's by step (see ownInBucket for our own)
+    let s = b <= cur + 1 ? this.slotOf(b) : 0;
+    for (; b <= cur + 1; b++) {
+      const o = d[this.ob + SLOT * s]!;
+      if (b > h) others += d[this.sb + SLOT * s]! - o;
+      if (b > c) own += o;
+      else if (b === c) own += this.ownSince(s, ownFrom - c);
+      s = s + 1 === r ? 0 : s + 1;
     }
     out[0] = others + own;
     out[1] = own;
@@ -721,7 +744,7 @@ export class KeyWindow {
     const c = Math.floor(from);
     if (b < c) return 0;
     const s = this.slotOf(b);
-    return b === c ? this.ownSince(s, from - c) : this.d[this.ob + s]!;
+    return b === c ? this.ownSince(s, from - c) : this.d[this.ob + SLOT * s]!;
   }
 
   /**
@@ -730,7 +753,7 @@ export class KeyWindow {
    * an admission); all of them when `frac` is 0 or less.
    */
   ownSince(s: number, frac: number): number {
-    const own = this.d[this.ob + s]!;
+    const own = this.d[this.ob + SLOT * s]!;
     if (!(frac > 0) || !(own > 0)) return own;
     const parts = this.parts;
     const at = PART_STRIDE * s;
@@ -760,14 +783,14 @@ export class KeyWindow {
     let t = 0;
     for (let b = this.cur - this.k; b <= this.cur + 1; b++) {
       const s = this.slotOf(b);
-      const own = this.d[this.ob + s]!;
+      const own = this.d[this.ob + SLOT * s]!;
       // peers' counts with a span leave as it says (listLeft: what they hold at a cut), decoded
       // once per slot into the scratch list
       const room = ownOnly ? 0 : this.spanNumbers(s);
       if (scratch.length < room) scratch = new Float64Array(2 * room);
       const n = room > 0 ? this.decodeSpans(s, scratch) : 0;
       const spans = n > 0;
-      const others = ownOnly ? 0 : this.d[this.sb + s]! - own - (spans ? listLeft(scratch, n, -1) : 0);
+      const others = ownOnly ? 0 : this.d[this.sb + SLOT * s]! - own - (spans ? listLeft(scratch, n, -1) : 0);
       // drained(c) for the cut at c in [start, 1]: others' evenly, ours by part of the bucket
       // (ownLeft): monotone, so the first c that drains `need` is found by bisection (this runs
       // on denials only; no closures, nothing allocated)
@@ -902,7 +925,7 @@ export class KeyWindow {
   ownCounts(from = this.cur - this.k): number[] {
     const counts: number[] = [];
     for (let b = Math.max(from, this.cur - this.k); b <= this.cur; b++)
-      counts.push(this.d[this.ob + this.slotOf(b)]!);
+      counts.push(this.d[this.ob + SLOT * this.slotOf(b)]!);
     return counts;
   }
 
@@ -942,7 +965,7 @@ export class KeyWindow {
   /** True when nobody has anything left in the window (safe to forget the key). */
   isEmpty(): boolean {
     if (this.full > 0 || this.offeredFull > 0) return false;
-    return this.d[this.sb + this.oldest] === 0 && this.d[this.fb + this.oldest] === 0;
+    return this.d[this.sb + SLOT * this.oldest] === 0 && this.d[this.fb + SLOT * this.oldest] === 0;
   }
 
   /**
@@ -970,7 +993,7 @@ export class KeyWindow {
         this.floor[s] = this.floor[s]! + v;
         continue;
       }
-      this.d[this.sb + s] = this.d[this.sb + s]! - v;
+      this.d[this.sb + SLOT * s] = this.d[this.sb + SLOT * s]! - v;
       if (s !== this.oldest && this.cur !== Number.NEGATIVE_INFINITY) this.full -= v;
     }
     this.peers[o] = undefined;
