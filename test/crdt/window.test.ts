@@ -168,6 +168,33 @@ describe('KeyWindow merge (CRDT laws)', () => {
 });
 
 describe('KeyWindow roll and expiry', () => {
+  it("finds a bucket's slot, near the ring from the current bucket's slot, as the bucket id modulo the ring, across rolls of any length (epoch-sized and negative ids too)", () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 50 }),
+        fc.oneof(fc.integer({ min: -1e6, max: 1e6 }), fc.integer({ min: 2 ** 40, max: 2 ** 43 })),
+        fc.array(fc.integer({ min: 1, max: 200 }), { minLength: 1, maxLength: 6 }),
+        (k, start, steps) => {
+          const kw = new KeyWindow(k);
+          const r = k + 2;
+          const mod = (b: number) => (((b % r) + r) % r) | 0;
+          let c = start;
+          for (const step of steps) {
+            kw.roll(c);
+            // own counts land in the slot the ring says: what addOwn wrote is read back at the bucket
+            kw.addOwn(1);
+            expect(kw.curSlot).toBe(mod(c));
+            expect(kw.oldest).toBe(mod(c - k));
+            for (let b = c - 3 * r; b <= c + 3 * r; b++) expect(kw.slotOf(b)).toBe(mod(b));
+            expect(kw.ownOf(kw.slotOf(c))).toBe(1);
+            c += step;
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
   it('expires buckets that leave the window and weights the oldest by what is still inside', () => {
     const kw = new KeyWindow(4);
     kw.roll(10);
