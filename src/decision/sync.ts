@@ -208,7 +208,7 @@ export class Sync {
       if (e.origin === self) {
         // The late sync's answers echo what this node admitted since it joined, which it holds
         // as its own: only the first answers bring what it admitted before (a restart).
-        if (!(now >= core.lateAskedAt) && this.gossip.merge(rt, FLOOR, e, now, off)) capped = true;
+        if (!(now >= core.lateAskedAt) && this.gossip.mergeEcho(rt, e, now, off)) capped = true;
         continue;
       }
       if (!names[e.origin]) {
