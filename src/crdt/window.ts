@@ -223,11 +223,6 @@ export class KeyWindow {
   ownOf(s: number): number {
     return this.d[this.ob + SLOT * s]!;
   }
-  /** Own admitted cost in bucket `b`; 0 for a bucket outside the ring. */
-  ownOfBucket(b: number): number {
-    const c = this.cur;
-    return b >= c - this.k && b <= c + 1 ? this.d[this.ob + SLOT * this.slotOf(b)]! : 0;
-  }
   /** Σ over every origin (own included) in slot `s`. */
   sumOf(s: number): number {
     return this.d[this.sb + SLOT * s]!;

@@ -406,25 +406,6 @@ export class Gossip {
   }
 
   /**
-   * Merge a sync answer's echo of this node's own counts into the unattributed floor: what a
-   * previous run under the same id admitted (a restart). What this run admitted is echoed too once
-   * the responder had our gossip before it answered, and we hold it as our own already: a bucket's
-   * echo counts only where it is more than our own counts in that bucket and the one before (a
-   * clock offset moves a bucket at most one later), more than this run can have sent there.
-   * Counting it again (before) put a node's first admissions in its window twice: 70 admitted,
-   * 140 counted, and its farewell refused for the floor it carried.
-   */
-  mergeEcho(rt: PolicyRuntime, e: WireEntry, now: number, offsetMs: number): boolean {
-    const shift = offsetMs === 0 ? 0 : -Math.floor(offsetMs / rt.bw + 0.1);
-    const kw = this.keyAt(rt, e.key, now).window;
-    const counts = e.counts.map((v, i) => {
-      const b = e.base + i + shift;
-      return v > kw.ownOfBucket(b) + kw.ownOfBucket(b - 1) ? v : 0;
-    });
-    return this.merge(rt, FLOOR, { ...e, counts }, now, offsetMs);
-  }
-
-  /**
    * Merge one entry into origin `origin`'s slot (FLOOR: the unattributed
    * floor). What one origin holds for a key is capped over the whole ring,
    * across every message it sent, not per message: at most L in a bucket,

@@ -59,6 +59,12 @@ export interface EngineOptions {
    * starts or restarts does not spend the whole limit alone. Default 1 (standalone).
    */
   expectedMembers?: number;
+  /**
+   * This node's id was made at its start (no earlier run had it): a sync answer's echo of its own
+   * id is then only what this run admitted, held as its own already, and is not merged. Default
+   * false: the echo counts as an unattributed floor (what an earlier run under the id admitted).
+   */
+  freshId?: boolean;
   /** Cap on tracked keys over all policies. Default 100,000. */
   maxKeys?: number;
   /** Cap on known origins (peers). Default 1,024 (about 1 KB each, plus 300-650 B per key it touches). */
@@ -117,6 +123,7 @@ export interface EngineConfig {
   readonly staleAfterMs: number;
   readonly departAfterMs: number;
   readonly expectedMembers: number;
+  readonly freshId: boolean;
   readonly maxKeys: number;
   readonly maxPeers: number;
   readonly repeatTicks: number;
@@ -214,6 +221,7 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
     staleAfterMs,
     departAfterMs,
     expectedMembers,
+    freshId: opts.freshId === true,
     maxKeys,
     maxPeers,
     repeatTicks,

@@ -208,7 +208,9 @@ export class Sync {
       if (e.origin === self) {
         // The late sync's answers echo what this node admitted since it joined, which it holds
         // as its own: only the first answers bring what it admitted before (a restart).
-        if (!(now >= core.lateAskedAt) && this.gossip.mergeEcho(rt, e, now, off)) capped = true;
+        // An id made at this start has no earlier run: its echo is only what this run admitted.
+        if (!core.cfg.freshId && !(now >= core.lateAskedAt) && this.gossip.merge(rt, FLOOR, e, now, off))
+          capped = true;
         continue;
       }
       if (!names[e.origin]) {

@@ -116,6 +116,8 @@ export interface EngineInit {
   departAfterMs: number;
   /** 1 + the bootstrap entries: the engine enforces L/N with this N until it hears a peer. */
   expectedMembers?: number;
+  /** The id was made at this start: a sync answer's echo of it is only this run's (EngineOptions.freshId). */
+  freshId?: boolean;
   /** Relay mode: hops a member's gossip may take beyond the first (EngineOptions.relayHops); 0 or absent: broadcast. */
   relayHops?: number;
   /** Where the engine logs what an operator should see (a peer ignored, a peer departed). */

@@ -88,6 +88,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       expectedDelayMs: cfg.expectedDelayMs,
       departAfterMs: cfg.departAfterMs,
       expectedMembers: 1 + cfg.bootstrap.length,
+      freshId: cfg.freshId,
       relayHops: cfg.relayHops,
       logger: cfg.logger,
     });

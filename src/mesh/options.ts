@@ -38,6 +38,8 @@ export interface MeshConfig {
   listen: readonly string[];
   bootstrap: readonly BootstrapEntry[];
   privateKey: PrivateKey;
+  /** The identity was made at this start (no `privateKey` given): no earlier run had the id. */
+  freshId: boolean;
   psk: Uint8Array | undefined;
   insecure: boolean;
   snapshotFile: string | undefined;
@@ -279,6 +281,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     listen,
     bootstrap,
     privateKey,
+    freshId: keyBytes === undefined,
     psk,
     insecure: insecure && psk === undefined && exposed.length > 0,
     snapshotFile: snapshotFileOption(opts.snapshotFile),
