@@ -726,13 +726,11 @@ export class KeyWindow {
     let others = 0;
     let own = 0;
     let b = Math.max(Math.min(h + 1, c), cur - this.k);
-    // one slot lookup, then the next slot's by step (see ownInBucket for our own)
+    // one slot lookup, then the next slot's by step
     let s = b <= cur + 1 ? this.slotOf(b) : 0;
     for (; b <= cur + 1; b++) {
-      const o = d[this.ob + SLOT * s]!;
-      if (b > h) others += d[this.sb + SLOT * s]! - o;
-      if (b > c) own += o;
-      else if (b === c) own += this.ownSince(s, ownFrom - c);
+      if (b > h) others += d[this.sb + SLOT * s]! - d[this.ob + SLOT * s]!;
+      own += this.ownInSlot(s, b, c, ownFrom);
       s = s + 1 === r ? 0 : s + 1;
     }
     out[0] = others + own;
@@ -742,8 +740,12 @@ export class KeyWindow {
   /** Our own admissions in bucket `b` (in the ring) since `from` (a time in buckets), by part of a bucket (see {@link ownSince}). */
   ownInBucket(b: number, from: number): number {
     const c = Math.floor(from);
+    return b < c ? 0 : this.ownInSlot(this.slotOf(b), b, c, from);
+  }
+
+  /** {@link ownInBucket} of bucket `b` in slot `s`, `c` the bucket of `from`. */
+  private ownInSlot(s: number, b: number, c: number, from: number): number {
     if (b < c) return 0;
-    const s = this.slotOf(b);
     return b === c ? this.ownSince(s, from - c) : this.d[this.ob + SLOT * s]!;
   }
 

@@ -1,6 +1,8 @@
+import { generateKeyPair, privateKeyToProtobuf } from '@libp2p/crypto/keys';
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { Engine } from '../../src/decision/engine.js';
+import { parseOptions } from '../../src/mesh/options.js';
 import type { PolicySpec } from '../../src/types.js';
 import { spend, T0 } from './helpers.js';
 
@@ -53,8 +55,6 @@ describe("a sync answer's echo of this node's own counts", () => {
 
 describe('a mesh node tells its engine whether its id was made at its start', () => {
   it('fresh without a privateKey, not fresh with one', async () => {
-    const { parseOptions } = await import('../../src/mesh/options.js');
-    const { privateKeyToProtobuf, generateKeyPair } = await import('@libp2p/crypto/keys');
     const base = { policies: P, listen: ['/ip4/127.0.0.1/tcp/0'] };
     expect(parseOptions(base).freshId).toBe(true);
     const key = privateKeyToProtobuf(await generateKeyPair('Ed25519'));
