@@ -394,11 +394,13 @@ const RUNS: RunDef[] = [
     (
       [
         // broadcast (the mesh's auto relay would relay from 52 and 27 members at these g)
-        ['g = 50, broadcast', { gossipIntervalMs: 50, relay: undefined }],
-        ['g = 25, broadcast', { gossipIntervalMs: 25, relay: undefined }],
-        ['g = 10, broadcast', { gossipIntervalMs: 10, relay: undefined }],
+        // the default before fast gossip: every tick g = 100 ms apart, tight keys or not
+        ['fast gossip off', { fastGossipMs: 0 }],
+        ['g = 50, broadcast', { gossipIntervalMs: 50, relay: undefined, fastGossipMs: 0 }],
+        ['g = 25, broadcast', { gossipIntervalMs: 25, relay: undefined, fastGossipMs: 0 }],
+        ['g = 10, broadcast', { gossipIntervalMs: 10, relay: undefined, fastGossipMs: 0 }],
         // the mesh as it runs at g = 10 ms: auto relay from 12 members (more than 1,000 messages a second)
-        ['g = 10, auto relay', { gossipIntervalMs: 10 }],
+        ['g = 10, auto relay', { gossipIntervalMs: 10, fastGossipMs: 0 }],
         ['20 buckets', {}, undefined, 20],
         ['50 buckets', {}, undefined, 50],
         // every request asked of the key's owner (the `auto` column: one call a request)
@@ -474,6 +476,8 @@ interface ResultRow extends TwoSidedFigures {
    * limiter's line of a row; absent in reports written before it.
    */
   ceiling_false_denials_pct?: number;
+  /** Gossip messages a node received a second over the row's run (simulated limiters). */
+  msgs_in_node_s?: number;
 }
 
 function arg(name: string): string | undefined {
@@ -743,6 +747,7 @@ async function main(): Promise<void> {
             ...f,
             denials_by_rule: sim === undefined ? {} : ruleHistogram(sim, only),
             ceiling_false_denials_pct: ceiling.falseDenialsPct,
+            ...(sim?.msgsIn === undefined ? {} : { msgs_in_node_s: sim.msgsIn }),
           });
         }
       }
@@ -884,6 +889,7 @@ function printReport(rep: Report): void {
         'adm/ceiling',
         'calls/req',
         '+ms',
+        'msgs in/s',
         'denials by rule',
       ],
       rows.map((row, i) => {
@@ -906,6 +912,7 @@ function printReport(rep: Report): void {
           row.admitted_vs_ceiling.toFixed(4),
           row.calls_per_request,
           row.added_latency_ms,
+          row.msgs_in_node_s ?? '',
           row.limiter === 'exact' ? '' : rulesText(row.denials_by_rule),
         ];
       }),

@@ -251,6 +251,8 @@ export interface MeshSpec {
   skewMs?: readonly number[];
   /** Relay mode's fanout for every node (absent or 0: broadcast). */
   relayFanout?: number;
+  /** MeshLimiterOptions.fastGossipIntervalMs of every node; absent: the default ('auto'). */
+  fastGossipIntervalMs?: number | 'auto';
   /** Relay mode's relayMacPeers for every node (absent: the limiter's default). */
   relayMacPeers?: number;
   /** Bootstrap entries each node dials (absent: the limiter's default). */
@@ -312,6 +314,9 @@ export class Mesh {
             : { discoveryIntervalMs: spec.discoveryIntervalMs }),
           ...(spec.skewMs?.[i] ? { skewMs: spec.skewMs[i] } : {}),
           ...(spec.relayFanout ? { relayFanout: spec.relayFanout } : {}),
+          ...(spec.fastGossipIntervalMs === undefined
+            ? {}
+            : { fastGossipIntervalMs: spec.fastGossipIntervalMs }),
           ...(spec.relayMacPeers === undefined ? {} : { relayMacPeers: spec.relayMacPeers }),
           ...(spec.dialPeers === undefined ? {} : { dialPeers: spec.dialPeers }),
           ...(spec.ownSessions ? { ownSession: true } : {}),

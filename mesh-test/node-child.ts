@@ -136,6 +136,7 @@ async function init(c: ChildConfig): Promise<void> {
     ...(c.heartbeatMs === undefined ? {} : { heartbeatMs: c.heartbeatMs }),
     ...(c.discoveryIntervalMs === undefined ? {} : { discoveryIntervalMs: c.discoveryIntervalMs }),
     ...(c.relayFanout === undefined ? {} : { relayFanout: c.relayFanout }),
+    ...(c.fastGossipIntervalMs === undefined ? {} : { fastGossipIntervalMs: c.fastGossipIntervalMs }),
     ...(c.relayMacPeers === undefined ? {} : { relayMacPeers: c.relayMacPeers }),
     ...(c.dialPeers === undefined ? {} : { dialPeers: c.dialPeers }),
     // the limiter's clock only: the replay keeps true time, so decisions are recorded in true time

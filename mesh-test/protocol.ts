@@ -25,6 +25,8 @@ export interface ChildConfig {
   discoveryIntervalMs?: number;
   /** Drill: this node's clock runs this many ms ahead of true time (negative: behind). */
   skewMs?: number;
+  /** MeshLimiterOptions.fastGossipIntervalMs; absent: the default ('auto'). */
+  fastGossipIntervalMs?: number | 'auto';
   /** Relay mode's fanout (MeshLimiterOptions.relayFanout); absent: broadcast. */
   relayFanout?: number;
   /** MeshLimiterOptions.relayMacPeers; absent: the default. */

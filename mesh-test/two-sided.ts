@@ -8,6 +8,7 @@
  * what `bench:two-sided` prints at g = 100 ms, d = 10 ms).
  *
  *   npm run mesh:two-sided -- [--nodes 8 (2 to 16)] [--rows 0.5L,0.9L,2L,step] [--gossip-ms 100]
+ *                             [--fast-gossip auto|off]
  *                             [--delays 10] [--seconds 10] [--repeat 1]
  *
  * `--delays` injects that much delay into every gossip message (the simulator's d); loopback adds
@@ -19,6 +20,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { printTable } from '../bench/table.js';
+import { fastGossipIntervalMs } from '../src/mesh/auto-relay.js';
 import type { Trace } from '../src/sim/trace.js';
 import {
   type Arrivals,
@@ -107,6 +109,10 @@ interface LiveTwoSidedRow {
   d_ms: number;
   /** The engines' expectedDelayMs (the harness's default: the injected d). */
   expected_delay_ms: number;
+  /** fastGossipIntervalMs 'auto' (the default) on every node; false: 0 (off). */
+  fast_gossip: boolean;
+  /** Gossip ticks a node a second over the replay, the mean over nodes (g = 100 ms: 10). */
+  ticks_per_s: number;
   /** Where the default rule's worst rolling window starts, ms from the replay's start, and what each node admitted in it. */
   worst_window_at_ms: number;
   worst_window_by_node: number[];
@@ -164,12 +170,14 @@ function modesOf(decisions: readonly DecisionRecord[][]): Record<string, number>
 }
 
 /** The simulator's run of the same arrivals (as planned), g and d on the bench's default mesh. */
-function predict(planned: Arrivals, nodes: number, g: number, d: number, expected?: number) {
+function predict(planned: Arrivals, nodes: number, g: number, d: number, fast: boolean, expected?: number) {
   const base = defaultMesh(nodes);
   const mesh = {
     ...base,
     gossipIntervalMs: g,
     delayMs: d,
+    // as the live nodes pick it (fastGossipIntervalMs 'auto'), or off
+    fastGossipMs: fast ? fastGossipIntervalMs(nodes, g, expected ?? d) : 0,
     ...(expected === undefined ? {} : { engine: { ...base.engine, expectedDelayMs: expected } }),
   };
   const shifted = { ...planned, t: planned.t.map((t) => t + WARMUP_MS) };
@@ -185,6 +193,7 @@ async function liveTwoSidedRow(
   g: number,
   d: number,
   seconds: number,
+  fast: boolean,
   expected?: number,
 ): Promise<LiveTwoSidedRow> {
   const planned = globalKeyArrivals(nodes, LIVE_ROWS[row]!(seconds * 1000));
@@ -197,6 +206,7 @@ async function liveTwoSidedRow(
       gossipIntervalMs: g,
       injectDelayMs: d,
       ...(expected === undefined ? {} : { expectedDelayMs: expected }),
+      ...(fast ? {} : { fastGossipIntervalMs: 0 }),
     },
     60_000,
   );
@@ -232,13 +242,15 @@ async function liveTwoSidedRow(
         default: bothErrors(live.arrivals, live.controlled),
         naive: bothErrors(live.arrivals, live.naive),
       },
-      sim: predict(planned, nodes, g, d, expected),
+      sim: predict(planned, nodes, g, d, fast, expected),
+      fast_gossip: fast,
       expected_delay_ms: expected ?? d,
       worst_window_at_ms: worstAt,
       worst_window_by_node: byNodeIn(live, worstAt),
       modes: modesOf(out.decisions),
       late_p99_ms: round(Math.max(...reps.map((r) => r.lateMs.p99)), 2),
       ticks_pct_min: round(Math.min(...reps.map((r) => (r.gossip.ticks / (r.wallMs / g)) * 100)), 1),
+      ticks_per_s: round(sum(reps.map((r) => r.gossip.ticks / (r.wallMs / 1000))) / reps.length, 1),
       cpu_pct_total: round(sum(reps.map((r) => r.cpuPct)), 1),
       load_avg: [load0, round(loadavg()[0]!, 1)],
     };
@@ -302,6 +314,7 @@ function args() {
       seconds: { type: 'string', default: '10' },
       repeat: { type: 'string', default: '1' },
       'expected-delay-ms': { type: 'string' },
+      'fast-gossip': { type: 'string', default: 'auto' },
     },
   });
   const num = (s: string, name: string, min: number, max: number) =>
@@ -312,6 +325,8 @@ function args() {
       return v;
     });
   const rows = values.rows.split(',').map((x) => x.trim());
+  if (values['fast-gossip'] !== 'auto' && values['fast-gossip'] !== 'off')
+    throw new Error(`--fast-gossip: ${values['fast-gossip']} is not auto or off`);
   for (const r of rows)
     if (LIVE_ROWS[r] === undefined)
       throw new Error(`--rows: ${r} is not one of ${Object.keys(LIVE_ROWS).join(', ')}`);
@@ -322,6 +337,7 @@ function args() {
     delays: num(values.delays, 'delays', 0, 100),
     seconds: num(values.seconds, 'seconds', 2, 30)[0]!,
     repeat: num(values.repeat, 'repeat', 1, 10)[0]!,
+    fast: values['fast-gossip'] === 'auto',
     expected:
       values['expected-delay-ms'] === undefined
         ? undefined
@@ -335,7 +351,7 @@ async function main(): Promise<void> {
     `live mesh, both errors: ${a.nodes} node processes on 127.0.0.1; one key, L = ${L} per ${W} ms, ` +
       `the default policy (k = 10, controlled) and the naive rule checked on every request, the exact log on the ` +
       `times the nodes decided; rows ${a.rows.join(', ')} over ${a.seconds} s, nodes drawn uniformly; ` +
-      `g = ${a.gossip.join(',')} ms, injected d = ${a.delays.join(',')} ms, engines expecting ${a.expected === undefined ? 'd' : `${a.expected} ms`} of delay; sim: bench:two-sided's default mesh ` +
+      `g = ${a.gossip.join(',')} ms (fast gossip ${a.fast ? 'auto' : 'off'}), injected d = ${a.delays.join(',')} ms, engines expecting ${a.expected === undefined ? 'd' : `${a.expected} ms`} of delay; sim: bench:two-sided's default mesh ` +
       `at that g and d on the same arrivals; load average ${loadavg()
         .map((x) => x.toFixed(2))
         .join(' ')}`,
@@ -345,19 +361,19 @@ async function main(): Promise<void> {
     for (const g of a.gossip)
       for (const d of a.delays)
         for (const row of a.rows) {
-          const r = await liveTwoSidedRow(row, a.nodes, g, d, a.seconds, a.expected);
+          const r = await liveTwoSidedRow(row, a.nodes, g, d, a.seconds, a.fast, a.expected);
           rows.push(r);
           console.log(
             `  ${row} g=${g} d=${d}: false denials ${r.live.default.false_denials_pct} % (sim ${r.sim.default.false_denials_pct}), ` +
               `worst - L ${r.live.default.worst_window_minus_l} at ${Math.round(r.worst_window_at_ms)} ms, by node ${r.worst_window_by_node.join('/')} (sim ${r.sim.default.worst_window_minus_l}); naive ` +
-              `${r.live.naive.false_denials_pct} % / ${r.live.naive.worst_window_minus_l}; late p99 ${r.late_p99_ms} ms; ${JSON.stringify(r.modes)}`,
+              `${r.live.naive.false_denials_pct} % / ${r.live.naive.worst_window_minus_l}; late p99 ${r.late_p99_ms} ms; ticks ${r.ticks_per_s} a node a second; ${JSON.stringify(r.modes)}`,
           );
         }
   console.log('');
   printRows(rows);
   const dir = join(ROOT, 'mesh-test', 'results');
   ensureDir(dir);
-  const name = a.nodes === 8 ? 'live-two-sided.json' : `live-two-sided-n${a.nodes}.json`;
+  const name = `live-two-sided${a.nodes === 8 ? '' : `-n${a.nodes}`}${a.fast ? '' : '-fast-off'}.json`;
   writeFileSync(join(dir, name), `${JSON.stringify(rows, null, 2)}\n`);
   console.log(`wrote mesh-test/results/${name}`);
 }

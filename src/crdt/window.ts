@@ -219,6 +219,10 @@ export class KeyWindow {
   set offeredFull(v: number) {
     this.d[OFFERED_FULL] = v;
   }
+  /** Own admitted cost in the window: the full-weight buckets and the oldest, whole. */
+  ownTotal(): number {
+    return this.d[OWN_FULL]! + this.d[this.ob + SLOT * this.oldest]!;
+  }
   /** Own admitted cost in slot `s`. */
   ownOf(s: number): number {
     return this.d[this.ob + SLOT * s]!;

@@ -85,6 +85,8 @@ export interface DaemonConfig {
     bootstrap: string[];
     gossipIntervalMs: number | undefined;
     expectedDelayMs: number | undefined;
+    /** The tick interval while a key is tight: 'auto', 0 (off) or ms (MeshOptions.fastGossipIntervalMs). */
+    fastGossipIntervalMs?: number | 'auto';
     /** Absolute path of a protobuf-encoded libp2p private key (`ratemesh keygen`). */
     keyFile: string | undefined;
     /** Absolute path of a libp2p pnet swarm key (`ratemesh psk`). */
@@ -372,6 +374,7 @@ const MESH_FIELDS = [
   'bootstrap',
   'gossipIntervalMs',
   'expectedDelayMs',
+  'fastGossipIntervalMs',
   'keyFile',
   'pskFile',
   'injectDelayMs',
@@ -441,6 +444,13 @@ function applyConfigFile(
     }
     if (m.expectedDelayMs !== undefined) {
       cfg.mesh.expectedDelayMs = integer(m.expectedDelayMs, 'config.mesh.expectedDelayMs', 0, 60_000);
+    }
+    if (m.fastGossipIntervalMs !== undefined) {
+      // 'auto', 0 or whole ms; the mesh checks it against gossipIntervalMs
+      const f = m.fastGossipIntervalMs;
+      if (f !== 'auto' && !(typeof f === 'number' && Number.isInteger(f) && f >= 0 && f <= 60_000))
+        fail('config.mesh.fastGossipIntervalMs', `must be 'auto' or whole ms 0..60000 (got ${shown(f)})`);
+      cfg.mesh.fastGossipIntervalMs = f;
     }
     if (m.keyFile !== undefined)
       cfg.mesh.keyFile = resolve(baseDir, string(m.keyFile, 'config.mesh.keyFile'));

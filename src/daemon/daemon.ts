@@ -84,6 +84,7 @@ export function limiterOptions(config: DaemonConfig, logger: Logger, clock?: Clo
   if (m.snapshotFile !== undefined) opts.snapshotFile = m.snapshotFile;
   if (m.gossipIntervalMs !== undefined) opts.gossipIntervalMs = m.gossipIntervalMs;
   if (m.expectedDelayMs !== undefined) opts.expectedDelayMs = m.expectedDelayMs;
+  if (m.fastGossipIntervalMs !== undefined) opts.fastGossipIntervalMs = m.fastGossipIntervalMs;
   if (m.injectDelayMs !== undefined && m.injectDelayMs > 0) opts.injectDelayMs = m.injectDelayMs;
   if (m.injectLoss !== undefined && m.injectLoss > 0) opts.injectLoss = m.injectLoss;
   if (clock !== undefined) opts.clock = clock;

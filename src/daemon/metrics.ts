@@ -37,6 +37,7 @@ const LATENCY_BUCKETS = [1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1
  * | `ratemesh_http_requests_total` | counter | route, status |
  * | `ratemesh_gossip_messages_total` | counter | direction (in, out) |
  * | `ratemesh_gossip_bytes_total` | counter | direction (in, out) |
+ * | `ratemesh_gossip_ticks_total` | counter | interval (configured, fast) |
  * | `ratemesh_gossip_dropped_total` | counter | reason |
  * | `ratemesh_sync_bytes_total` | counter | direction |
  * | `ratemesh_peers_live`, `ratemesh_peers_stale` | gauge | |
@@ -178,6 +179,19 @@ export class DaemonMetrics {
         this.reset();
         this.inc({ direction: 'in' }, num(s?.gossip.bytesIn));
         this.inc({ direction: 'out' }, num(s?.gossip.bytesOut));
+      },
+    });
+    new Counter({
+      name: 'ratemesh_gossip_ticks_total',
+      help: 'Gossip ticks, by interval: gossipIntervalMs (configured), or fastGossipIntervalMs while a key was tight (fast).',
+      labelNames: ['interval'],
+      registers,
+      collect() {
+        const s = stats();
+        this.reset();
+        const fast = num(s?.gossip.fastTicks);
+        this.inc({ interval: 'configured' }, Math.max(0, num(s?.gossip.ticks) - fast));
+        this.inc({ interval: 'fast' }, fast);
       },
     });
     new Counter({

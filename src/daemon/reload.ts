@@ -42,6 +42,7 @@ const RESTART_ONLY: readonly [string, (c: DaemonConfig) => unknown][] = [
   ['config.mesh.bootstrap', (c) => c.mesh.bootstrap],
   ['config.mesh.gossipIntervalMs', (c) => c.mesh.gossipIntervalMs],
   ['config.mesh.expectedDelayMs', (c) => c.mesh.expectedDelayMs],
+  ['config.mesh.fastGossipIntervalMs', (c) => c.mesh.fastGossipIntervalMs],
   ['config.mesh.keyFile', (c) => c.mesh.keyFile],
   ['config.mesh.keyFile (its contents)', (c) => c.mesh.privateKey],
   ['config.mesh.pskFile', (c) => c.mesh.pskFile],

@@ -109,6 +109,12 @@ export class EngineCore {
   refreshes = 0;
   /** Some key's unsynced own count crossed its early-publish threshold. */
   early = false;
+  /**
+   * Until when (ours) this node asks to gossip fast (Engine.wantsFastGossip): some key's share
+   * held the request, but not with our own counts of the last two horizons at the configured
+   * interval (see Rule.evaluate). -Infinity: never asked.
+   */
+  tightUntil = Number.NEGATIVE_INFINITY;
   /** Min over live peers of the time (ours) their newest data was sent. */
   oldestSent = Number.POSITIVE_INFINITY;
   /**

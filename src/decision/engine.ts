@@ -381,6 +381,16 @@ export class Engine implements RateLimiter {
   }
 
   /**
+   * True while some key's share is tight at the configured gossip interval (the allowance holds
+   * a request, but not beside this node's own counts of two horizons at that interval), and for
+   * two intervals after: the mesh then gossips every `fastGossipIntervalMs` (docs/decision-rule.md,
+   * "Tight keys").
+   */
+  wantsFastGossip(): boolean {
+    return this.core.lastNow < this.core.tightUntil;
+  }
+
+  /**
    * Still starting, `members` (this node included) are expected, more than `expectedMembers`
    * said: a bootstrap name that resolves to several addresses (a headless Service) counts as one
    * entry until discovery resolves it. The start-up share is then L over that many. Ignored once

@@ -59,6 +59,12 @@ export function newEval(): Eval {
  *   until its own view went stale (see staleReserve).
  * A local-scope policy is its algorithm alone. Nothing here allocates or awaits.
  */
+/**
+ * A key is tight (fast gossip asked) where our own counts of two horizons at the configured
+ * interval take this part of our allowance or more (docs/decision-rule.md, "Tight keys").
+ */
+const TIGHT_PART = 0.5;
+
 export class Rule {
   /** Scratch of KeyWindow.countsSince: all, own. */
   private readonly since = new Float64Array(2);
@@ -93,6 +99,20 @@ export class Rule {
   private shareCU = 0;
 
   constructor(private readonly core: EngineCore) {}
+
+  /** Two horizons at the configured interval, 2 (g + D), ms: the span a tight key is judged over. */
+  private tightSpan(): number {
+    return 2 * (this.core.cfg.gossipIntervalMs + this.core.cfg.dataDelayMs);
+  }
+
+  /**
+   * Our own counts over the window, at their average rate over {@link tightSpan} (the window's
+   * part of it, at most all of them), take {@link TIGHT_PART} of `allowance` or more.
+   */
+  private tightByRate(kw: KeyState['window'], rt: PolicyRuntime, allowance: number): boolean {
+    const own = kw.ownTotal();
+    return own > 0 && own * Math.min(1, this.tightSpan() / rt.policy.windowMs) >= TIGHT_PART * allowance;
+  }
 
   private findNarrow(): void {
     const core = this.core;
@@ -319,6 +339,19 @@ export class Rule {
           allowance,
           ownRecent,
         };
+      // Tight: the allowance holds the request, and our own counts of two horizons at the
+      // configured interval, 2 (g + D), take half of it or more, as they do at our average rate
+      // over the window (traffic that keeps coming, not a burst that has passed): requests are
+      // then near a share denial, under the limit one our peers' unseen counts would not have
+      // needed. Faster gossip turns our counts old sooner, so ask for it (Engine.wantsFastGossip)
+      // for two intervals more. After a burst, or with an allowance under the request (headroom
+      // thinner than a unit a node: heavy accounts), it would buy nothing. The average is read
+      // first (no loop); only then the two horizons.
+      if (x === undefined && cost <= allowance && this.tightByRate(kw, rt, allowance)) {
+        const t2 = now - this.tightSpan();
+        kw.countsSince(Math.floor(t2 / rt.bw), t2 / rt.bw, since);
+        if (since[1]! >= TIGHT_PART * allowance) core.tightUntil = now + 2 * core.cfg.gossipIntervalMs;
+      }
       if (ownRecent + cost > allowance + 1e-9) {
         deny(
           out,
@@ -383,6 +416,12 @@ export class Rule {
         own = this.since[1]!;
       }
       room = Math.min(room, this.shareAllowance - own - cost);
+      // not tight yet: the fast path stops where our average rate would make the key tight, so
+      // that a full evaluation asks for fast gossip (evaluate, "Tight")
+      if (core.tightUntil <= core.lastNow) {
+        const r = Math.min(1, this.tightSpan() / rt.policy.windowMs);
+        room = Math.min(room, (TIGHT_PART * this.shareAllowance) / r - ks.window.ownTotal() - cost);
+      }
     }
     if (room >= 1 - 1e-9) {
       rt.fastKs = ks;

@@ -52,6 +52,8 @@ export interface MeshEngine extends RateLimiter {
   memberCount(): number;
   /** Cheap; true when unsynced own counts crossed the early-publish threshold. */
   wantsEarlyPublish(): boolean;
+  /** Cheap; true while a key is tight: the mesh then ticks every fastGossipIntervalMs (Engine.wantsFastGossip). */
+  wantsFastGossip(): boolean;
   /** True once, some time after the first sync answer: pull every member's state again. */
   lateSyncDue(now?: number): boolean;
   /** Never throws; a refused message is counted inside and explained by `reason`. */

@@ -188,6 +188,9 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   wantsEarlyPublish(): boolean {
     return this.inner.wantsEarlyPublish();
   }
+  wantsFastGossip(): boolean {
+    return this.inner.wantsFastGossip();
+  }
   lateSyncDue(now?: number): boolean {
     return this.inner.lateSyncDue(now);
   }

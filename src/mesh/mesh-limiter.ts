@@ -12,7 +12,7 @@ import type {
   PolicyKey,
   PolicySpec,
 } from '../types.js';
-import { autoRelayFanout, relayHopsFor } from './auto-relay.js';
+import { autoRelayFanout, fastGossipIntervalMs, relayHopsFor } from './auto-relay.js';
 import { MAX_PUBLISHES_IN_FLIGHT, RPC_FRAME_MESSAGES, SYNC_MAX_INBOUND_STREAMS, TOPIC } from './constants.js';
 import { defaultEngineFactory } from './default-engine.js';
 import { Discovery, emptyDiscoveryStats, systemResolver } from './discovery.js';
@@ -62,6 +62,9 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   /** Readiness at start (join.ts, the daemon's `/readyz` rule): made when the node runs. */
   private join: JoinWatch | undefined;
   private tickTimer: NodeJS.Timeout | undefined;
+  /** When (the clock's) the armed tick is due, and whether at the fast interval. */
+  private tickAt = 0;
+  private tickFast = false;
   private sweepTimer: NodeJS.Timeout | undefined;
   private earlyImmediate: NodeJS.Immediate | undefined;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -98,6 +101,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     this.counters = {
       gossip: {
         ticks: 0,
+        fastTicks: 0,
         earlyPublishes: 0,
         msgsOut: 0,
         bytesOut: 0,
@@ -650,14 +654,46 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
 
   // ---- gossip out ----
 
-  /** The next tick: one interval on (each node on its own phase: spread rounds). */
+  /**
+   * The next tick: one interval on (each node on its own phase: spread rounds), the fast one
+   * while the engine asks for it (a tight key: Engine.wantsFastGossip).
+   */
   private armTick(): void {
-    this.tickTimer = setTimeout(this.onTick, this.cfg.gossipIntervalMs);
+    const f = this.fastInterval();
+    const fast = f > 0 && this.engine.wantsFastGossip();
+    this.tickFast = fast;
+    const ms = fast ? f : this.cfg.gossipIntervalMs;
+    this.tickAt = this.cfg.clock.now() + ms;
+    this.tickTimer = setTimeout(this.onTick, ms);
+  }
+
+  /** The tick interval while a key is tight, now (0: off): MeshOptions.fastGossipIntervalMs. */
+  private fastInterval(): number {
+    const f = this.cfg.fastGossipIntervalMs;
+    if (f !== 'auto') return f;
+    if (this.relayFanout() > 0) return 0;
+    return fastGossipIntervalMs(
+      this.engine.memberCount(),
+      this.cfg.gossipIntervalMs,
+      this.cfg.expectedDelayMs,
+    );
+  }
+
+  /** A key turned tight with the next tick further off than the fast interval: tick sooner. */
+  private hurryTick(): void {
+    if (this.tickTimer === undefined || !this.engine.wantsFastGossip()) return;
+    const f = this.fastInterval();
+    if (f === 0 || this.tickAt <= this.cfg.clock.now() + f) return;
+    clearTimeout(this.tickTimer);
+    this.tickFast = true;
+    this.tickAt = this.cfg.clock.now() + f;
+    this.tickTimer = setTimeout(this.onTick, f);
   }
 
   private readonly onTick = (): void => {
     this.tickTimer = undefined;
     if (this.state !== 'running') return;
+    if (this.tickFast) this.counters.gossip.fastTicks++;
     this.armTick();
     this.counters.gossip.ticks++;
     if (this.cfg.relayAuto) this.followMembership();
@@ -723,7 +759,9 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   }
 
   private pollEarlyPublish(): void {
-    if (this.state !== 'running' || this.earlyImmediate !== undefined) return;
+    if (this.state !== 'running') return;
+    this.hurryTick();
+    if (this.earlyImmediate !== undefined) return;
     if (!this.engine.wantsEarlyPublish()) return;
     this.earlyImmediate = setImmediate(() => {
       this.earlyImmediate = undefined;

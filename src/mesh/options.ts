@@ -4,7 +4,7 @@ import { multiaddr } from '@multiformats/multiaddr';
 import { type Clock, systemClock } from '../clock.js';
 import { MAX_RELAY_HOPS } from '../decision/constants.js';
 import type { PolicySpec } from '../types.js';
-import { bytes, fail, finite, integer, optional, stringArray } from '../validate.js';
+import { bytes, fail, finite, integer, optional, shown, stringArray } from '../validate.js';
 import { autoRelayFanout, defaultAutoRelayMembers, relayHopsFor } from './auto-relay.js';
 import {
   DEFAULT_DIAL_TIMEOUT_MS,
@@ -45,6 +45,8 @@ export interface MeshConfig {
   snapshotFile: string | undefined;
   gossipIntervalMs: number;
   expectedDelayMs: number;
+  /** 'auto', 0 (off) or an interval under gossipIntervalMs: see MeshOptions.fastGossipIntervalMs. */
+  fastGossipIntervalMs: number | 'auto';
   logger: Logger;
   clock: Clock;
   injectDelayMs: number;
@@ -89,6 +91,7 @@ const KNOWN = new Set<string>([
   'snapshotFile',
   'gossipIntervalMs',
   'expectedDelayMs',
+  'fastGossipIntervalMs',
   'gossipRounds',
   'logger',
   'clock',
@@ -200,6 +203,16 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     60_000,
     true,
   );
+  const fg: unknown = opts.fastGossipIntervalMs;
+  if (
+    !(fg === undefined || fg === 'auto' || fg === 0) &&
+    !(typeof fg === 'number' && Number.isInteger(fg) && fg >= 1 && fg <= gossipIntervalMs)
+  )
+    fail(
+      'fastGossipIntervalMs',
+      `must be 'auto', 0 (off) or whole ms from 1 to gossipIntervalMs (${gossipIntervalMs}) (got ${shown(fg)})`,
+    );
+  const fastGossipIntervalMs = fg === undefined ? 'auto' : (fg as number | 'auto');
 
   const rounds: unknown = opts.gossipRounds;
   if (rounds === 'aligned')
@@ -287,6 +300,7 @@ export function parseOptions(opts: MeshLimiterOptions): MeshConfig {
     snapshotFile: snapshotFileOption(opts.snapshotFile),
     gossipIntervalMs,
     expectedDelayMs,
+    fastGossipIntervalMs,
     logger,
     clock,
     injectDelayMs: num('injectDelayMs', opts.injectDelayMs, 0, 0, 60_000),

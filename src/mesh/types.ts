@@ -44,6 +44,16 @@ export interface MeshLimiterOptions {
   /** Expected one-way gossip delay, ms (feeds staleness). Default 10. */
   expectedDelayMs?: number;
   /**
+   * The tick interval while a key is tight (its node's own counts of two horizons at
+   * gossipIntervalMs take half its share of the headroom or more: Engine.wantsFastGossip), ms,
+   * and for two intervals after. `'auto'` (default): as often as broadcast brings each node at
+   * most 1,000 messages a second, (M - 1) ms at M members, and no more often than
+   * expectedDelayMs; off where that is over half of gossipIntervalMs (52 members and more at
+   * 100 ms) and while relaying. 0: off (every tick gossipIntervalMs apart). A number: that
+   * interval, 1 .. gossipIntervalMs (docs/decision-rule.md, "Tight keys").
+   */
+  fastGossipIntervalMs?: number | 'auto';
+  /**
    * When nodes gossip: `spread`, the only schedule, each node every gossipIntervalMs on its own
    * phase (and at once when it has spent a part of L worth telling). `aligned` (every node in one
    * round) was removed and is refused: it admitted less and denied more on every row measured
@@ -272,6 +282,8 @@ export interface MeshStats {
   peers: { connected: number; members: number; departed: number };
   gossip: {
     ticks: number;
+    /** Ticks that came at the fast interval (a key tight: fastGossipIntervalMs). */
+    fastTicks: number;
     earlyPublishes: number;
     msgsOut: number;
     bytesOut: number;

@@ -45,6 +45,11 @@ export interface SimOptions {
    * `relay`, relayHops to {@link expectedRelayHops} of the node count and the fanout).
    */
   engine?: Partial<EngineOptions>;
+  /**
+   * While its engine asks (Engine.wantsFastGossip: a tight key), a node's next tick comes after
+   * this many ms instead of g, as the live mesh's does (fastGossipIntervalMs). 0 or absent: off.
+   */
+  fastGossipMs?: number;
   /** Publish early when an engine asks (as the live mesh does). Default true. */
   earlyPublish?: boolean;
   /** Run a sync round trip between every pair at start (estimates clock offsets). Default false. */
@@ -117,6 +122,8 @@ export class Simulator {
   private time = 0;
   /** Gossip messages sent, and their bytes, over all nodes. */
   messages = 0;
+  /** Ticks after which a node's next came at the fast interval (fastGossipMs). */
+  fastTicks = 0;
   bytes = 0;
   delivered = 0;
   lost = 0;
@@ -236,6 +243,7 @@ export class Simulator {
     const d = e.check(policy, key, cost);
     if (this.opts.timeEngine) this.engineMs += performance.now() - t0;
     if (this.opts.earlyPublish !== false && e.wantsEarlyPublish()) this.publish(node);
+    this.hurryTick(node);
     return d;
   }
 
@@ -246,15 +254,34 @@ export class Simulator {
   }
   // ---- end of owner placement ----
 
+  /** Per node, the mark of its pending tick and that tick's number (a re-armed tick drops the older). */
+  private tickMark: number[] = [];
+  private tickGen: number[] = [];
+
   private scheduleTick(node: number, t: number): void {
     const late = this.opts.tickLateMs ? this.prng.next() * this.opts.tickLateMs : 0;
+    const gen = (this.tickGen[node] ?? 0) + 1;
+    this.tickGen[node] = gen;
+    this.tickMark[node] = t;
     this.at(t + late, () => {
+      if (this.tickGen[node] !== gen) return;
       this.publish(node);
       // the engine's late sync (a pod replaced as this one joined is stale at its peers by now)
       if (this.engines[node]!.lateSyncDue()) this.syncFrom(node);
-      // the next mark: g after this one's (a late tick does not move it)
-      this.scheduleTick(node, t + this.opts.gossipIntervalMs);
+      // the next mark: g after this one's (a late tick does not move it), or the fast interval
+      // while the engine asks for it
+      const f = this.opts.fastGossipMs ?? 0;
+      const fast = f > 0 && this.engines[node]!.wantsFastGossip();
+      if (fast) this.fastTicks++;
+      this.scheduleTick(node, t + (fast ? f : this.opts.gossipIntervalMs));
     });
+  }
+
+  /** A node whose engine now asks for fast gossip, its next tick further off than that: re-armed (as the mesh's armTick). */
+  private hurryTick(node: number): void {
+    const f = this.opts.fastGossipMs ?? 0;
+    if (f > 0 && this.tickMark[node]! > this.time + f && this.engines[node]!.wantsFastGossip())
+      this.scheduleTick(node, this.time + f);
   }
 
   /** Relay, per node: the origins queued for its next batch, and per origin the item and who sent it. */

@@ -4,6 +4,7 @@
  * over-admission (the worst rolling window past L), with the traffic generators of the bench's
  * families and a runner that drives the production engine on the {@link Simulator}.
  */
+import { fastGossipIntervalMs } from '../mesh/auto-relay.js';
 import type { Decision, PolicySpec } from '../types.js';
 import { localCeilingFlags, slidingLogAdmits, worstRolling } from './metrics.js';
 import { Prng } from './prng.js';
@@ -181,6 +182,8 @@ export interface LimiterRun {
   calls: Float64Array;
   /** Latency the decision added, ms, per the probe. */
   latencyMs: Float64Array;
+  /** Gossip messages a node received a second (delivered over nodes and the arrivals' span); absent: not measured. */
+  msgsIn?: number;
 }
 
 /**
@@ -197,14 +200,18 @@ export function runSim(
   const n = arrivals.t.length;
   const run = newLimiterRun(n);
   const code = new Map<string, number>();
+  let from = 0;
   for (let i = 0; i < n; i++) {
     sim.runUntil(arrivals.t[i]!);
+    if (i === 0) from = sim.delivered;
     const before = probe.calls(sim);
     const d = sim.request(arrivals.node[i]!, policy.name, arrivals.keys[arrivals.key[i]!]!);
     run.calls[i] = probe.calls(sim) - before;
     run.latencyMs[i] = probe.latencyMs(d);
     recordOutcome(run, code, i, d);
   }
+  const span = n > 1 ? (arrivals.t[n - 1]! - arrivals.t[0]!) / 1000 : 0;
+  if (span > 0) run.msgsIn = Math.round((sim.delivered - from) / opts.nodes / span);
   return run;
 }
 
@@ -463,6 +470,8 @@ export function defaultMesh(nodes: number, seed = 7): Omit<SimOptions, 'policies
     jitterMs: 1,
     seed,
     relay: 'auto',
+    // the mesh's default: faster ticks while a key is tight, as broadcast's message budget allows
+    fastGossipMs: fastGossipIntervalMs(nodes, 100, 10),
     engine: { expectedMembers: nodes },
   };
 }

@@ -58,6 +58,19 @@ describe('config file', () => {
     const cfg = load({ '/cfg/daemon.yaml': text }, ['--config', 'daemon.yaml']);
     expect(cfg.policies.map((p) => p.name)).toEqual(['api', 'login']);
     expect(cfg.mesh.listen).toEqual(['/ip4/127.0.0.1/tcp/4001']);
+    expect(cfg.mesh.fastGossipIntervalMs).toBe('auto');
+  });
+
+  it('takes fastGossipIntervalMs as auto, 0 or ms, and passes it to the mesh unset when absent', () => {
+    const at = (v: string) =>
+      load({ '/cfg/a.yaml': `${POLICIES}mesh: { fastGossipIntervalMs: ${v} }\n` }, ['--config', 'a.yaml'])
+        .mesh.fastGossipIntervalMs;
+    expect(at('auto')).toBe('auto');
+    expect(at('0')).toBe(0);
+    expect(at('20')).toBe(20);
+    expect(
+      load({ '/cfg/a.yaml': POLICIES }, ['--config', 'a.yaml']).mesh.fastGossipIntervalMs,
+    ).toBeUndefined();
   });
 
   const bad: [string, string, string, RegExp][] = [
@@ -89,6 +102,12 @@ describe('config file', () => {
       /1\.\.60000/,
     ],
     ['loss above 1', `${POLICIES}mesh: { injectLoss: 1.5 }\n`, 'config.mesh.injectLoss', /0\.\.1/],
+    [
+      'fast gossip a word',
+      `${POLICIES}mesh: { fastGossipIntervalMs: fast }\n`,
+      'config.mesh.fastGossipIntervalMs',
+      /'auto' or whole ms 0\.\.60000/,
+    ],
     ['negative delay', `${POLICIES}mesh: { injectDelayMs: -1 }\n`, 'config.mesh.injectDelayMs', /0\.\.60000/],
     ['unknown mesh field', `${POLICIES}mesh: { gossip: 5 }\n`, 'config.mesh.gossip', /unknown field/],
     ['bad log level', `${POLICIES}log: { level: loud }\n`, 'config.log.level', /one of fatal, error/],

@@ -195,6 +195,7 @@ export function emptyStats(peerId: string, topic: string): MeshStats {
     relay: { auto: true, fanout: 0, relayHops: 0, switches: 0 },
     gossip: {
       ticks: 0,
+      fastTicks: 0,
       earlyPublishes: 0,
       msgsOut: 0,
       bytesOut: 0,

@@ -528,6 +528,8 @@ describe('GET /metrics', () => {
     fake.peerList = [fakePeer({ id: 'peerA', ageMs: 1500, stale: true, clockOffsetMs: -2, addrs: [] })];
     fake.statsValue.gossip.msgsIn = 42;
     fake.statsValue.gossip.bytesOut = 4096;
+    fake.statsValue.gossip.ticks = 30;
+    fake.statsValue.gossip.fastTicks = 12;
     fake.statsValue.dropped = { oversize: 2 };
     fake.statsValue.gossip.dropped = { 'version-mismatch': 1, oversize: 1 };
     await post({ policy: 'api', key: 'm' });
@@ -544,6 +546,8 @@ describe('GET /metrics', () => {
       'ratemesh_http_requests_total{route="/v1/check",status="429"} 1',
       'ratemesh_gossip_messages_total{direction="in"} 42',
       'ratemesh_gossip_bytes_total{direction="out"} 4096',
+      'ratemesh_gossip_ticks_total{interval="configured"} 18',
+      'ratemesh_gossip_ticks_total{interval="fast"} 12',
       'ratemesh_gossip_dropped_total{reason="oversize"} 3',
       'ratemesh_gossip_dropped_total{reason="version-mismatch"} 1',
       'ratemesh_peers_live 0',

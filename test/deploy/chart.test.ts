@@ -46,6 +46,7 @@ describe('the Helm chart', { timeout: 240_000 }, () => {
     );
     expect(cfg.mesh.bootstrap).toEqual([`dns:${mesh.metadata.name}:4001`]);
     expect(cfg.http.shutdownDelayMs).toBe(5000);
+    expect(cfg.mesh.fastGossipIntervalMs).toBeUndefined();
     const pod = objects.find((o) => o.kind === 'Deployment')!.spec.template.spec;
     expect(pod.volumes.find((v: { name: string }) => v.name === 'psk').secret.secretName).toBe(
       'ratemesh-psk',
@@ -76,6 +77,26 @@ describe('the Helm chart', { timeout: 240_000 }, () => {
     const dep = objects.find((o) => o.kind === 'Deployment')!;
     expect(dep.spec.replicas).toBe(5);
     expect(dep.spec.template.spec.containers[0].ports.map((p: { name: string }) => p.name)).toContain('grpc');
+  });
+
+  it('passes mesh.fastGossipIntervalMs through, 0 (off) included', () => {
+    for (const [v, want] of [
+      ['0', 0],
+      ['20', 20],
+      ['auto', 'auto'],
+    ] as const) {
+      const objects = render([
+        '--set',
+        'psk.existingSecret=ratemesh-psk',
+        '--set',
+        `mesh.fastGossipIntervalMs=${v}`,
+      ]);
+      const cfg = loadPodConfig(
+        objects.find((o) => o.kind === 'ConfigMap')!.data!['config.yaml']!,
+        '/etc/ratemesh/psk/swarm.key',
+      );
+      expect(cfg.mesh.fastGossipIntervalMs).toBe(want);
+    }
   });
 
   it('the cached helm is the pinned one', () => {

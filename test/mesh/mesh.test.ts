@@ -309,6 +309,31 @@ describe('live mesh on loopback', () => {
     expect(b.stats().gossip.ticks).toBe(0);
   });
 
+  it('ticks at the fast interval while a key is tight, and not with fastGossipIntervalMs 0', async () => {
+    // Ticks 2 s apart, fast ones 10 ms (auto at 3 members: expectedDelayMs). L = 100 a second,
+    // shared by three: two horizons at g = 2 s hold the whole window, and 20 of a node's own take
+    // more than half of its allowance there (tight).
+    const slow = { policies: [{ name: 'api', limit: 100, windowMs: 1_000 }], gossipIntervalMs: 2_000 };
+    const a = await cluster.add(slow);
+    const b = await cluster.add({ ...slow, bootstrap: [dialable(a)] });
+    const c = await cluster.add({ ...slow, bootstrap: [dialable(a)], fastGossipIntervalMs: 0 });
+    await waitFor('every node hears the other two', () => [a, b, c].every((n) => livePeers(n) === 2));
+    const b0 = b.stats().gossip.ticks;
+    const c0 = c.stats().gossip.ticks;
+    const a0 = a.stats().gossip.ticks;
+    const t0 = Date.now();
+    expect(spend(b, 20)).toBe(20);
+    expect(spend(c, 20)).toBe(20);
+    await waitFor('b ticks fast', () => b.stats().gossip.ticks >= b0 + 10);
+    expect(b.stats().gossip.fastTicks).toBeGreaterThanOrEqual(9);
+    // whatever the machine's load, c (fast gossip off) and a (nothing spent) tick every 2 s
+    const slowTicks = Math.floor((Date.now() - t0) / 2_000) + 1;
+    expect(c.stats().gossip.ticks - c0).toBeLessThanOrEqual(slowTicks);
+    expect(a.stats().gossip.ticks - a0).toBeLessThanOrEqual(slowTicks);
+    expect(c.stats().gossip.fastTicks).toBe(0);
+    expect(a.stats().gossip.fastTicks).toBe(0);
+  });
+
   it('finds peers through a dns: bootstrap entry resolving to every address', async () => {
     const a = await cluster.add({ policies: NAIVE });
     const port = Number(dialable(a).split('/')[4]);
