@@ -56,6 +56,16 @@ export function relayHopsFor(members: number, fanout: number): number {
  * g = 100 ms (at 64 nodes, 63 ms bought nothing at 0.9 L and took 931 messages in a node a
  * second against 630: bench:two-sided).
  */
+/**
+ * The moving average of fast ticks' lateness (ms, over about five ticks) after one `late` ms
+ * late at interval `f`, or -1 where it passes half the interval: the node cannot keep fast ticks
+ * on time (short of CPU) and holds them off for a while (MeshLimiter).
+ */
+export function fastTickLateness(avg: number, late: number, f: number): number {
+  const next = 0.8 * avg + 0.2 * Math.max(0, late);
+  return next > f / 2 ? -1 : next;
+}
+
 export function fastGossipIntervalMs(members: number, g: number, d: number): number {
   const f = Math.max(1, d, Math.ceil(((members - 1) * 1000) / AUTO_BROADCAST_MSGS_PER_S));
   return 2 * f <= g ? f : 0;

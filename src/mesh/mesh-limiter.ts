@@ -12,7 +12,7 @@ import type {
   PolicyKey,
   PolicySpec,
 } from '../types.js';
-import { autoRelayFanout, fastGossipIntervalMs, relayHopsFor } from './auto-relay.js';
+import { autoRelayFanout, fastGossipIntervalMs, fastTickLateness, relayHopsFor } from './auto-relay.js';
 import { MAX_PUBLISHES_IN_FLIGHT, RPC_FRAME_MESSAGES, SYNC_MAX_INBOUND_STREAMS, TOPIC } from './constants.js';
 import { defaultEngineFactory } from './default-engine.js';
 import { Discovery, emptyDiscoveryStats, systemResolver } from './discovery.js';
@@ -43,6 +43,11 @@ type State = MeshState;
 
 /** How long a graceful stop waits for its farewell to be handed to the links. */
 const FAREWELL_WAIT_MS = 1_000;
+/**
+ * Intervals (gossipIntervalMs) a node ticks at its configured interval after a fast tick came
+ * later than half its own interval (short of CPU), before it ticks fast again.
+ */
+const FAST_HOLD_INTERVALS = 10;
 
 class MeshLimiterImpl implements EmbeddedMeshLimiter {
   readonly peerId: string;
@@ -62,9 +67,13 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   /** Readiness at start (join.ts, the daemon's `/readyz` rule): made when the node runs. */
   private join: JoinWatch | undefined;
   private tickTimer: NodeJS.Timeout | undefined;
-  /** When (the clock's) the armed tick is due, and whether at the fast interval. */
+  /** When (the clock's) the armed tick is due, after what interval, and whether the fast one. */
   private tickAt = 0;
+  private tickMs = 0;
   private tickFast = false;
+  /** No fast tick before this (the clock's): fast ticks came late (onTick); their lateness, averaged, ms. */
+  private fastHeldUntil = Number.NEGATIVE_INFINITY;
+  private fastLate = 0;
   private sweepTimer: NodeJS.Timeout | undefined;
   private earlyImmediate: NodeJS.Immediate | undefined;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -102,6 +111,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       gossip: {
         ticks: 0,
         fastTicks: 0,
+        fastHeld: 0,
         earlyPublishes: 0,
         msgsOut: 0,
         bytesOut: 0,
@@ -659,11 +669,13 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
    * while the engine asks for it (a tight key: Engine.wantsFastGossip).
    */
   private armTick(): void {
-    const f = this.fastInterval();
+    const now = this.cfg.clock.now();
+    const f = now < this.fastHeldUntil ? 0 : this.fastInterval();
     const fast = f > 0 && this.engine.wantsFastGossip();
     this.tickFast = fast;
     const ms = fast ? f : this.cfg.gossipIntervalMs;
-    this.tickAt = this.cfg.clock.now() + ms;
+    this.tickMs = ms;
+    this.tickAt = now + ms;
     this.tickTimer = setTimeout(this.onTick, ms);
   }
 
@@ -682,10 +694,12 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   /** A key turned tight with the next tick further off than the fast interval: tick sooner. */
   private hurryTick(): void {
     if (this.tickTimer === undefined || !this.engine.wantsFastGossip()) return;
+    if (this.cfg.clock.now() < this.fastHeldUntil) return;
     const f = this.fastInterval();
     if (f === 0 || this.tickAt <= this.cfg.clock.now() + f) return;
     clearTimeout(this.tickTimer);
     this.tickFast = true;
+    this.tickMs = f;
     this.tickAt = this.cfg.clock.now() + f;
     this.tickTimer = setTimeout(this.onTick, f);
   }
@@ -693,7 +707,19 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   private readonly onTick = (): void => {
     this.tickTimer = undefined;
     if (this.state !== 'running') return;
-    if (this.tickFast) this.counters.gossip.fastTicks++;
+    if (this.tickFast) {
+      this.counters.gossip.fastTicks++;
+      // Fast ticks late by half their interval on average (a moving average over about five):
+      // this node cannot keep them on time (its CPU is short), so it ticks at gossipIntervalMs for
+      // ten of those before it tries again: fast gossip does not take the CPU its requests need.
+      const now = this.cfg.clock.now();
+      this.fastLate = fastTickLateness(this.fastLate, now - this.tickAt, this.tickMs);
+      if (this.fastLate < 0) {
+        this.counters.gossip.fastHeld++;
+        this.fastLate = 0;
+        this.fastHeldUntil = now + FAST_HOLD_INTERVALS * this.cfg.gossipIntervalMs;
+      }
+    }
     this.armTick();
     this.counters.gossip.ticks++;
     if (this.cfg.relayAuto) this.followMembership();

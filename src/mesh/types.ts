@@ -284,6 +284,8 @@ export interface MeshStats {
     ticks: number;
     /** Ticks that came at the fast interval (a key tight: fastGossipIntervalMs). */
     fastTicks: number;
+    /** Times fast ticks ran late by half their interval on average, after which the node ticked at gossipIntervalMs for ten of those (short of CPU). */
+    fastHeld: number;
     earlyPublishes: number;
     msgsOut: number;
     bytesOut: number;

@@ -196,6 +196,7 @@ export function emptyStats(peerId: string, topic: string): MeshStats {
     gossip: {
       ticks: 0,
       fastTicks: 0,
+      fastHeld: 0,
       earlyPublishes: 0,
       msgsOut: 0,
       bytesOut: 0,

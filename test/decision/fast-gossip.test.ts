@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
 import { Engine } from '../../src/decision/engine.js';
 import { isRateMeshError } from '../../src/errors.js';
-import { fastGossipIntervalMs } from '../../src/mesh/auto-relay.js';
+import { fastGossipIntervalMs, fastTickLateness } from '../../src/mesh/auto-relay.js';
 import { parseOptions } from '../../src/mesh/options.js';
 import { Prng } from '../../src/sim/prng.js';
 import { Simulator } from '../../src/sim/simulator.js';
@@ -118,6 +118,28 @@ describe('fast gossip while a key is tight (Engine.wantsFastGossip)', () => {
     expect(fastGossipIntervalMs(52, 100, 10)).toBe(0);
     expect(fastGossipIntervalMs(2, 100, 0)).toBe(1);
     expect(fastGossipIntervalMs(8, 10, 10)).toBe(0);
+  });
+});
+
+describe('fast ticks held off where they run late (short of CPU)', () => {
+  it('a tick late now and then passes; late by half the interval on average, held', () => {
+    let avg = 0;
+    // 10 ms ticks, every fourth 12 ms late (a busy moment): the average stays under 5
+    for (let i = 0; i < 40; i++) {
+      avg = fastTickLateness(avg, i % 4 === 0 ? 12 : 0, 10);
+      expect(avg).toBeGreaterThanOrEqual(0);
+    }
+    // late by 8 ms every tick (the cores saturated): held within a few ticks
+    avg = 0;
+    let ticks = 0;
+    for (; ticks < 10; ticks++) {
+      avg = fastTickLateness(avg, 8, 10);
+      if (avg < 0) break;
+    }
+    expect(ticks).toBeLessThan(10);
+    expect(ticks).toBeGreaterThan(0);
+    // early ticks count as on time
+    expect(fastTickLateness(0, -5, 10)).toBe(0);
   });
 });
 
