@@ -41,6 +41,12 @@ export function newEval(): Eval {
 }
 
 /**
+ * A key is tight (fast gossip asked) where our own counts of two horizons at the configured
+ * interval take this part of our allowance or more (docs/decision-rule.md, "Tight keys").
+ */
+const TIGHT_PART = 0.5;
+
+/**
  * The decision rule, over the windowed counter's queries and the peer view (docs/decision-rule.md).
  * For a global policy with limit L:
  * - estimate E = sliding-window-counter sum over all origins;
@@ -59,12 +65,6 @@ export function newEval(): Eval {
  *   until its own view went stale (see staleReserve).
  * A local-scope policy is its algorithm alone. Nothing here allocates or awaits.
  */
-/**
- * A key is tight (fast gossip asked) where our own counts of two horizons at the configured
- * interval take this part of our allowance or more (docs/decision-rule.md, "Tight keys").
- */
-const TIGHT_PART = 0.5;
-
 export class Rule {
   /** Scratch of KeyWindow.countsSince: all, own. */
   private readonly since = new Float64Array(2);
