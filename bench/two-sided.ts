@@ -848,7 +848,7 @@ function printReport(rep: Report): void {
       "auto (the same policy on a mesh that asks owners: placement 'auto' puts L < 4 N on the key's owner, docs/owner.md), " +
       "naive (overAdmission 'naive'), " +
       'exact (a sliding-window log over the same arrivals); simulator g = 100 ms, d = 10 ms, every member expected, ' +
-      'the mesh as a node runs it by default (spread rounds; relay from 102 members)' +
+      'the mesh as a node runs it by default (spread rounds; fast ticks while a key is tight: every (N - 1) ms, at least 10, up to 51 members; relay from 102 members)' +
       ', on timers up to 2 ms late and links up to 1 ms slower (defaultMesh); traffic from ' +
       `${WARMUP_MS / S} s after the mesh starts, once it has formed (the cold-start family and the seed trace: from its start).\n` +
       'false den %: of the requests the exact limiter admits on the same arrivals, the % this limiter denied ' +
@@ -856,7 +856,7 @@ function printReport(rep: Report): void {
       'counts admitting other arrivals than the exact one. worst - L: the worst rolling window over keys, minus L. ' +
       'adm/ceiling: admitted against localCeilingAdmits (mean of 5 draws); ceil den %: the false denials of that ceiling on an under row, the fewest ' +
       'any limiter whose nodes decide alone and never pass L makes (expected; arrivals at one instant are decided on one holding ' +
-      'of the units, as even as whole units go). calls/req, +ms: calls to other nodes and added latency.',
+      'of the units, as even as whole units go). calls/req, +ms: calls to other nodes and added latency. msgs in/s: gossip messages a node received a second over the run (early publishes and fast ticks included).',
   );
   for (const family of families()) {
     const rows = rep.rows.filter((r) => r.family === family);

@@ -92,6 +92,8 @@ export class EngineCore {
   lastNow = Number.NEGATIVE_INFINITY;
   private nextRefresh = Number.NEGATIVE_INFINITY;
   tick = 0;
+  /** When (ours) each of the last 64 ticks was built, by tick number & 63 (Gossip.build). */
+  readonly tickTimes = new Float64Array(64).fill(Number.NEGATIVE_INFINITY);
   /** When (ours) the last gossip message was built: our demand reports age from their send to it, as peers age them. */
   builtAt = Number.NEGATIVE_INFINITY;
   seq = 0;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../src/clock.js';
+import { decodeMessage, TYPE_GOSSIP } from '../../src/crdt/codec.js';
 import { Engine } from '../../src/decision/engine.js';
 import { isRateMeshError } from '../../src/errors.js';
 import { fastGossipIntervalMs, fastTickLateness } from '../../src/mesh/auto-relay.js';
@@ -118,6 +119,29 @@ describe('fast gossip while a key is tight (Engine.wantsFastGossip)', () => {
     expect(fastGossipIntervalMs(52, 100, 10)).toBe(0);
     expect(fastGossipIntervalMs(2, 100, 0)).toBe(1);
     expect(fastGossipIntervalMs(8, 10, 10)).toBe(0);
+  });
+});
+
+describe('a key offered within the last interval sends its demand at every tick', () => {
+  /** The keys of a's next message that carry a demand. */
+  function demandKeys(a: Engine): string[] {
+    const m = decodeMessage(a.buildGossip());
+    if (!m.ok || m.message.type !== TYPE_GOSSIP) throw new Error('expected a gossip message');
+    return m.message.entries.filter((e) => e.demand > 0).map((e) => e.key);
+  }
+
+  it('at ticks 10 ms apart: again 10 and 60 ms after its last request, not once g (100 ms) has passed', () => {
+    const { a, clock } = pair();
+    a.check('p', 'k');
+    expect(demandKeys(a)).toEqual(['k']);
+    // no request since: peers would age its demand by these messages without it (a tight key's
+    // fast ticks), so it goes again while the key was offered within g
+    clock.advance(10);
+    expect(demandKeys(a)).toEqual(['k']);
+    clock.advance(50);
+    expect(demandKeys(a)).toEqual(['k']);
+    clock.advance(60);
+    expect(demandKeys(a)).toEqual([]);
   });
 });
 
