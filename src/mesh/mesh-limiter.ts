@@ -44,8 +44,9 @@ type State = MeshState;
 /** How long a graceful stop waits for its farewell to be handed to the links. */
 const FAREWELL_WAIT_MS = 1_000;
 /**
- * Intervals (gossipIntervalMs) a node ticks at its configured interval after a fast tick came
- * later than half its own interval (short of CPU), before it ticks fast again.
+ * Intervals (gossipIntervalMs) a node ticks at its configured interval once its fast ticks ran
+ * late by half their interval on average (short of CPU: fastTickLateness), before it ticks fast
+ * again.
  */
 const FAST_HOLD_INTERVALS = 10;
 
