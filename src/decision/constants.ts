@@ -27,6 +27,8 @@ export function defaultStaleAfterMs(
 
 /** Most relay hops an engine accepts (a relay of fanout 2 reaches 4,096 nodes in about 17). */
 export const MAX_RELAY_HOPS = 64;
+/** Ticks whose build times EngineCore.tickTimes keeps, less one (a power of two less one). */
+export const TICK_TIMES_MASK = 63;
 
 /**
  * The expected age of a peer's data when it arrives, ms: d when it comes straight from its

@@ -6,7 +6,7 @@ import { ErrorCodes, RateMeshError } from '../errors.js';
 import { KeyBudget, KeyStore, takeRef } from '../keys/key-store.js';
 import { type PolicySet, policyVersion } from '../policy/index.js';
 import type { Policy } from '../types.js';
-import { defaultIgnoreMs, MAX_TIME, RETAIN_MAX_MS } from './constants.js';
+import { defaultIgnoreMs, MAX_TIME, RETAIN_MAX_MS, TICK_TIMES_MASK } from './constants.js';
 import { EvictedSketch } from './evicted-sketch.js';
 import { KeyState, type LocalKeyState } from './key-state.js';
 import type { EngineConfig } from './options.js';
@@ -92,8 +92,8 @@ export class EngineCore {
   lastNow = Number.NEGATIVE_INFINITY;
   private nextRefresh = Number.NEGATIVE_INFINITY;
   tick = 0;
-  /** When (ours) each of the last 64 ticks was built, by tick number & 63 (Gossip.build). */
-  readonly tickTimes = new Float64Array(64).fill(Number.NEGATIVE_INFINITY);
+  /** When (ours) each of the last ticks was built, by tick number & TICK_TIMES_MASK (Gossip.build). */
+  readonly tickTimes = new Float64Array(TICK_TIMES_MASK + 1).fill(Number.NEGATIVE_INFINITY);
   /** When (ours) the last gossip message was built: our demand reports age from their send to it, as peers age them. */
   builtAt = Number.NEGATIVE_INFINITY;
   seq = 0;

@@ -11,6 +11,7 @@ import {
 } from '../crdt/codec.js';
 import { FLOOR, keepsSpans } from '../crdt/window.js';
 import { validateKey } from '../keys/key.js';
+import { TICK_TIMES_MASK } from './constants.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import type { KeyState } from './key-state.js';
 import { reportDemand } from './key-state.js';
@@ -22,9 +23,6 @@ import type { ReceiveResult } from './types.js';
  * heartbeat), and the merge of a peer's message (validated whole first, counts capped to what
  * its origin could have admitted, moved by its clock offset). Also the merge helpers sync uses.
  */
-/** Ticks whose times EngineCore.tickTimes keeps, less one (a power of two less one). */
-export const TICK_TIMES_MASK = 63;
-
 export class Gossip {
   constructor(private readonly core: EngineCore) {}
 

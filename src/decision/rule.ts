@@ -105,13 +105,18 @@ export class Rule {
     return 2 * (this.core.cfg.gossipIntervalMs + this.core.cfg.dataDelayMs);
   }
 
+  /** The part of the window {@link tightSpan} is (at most all of it): our average rate's share of own counts. */
+  private tightPart(rt: PolicyRuntime): number {
+    return Math.min(1, this.tightSpan() / rt.policy.windowMs);
+  }
+
   /**
-   * Our own counts over the window, at their average rate over {@link tightSpan} (the window's
-   * part of it, at most all of them), take {@link TIGHT_PART} of `allowance` or more.
+   * Our own counts over the window, at their average rate over {@link tightSpan}, take
+   * {@link TIGHT_PART} of `allowance` or more.
    */
   private tightByRate(kw: KeyState['window'], rt: PolicyRuntime, allowance: number): boolean {
     const own = kw.ownTotal();
-    return own > 0 && own * Math.min(1, this.tightSpan() / rt.policy.windowMs) >= TIGHT_PART * allowance;
+    return own > 0 && own * this.tightPart(rt) >= TIGHT_PART * allowance;
   }
 
   private findNarrow(): void {
@@ -419,8 +424,10 @@ export class Rule {
       // not tight yet: the fast path stops where our average rate would make the key tight, so
       // that a full evaluation asks for fast gossip (evaluate, "Tight")
       if (core.tightUntil <= core.lastNow) {
-        const r = Math.min(1, this.tightSpan() / rt.policy.windowMs);
-        room = Math.min(room, (TIGHT_PART * this.shareAllowance) / r - ks.window.ownTotal() - cost);
+        room = Math.min(
+          room,
+          (TIGHT_PART * this.shareAllowance) / this.tightPart(rt) - ks.window.ownTotal() - cost,
+        );
       }
     }
     if (room >= 1 - 1e-9) {

@@ -695,13 +695,14 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   /** A key turned tight with the next tick further off than the fast interval: tick sooner. */
   private hurryTick(): void {
     if (this.tickTimer === undefined || !this.engine.wantsFastGossip()) return;
-    if (this.cfg.clock.now() < this.fastHeldUntil) return;
+    const now = this.cfg.clock.now();
+    if (now < this.fastHeldUntil) return;
     const f = this.fastInterval();
-    if (f === 0 || this.tickAt <= this.cfg.clock.now() + f) return;
+    if (f === 0 || this.tickAt <= now + f) return;
     clearTimeout(this.tickTimer);
     this.tickFast = true;
     this.tickMs = f;
-    this.tickAt = this.cfg.clock.now() + f;
+    this.tickAt = now + f;
     this.tickTimer = setTimeout(this.onTick, f);
   }
 

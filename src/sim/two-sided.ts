@@ -462,16 +462,18 @@ export function burstsKey(
  * mesh's defaults change with its size, change them here.
  */
 export function defaultMesh(nodes: number, seed = 7): Omit<SimOptions, 'policies'> {
+  const g = 100;
+  const d = 10;
   return {
     nodes,
-    gossipIntervalMs: 100,
-    delayMs: 10,
+    gossipIntervalMs: g,
+    delayMs: d,
     tickLateMs: 2,
     jitterMs: 1,
     seed,
     relay: 'auto',
     // the mesh's default: faster ticks while a key is tight, as broadcast's message budget allows
-    fastGossipMs: fastGossipIntervalMs(nodes, 100, 10),
+    fastGossipMs: fastGossipIntervalMs(nodes, g, d),
     engine: { expectedMembers: nodes },
   };
 }
