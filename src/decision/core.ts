@@ -112,9 +112,8 @@ export class EngineCore {
   /** Some key's unsynced own count crossed its early-publish threshold. */
   early = false;
   /**
-   * Until when (ours) this node asks to gossip fast (Engine.wantsFastGossip): some key's share
-   * held the request, but not with our own counts of the last two horizons at the configured
-   * interval (see Rule.evaluate). -Infinity: never asked.
+   * Until when (ours) this node asks to gossip fast (Engine.wantsFastGossip): some key was tight
+   * at a request (see Rule.evaluate), plus two intervals. -Infinity: never asked.
    */
   tightUntil = Number.NEGATIVE_INFINITY;
   /** Min over live peers of the time (ours) their newest data was sent. */

@@ -381,10 +381,10 @@ export class Engine implements RateLimiter {
   }
 
   /**
-   * True while some key's share is tight at the configured gossip interval (the allowance holds
-   * a request, but not beside this node's own counts of two horizons at that interval), and for
-   * two intervals after: the mesh then gossips every `fastGossipIntervalMs` (docs/decision-rule.md,
-   * "Tight keys").
+   * True while some key is tight (a request's allowance holds it, and this node's own counts at
+   * their average rate over the window would take half of it over two horizons at the configured
+   * interval), and for two intervals after: the mesh then gossips every `fastGossipIntervalMs`
+   * (docs/decision-rule.md, "Rounds, and tight keys").
    */
   wantsFastGossip(): boolean {
     return this.core.lastNow < this.core.tightUntil;

@@ -44,13 +44,14 @@ export interface MeshLimiterOptions {
   /** Expected one-way gossip delay, ms (feeds staleness). Default 10. */
   expectedDelayMs?: number;
   /**
-   * The tick interval while a key is tight (its node's own counts of two horizons at
-   * gossipIntervalMs take half its share of the headroom or more: Engine.wantsFastGossip), ms,
+   * The tick interval while a key is tight (its node's own counts, at their average rate over
+   * the window, would take half its share of the headroom or more over two horizons at
+   * gossipIntervalMs: Engine.wantsFastGossip), ms,
    * and for two intervals after. `'auto'` (default): as often as broadcast brings each node at
    * most 1,000 messages a second, (M - 1) ms at M members, and no more often than
    * expectedDelayMs; off where that is over half of gossipIntervalMs (52 members and more at
    * 100 ms) and while relaying. 0: off (every tick gossipIntervalMs apart). A number: that
-   * interval, 1 .. gossipIntervalMs (docs/decision-rule.md, "Tight keys").
+   * interval, 1 .. gossipIntervalMs (docs/decision-rule.md, "Rounds, and tight keys").
    */
   fastGossipIntervalMs?: number | 'auto';
   /**

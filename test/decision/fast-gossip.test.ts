@@ -81,6 +81,24 @@ describe('fast gossip while a key is tight (Engine.wantsFastGossip)', () => {
     expect(a.wantsFastGossip()).toBe(true);
   });
 
+  it('judged by the average rate over the window, not the last two horizons: a lull in steady traffic still asks at its next request', () => {
+    const { a, b, clock } = pair();
+    steady(a, b, clock, 'k', 80, 1500);
+    // 250 ms without a request (gossip goes on): no count in the last two horizons (220 ms), and
+    // no longer asked (two intervals after the last request)
+    for (let t = 0; t < 250; t += 50) {
+      clock.advance(50);
+      gossip(a, b);
+      gossip(b, a);
+    }
+    expect(a.wantsFastGossip()).toBe(false);
+    const x = a.explain('p', 'k');
+    expect(x.share!.ownRecent).toBe(0);
+    // the window's own counts at their average rate still take half the allowance over 220 ms
+    expect(x.seen.own * 0.22).toBeGreaterThanOrEqual(0.5 * x.share!.allowance);
+    expect(a.check('p', 'k').allowed).toBe(true);
+    expect(a.wantsFastGossip()).toBe(true);
+  });
   it('not asked after a burst at one instant (it has passed: faster gossip would not have changed it)', () => {
     const { a } = pair();
     let ok = 0;
