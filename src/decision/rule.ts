@@ -217,12 +217,8 @@ export class Rule {
     }
     out.ks = ks;
     const kw = ks.window;
-    const pos = now / rt.bw;
-    const c = Math.floor(pos);
+    const c = Math.floor(now / rt.bw);
     if (c > kw.cur) kw.roll(c);
-    // weight of the oldest bucket still inside the window
-    // the fraction from the bucket start, not from now / bw: exact at epoch-sized times
-    const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
     if (x === undefined) {
       kw.addOffered(cost);
       core.touch(ks);
@@ -242,7 +238,11 @@ export class Rule {
         out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
         return;
       }
-    } else {
+    }
+    // weight of the oldest bucket still inside the window (after the fast path, which needs none)
+    // the fraction from the bucket start, not from now / bw: exact at epoch-sized times
+    const w = c < kw.cur ? 1 : 1 - (now - c * rt.bw) / rt.bw;
+    if (x !== undefined) {
       const all = kw.estimate(w);
       const own = kw.ownEstimate(w);
       const floor = kw.floorEstimate(w);
