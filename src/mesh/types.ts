@@ -185,7 +185,9 @@ export interface MeshHealth {
    * a sync answer from a member has been merged, or `joinTimeoutMs` passed since `start()`.
    * The rule of the daemon's `/readyz` (src/mesh/join.ts). True in the L/N fallback too (a
    * single replica, the first pod, every peer stale in a partition), and kept once joined.
-   * Only the probe waits: `check` decides from `start()` on (in the start-up share).
+   * Only the probe waits: `check` decides from `start()` on (in the start-up share; restarted
+   * into a running mesh, that share can pass L by up to L/N until the others have heard this
+   * node: docs/decision-rule.md, "Known costs").
    */
   ready: boolean;
   /** The node has joined the mesh (see `ready`); false before `start()`. */
