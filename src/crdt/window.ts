@@ -221,7 +221,7 @@ export class KeyWindow {
   }
   /** Own admitted cost in the window: the full-weight buckets and the oldest, whole. */
   ownTotal(): number {
-    return this.d[OWN_FULL]! + this.d[this.ob + SLOT * this.oldest]!;
+    return this.ownFull + this.ownOf(this.oldest);
   }
   /** Own admitted cost in slot `s`. */
   ownOf(s: number): number {

@@ -101,19 +101,18 @@ export class Rule {
 
   constructor(private readonly core: EngineCore) {}
 
-  /** Two horizons at the configured interval, 2 (g + D), ms: the span a tight key is judged over. */
-  private tightSpan(): number {
-    return 2 * (this.core.cfg.gossipIntervalMs + this.core.cfg.dataDelayMs);
-  }
-
-  /** The part of the window {@link tightSpan} is (at most all of it): our average rate's share of own counts. */
+  /**
+   * The part of the window that two horizons at the configured interval, 2 (g + D), are (at most
+   * all of it): our own counts' share there at their average rate over the window.
+   */
   private tightPart(rt: PolicyRuntime): number {
-    return Math.min(1, this.tightSpan() / rt.policy.windowMs);
+    const cfg = this.core.cfg;
+    return Math.min(1, (2 * (cfg.gossipIntervalMs + cfg.dataDelayMs)) / rt.policy.windowMs);
   }
 
   /**
-   * Our own counts over the window, at their average rate over {@link tightSpan}, take
-   * {@link TIGHT_PART} of `allowance` or more.
+   * Our own counts over the window, at their average rate over two horizons ({@link tightPart}),
+   * take {@link TIGHT_PART} of `allowance` or more.
    */
   private tightByRate(kw: KeyState['window'], rt: PolicyRuntime, allowance: number): boolean {
     const own = kw.ownTotal();

@@ -47,16 +47,6 @@ export function relayHopsFor(members: number, fanout: number): number {
 }
 
 /**
- * The interval a node gossips at while one of its keys is tight (Engine.wantsFastGossip) under
- * `fastGossipIntervalMs: 'auto'` (the default), at `members` (itself included), gossip interval
- * `g` and expected delay `d`: as often as broadcast brings each node at most
- * {@link AUTO_BROADCAST_MSGS_PER_S} messages a second, (M - 1) · 1000 / that ms, and no more
- * often than every d (a node's horizon is its peers' interval plus d: under d, gossiping faster
- * shortens it little). 0 (off) where that is not at most half of g: 52 members and more at
- * g = 100 ms (at 64 nodes, 63 ms bought nothing at 0.9 L and took 931 messages in a node a
- * second against 630: bench:two-sided).
- */
-/**
  * The moving average of fast ticks' lateness (ms, over about five ticks) after one `late` ms
  * late at interval `f`, or -1 where it passes half the interval: the node cannot keep fast ticks
  * on time (short of CPU) and holds them off for a while (MeshLimiter).
@@ -66,6 +56,16 @@ export function fastTickLateness(avg: number, late: number, f: number): number {
   return next > f / 2 ? -1 : next;
 }
 
+/**
+ * The interval a node gossips at while one of its keys is tight (Engine.wantsFastGossip) under
+ * `fastGossipIntervalMs: 'auto'` (the default), at `members` (itself included), gossip interval
+ * `g` and expected delay `d`: as often as broadcast brings each node at most
+ * {@link AUTO_BROADCAST_MSGS_PER_S} messages a second, (M - 1) · 1000 / that ms, and no more
+ * often than every d (a node's horizon is its peers' interval plus d: under d, gossiping faster
+ * shortens it little). 0 (off) where that is not at most half of g: 52 members and more at
+ * g = 100 ms (at 64 nodes, 63 ms bought nothing at 0.9 L and took 931 messages in a node a
+ * second against 630: bench:two-sided).
+ */
 export function fastGossipIntervalMs(members: number, g: number, d: number): number {
   const f = Math.max(1, d, Math.ceil(((members - 1) * 1000) / AUTO_BROADCAST_MSGS_PER_S));
   return 2 * f <= g ? f : 0;

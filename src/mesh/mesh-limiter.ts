@@ -673,8 +673,12 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     const now = this.cfg.clock.now();
     const f = now < this.fastHeldUntil ? 0 : this.fastInterval();
     const fast = f > 0 && this.engine.wantsFastGossip();
+    this.setTick(now, fast ? f : this.cfg.gossipIntervalMs, fast);
+  }
+
+  /** The tick timer, `ms` from `now`, at the fast interval or not (what onTick reads back). */
+  private setTick(now: number, ms: number, fast: boolean): void {
     this.tickFast = fast;
-    const ms = fast ? f : this.cfg.gossipIntervalMs;
     this.tickMs = ms;
     this.tickAt = now + ms;
     this.tickTimer = setTimeout(this.onTick, ms);
@@ -700,10 +704,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     const f = this.fastInterval();
     if (f === 0 || this.tickAt <= now + f) return;
     clearTimeout(this.tickTimer);
-    this.tickFast = true;
-    this.tickMs = f;
-    this.tickAt = now + f;
-    this.tickTimer = setTimeout(this.onTick, f);
+    this.setTick(now, f, true);
   }
 
   private readonly onTick = (): void => {
