@@ -116,6 +116,18 @@ export class EngineCore {
    * at a request (see Rule.evaluate), plus two intervals. -Infinity: never asked.
    */
   tightUntil = Number.NEGATIVE_INFINITY;
+  /**
+   * Decides global policies: false while a node that expects peers starts, until every member it
+   * hears has heard it (each has sent since our first message, plus the data delay D, and every
+   * member expected is heard), or a staleness period passed with no member heard at all (then it
+   * decides as a node cut off: L/N). A running mesh keeps nothing for a member it has not heard:
+   * a share taken before would come on top of L (docs/decision-rule.md, "Starting").
+   */
+  startOpen: boolean;
+  /** When (ours) this engine was made. */
+  readonly startedAt: number;
+  /** When (ours) this engine's first gossip message was built (+Infinity: none yet). */
+  firstSentAt = Number.POSITIVE_INFINITY;
   /** Min over live peers of the time (ours) their newest data was sent. */
   oldestSent = Number.POSITIVE_INFINITY;
   /**
@@ -171,6 +183,8 @@ export class EngineCore {
       cfg.expectedMembers,
       cfg.dataDelayMs,
     );
+    this.startOpen = cfg.expectedMembers <= 1 || cfg.rebuilt;
+    this.startedAt = cfg.clock.now();
     this.windowBounds();
     this.budget = new KeyBudget(cfg.maxKeys);
     this.installRts(this.policySet.policies.map((policy, idx) => this.makeRt(policy, idx)));

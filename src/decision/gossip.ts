@@ -159,6 +159,7 @@ export class Gossip {
     const core = this.core;
     core.seq = seq;
     core.builtAt = now;
+    if (core.firstSentAt === Number.POSITIVE_INFINITY) core.firstSentAt = now;
     const live = core.peers.live.length;
     const bytes = encodeGossip({
       policies: core.wireTable,

@@ -65,6 +65,12 @@ export interface EngineOptions {
    * false: the echo counts as an unattributed floor (what an earlier run under the id admitted).
    */
   freshId?: boolean;
+  /**
+   * This engine replaces one of the same node that its peers hear already (a rebuild in place):
+   * it decides at once, without waiting for its peers to have heard it (see
+   * {@link EngineCore.startOpen}). Default false.
+   */
+  rebuilt?: boolean;
   /** Cap on tracked keys over all policies. Default 100,000. */
   maxKeys?: number;
   /** Cap on known origins (peers). Default 1,024 (about 1 KB each, plus 300-650 B per key it touches). */
@@ -124,6 +130,7 @@ export interface EngineConfig {
   readonly departAfterMs: number;
   readonly expectedMembers: number;
   readonly freshId: boolean;
+  readonly rebuilt: boolean;
   readonly maxKeys: number;
   readonly maxPeers: number;
   readonly repeatTicks: number;
@@ -222,6 +229,7 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
     departAfterMs,
     expectedMembers,
     freshId: opts.freshId === true,
+    rebuilt: opts.rebuilt === true,
     maxKeys,
     maxPeers,
     repeatTicks,

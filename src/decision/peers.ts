@@ -127,6 +127,10 @@ export class PeerTable {
   allStale = false;
   /** Still starting: peers are expected (a mesh node with bootstrap peers) and not all have been heard. */
   private awaiting: boolean;
+  /** Still starting: an expected member is not heard yet (see {@link refresh}). */
+  get starting(): boolean {
+    return this.awaiting;
+  }
   private expected: number;
   /** When the first peer was heard while starting. */
   private firstContact = Number.NEGATIVE_INFINITY;

@@ -120,6 +120,8 @@ export interface EngineInit {
   expectedMembers?: number;
   /** The id was made at this start: a sync answer's echo of it is only this run's (EngineOptions.freshId). */
   freshId?: boolean;
+  /** Replaces an engine of this node its peers hear already: decides at once (EngineOptions.rebuilt). */
+  rebuilt?: boolean;
   /** Relay mode: hops a member's gossip may take beyond the first (EngineOptions.relayHops); 0 or absent: broadcast. */
   relayHops?: number;
   /** Where the engine logs what an operator should see (a peer ignored, a peer departed). */

@@ -102,6 +102,8 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
       relayHops,
       // the new engine holds every member the old one counts to L/N until it hears them
       expectedMembers: Math.max(1, old.memberCount()),
+      // its peers hear this node already: it decides at once
+      rebuilt: true,
     };
     const next = this.factory(init);
     if (this.policiesNow !== undefined) next.replacePolicies(this.policiesNow, now);
