@@ -132,7 +132,7 @@ export class Rule {
     const open =
       peers.live.length > 0
         ? !peers.starting && core.oldestSent >= core.firstSentAt + cfg.dataDelayMs
-        : now - core.startedAt >= cfg.staleAfterMs;
+        : now - core.startedAt >= 10_000;
     if (open) core.startOpen = true;
     return !open;
   }
