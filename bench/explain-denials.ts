@@ -109,13 +109,28 @@ function cases(): Case[] {
     });
   }
   {
-    // a node told to expect 5 members that has heard none: its own counts within L/N
+    // a node told to expect 3 members, one heard, that has not heard it yet: the start gate
+    const e = new Engine({ policies, clock, nodeId: 'new', gossipIntervalMs: 100, expectedMembers: 3 });
+    const peer = new Engine({ policies, clock, nodeId: 'running', gossipIntervalMs: 100 });
+    e.receiveGossip(peer.nodeId, peer.buildGossip());
+    const { x, d } = explained(e, 'api', 'k');
+    out.push({
+      rule: 'starting',
+      setup: 'expectedMembers 3, one member heard, none has heard this node yet',
+      decision: d,
+      explanation: x,
+    });
+  }
+  {
+    // a node told to expect 5 members that has heard none once the mesh said it joined: L/N
     const e = new Engine({ policies, clock, nodeId: 'lonely', gossipIntervalMs: 100, expectedMembers: 5 });
+    e.joined();
     spend(e, 'api', 'k', 2);
     const { x, d } = explained(e, 'api', 'k');
     out.push({
       rule: 'fallback-share',
-      setup: 'expectedMembers 5, no peer heard: L/N = 2, 2 taken',
+      setup:
+        'expectedMembers 5, no peer heard when the mesh says it joined (its join timeout): L/N = 2, 2 taken',
       decision: d,
       explanation: x,
     });
@@ -218,6 +233,7 @@ const missing = (
     'cost-exceeds-limit',
     'left-mesh',
     'startup-hold',
+    'starting',
     'owner-unreachable',
   ] as DecisionRule[]
 ).filter((r) => !all.some((c) => c.rule === r));

@@ -139,6 +139,8 @@ export type DecisionRule =
   | 'left-mesh'
   /** Just joined: a member its peers named is not heard yet, so it holds the start-up share L/N. */
   | 'startup-hold'
+  /** Starting: the members this node hears have not all heard it yet (or none is heard): it decides no global policy yet. */
+  | 'starting'
   /** The key's owner did not answer within the policy's ownerDeadlineMs, and the policy fails closed. */
   | 'owner-unreachable';
 
@@ -190,6 +192,12 @@ export interface Explanation {
   fallback?: { share: number; own: number };
   /** Just joined, a named member not heard: the start-up share. */
   startupHold?: { share: number; own: number; untilMs: number };
+  /**
+   * Starting (the start gate): `heard` of the `expected` members (this node included) are heard;
+   * `waitingMs`: how long the members heard have yet to send after our message reached them, or,
+   * none heard, how long the join wait has left (an estimate: the next round).
+   */
+  starting?: { heard: number; expected: number; waitingMs: number };
   /** A key placed on its owner (docs/owner.md): the member that owns it in this node's view. */
   owner?: string;
 }

@@ -456,9 +456,20 @@ function readiness(deps: CheckServerDeps, state: ServerState): { ok: boolean; bo
   else if (!deps.limiter.ready) reason = 'limiter not started';
   else if (!state.join.joined(performance.now(), () => deps.limiter.stats()))
     reason = 'joining: other members found, waiting for the first sync answer from one of them';
+  else if (startingNow(deps.limiter))
+    reason = 'starting: waiting until the members heard have heard this node';
   return reason === undefined
     ? { ok: true, body: { status: 'ok', ...view } }
     : { ok: false, body: { status: 'unavailable', reason, ...view } };
+}
+
+/** The engine's start gate is shut (EngineStats.starting); false when the limiter cannot say. */
+function startingNow(limiter: MeshLimiter): boolean {
+  try {
+    return limiter.stats().engine.starting === true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -117,17 +117,18 @@ export class EngineCore {
    */
   tightUntil = Number.NEGATIVE_INFINITY;
   /**
-   * Decides global policies: false while a node that expects peers starts, until every member it
-   * hears has heard it (each has sent since our first message, plus the data delay D, and every
-   * member expected is heard), or a staleness period passed with no member heard at all (then it
-   * decides as a node cut off: L/N). A running mesh keeps nothing for a member it has not heard:
-   * a share taken before would come on top of L (docs/decision-rule.md, "Starting").
+   * Decides global policies: false while a node that expects peers starts (the start gate,
+   * {@link startGate}). A running mesh keeps nothing for a member it has not heard, so a share
+   * taken before the members have heard this node would come on top of L (docs/decision-rule.md,
+   * "Starting").
    */
   startOpen: boolean;
-  /** When (ours) this engine was made. */
-  readonly startedAt: number;
+  /** The mesh's join rule said this node joined (Engine.joined): with no member heard, stop waiting. */
+  joinedSaid = false;
   /** When (ours) this engine's first gossip message was built (+Infinity: none yet). */
   firstSentAt = Number.POSITIVE_INFINITY;
+  /** When (ours) its first message after every expected member was heard was built (+Infinity: none yet). */
+  heardSentAt = Number.POSITIVE_INFINITY;
   /** Min over live peers of the time (ours) their newest data was sent. */
   oldestSent = Number.POSITIVE_INFINITY;
   /**
@@ -184,7 +185,6 @@ export class EngineCore {
       cfg.dataDelayMs,
     );
     this.startOpen = cfg.expectedMembers <= 1 || cfg.rebuilt;
-    this.startedAt = cfg.clock.now();
     this.windowBounds();
     this.budget = new KeyBudget(cfg.maxKeys);
     this.installRts(this.policySet.policies.map((policy, idx) => this.makeRt(policy, idx)));
@@ -343,6 +343,43 @@ export class EngineCore {
     if (freed.length > 0) this.clearOrigins(freed);
     this.nextRefresh = now + Math.max(1, Math.min(this.cfg.gossipIntervalMs, this.cfg.staleAfterMs / 4));
     this.updateOldestSent();
+  }
+
+  /**
+   * The start gate at `now`: true (and kept) once this node may decide global policies. With a
+   * live member heard: once every member expected is heard and each live one has heard this
+   * node, by its sync answer naming it (the answerer counts the asker a member from its request
+   * on) or by a message sent D or more after our first message built once all were heard (ours
+   * had reached it): every member we hear then counts what we admit. With none heard: once the
+   * mesh's join rule says so (Engine.joined: the first pod, or its join timeout) or
+   * `joinTimeoutMs` after our first message; it then decides as a node cut off does (L/N).
+   */
+  startGate(now: number): boolean {
+    if (this.startOpen) return true;
+    const peers = this.peers;
+    let open: boolean;
+    if (peers.live.length === 0) open = this.joinedSaid || now - this.firstSentAt >= this.cfg.joinTimeoutMs;
+    else {
+      open = !peers.starting;
+      const reached = this.heardSentAt + this.cfg.dataDelayMs;
+      for (const p of peers.live) if (open && !p.heardUs && this.sentOf(p) < reached) open = false;
+    }
+    if (open) {
+      this.startOpen = true;
+      this.stamp++;
+    }
+    return open;
+  }
+
+  /**
+   * How long the start gate may stay shut from `now` if nothing else arrives, ms (an estimate):
+   * with no member heard, what is left of the join wait; else a round, our next message and D.
+   */
+  startWait(now: number): number {
+    const cfg = this.cfg;
+    const round = cfg.gossipIntervalMs + cfg.dataDelayMs;
+    if (this.peers.live.length > 0 || this.firstSentAt === Number.POSITIVE_INFINITY) return round;
+    return Math.max(1, Math.min(this.firstSentAt + cfg.joinTimeoutMs - now, round));
   }
 
   /** Count and log a member's departure. */

@@ -384,10 +384,31 @@ export class Engine implements RateLimiter {
    * True while some key is tight (a request's allowance holds it, and this node's own counts at
    * their average rate over the window would take half of it over two horizons at the configured
    * interval), and for two intervals after: the mesh then gossips every `fastGossipIntervalMs`
-   * (docs/decision-rule.md, "Rounds, and tight keys").
+   * (docs/decision-rule.md, "Rounds, and tight keys"). True as well while the start gate is shut
+   * ({@link joined}): the members hear this node, and it hears them answer, a round sooner.
    */
   wantsFastGossip(): boolean {
-    return this.core.lastNow < this.core.tightUntil;
+    return this.core.lastNow < this.core.tightUntil || !this.core.startOpen;
+  }
+
+  /**
+   * The mesh's join rule says this node has joined (src/mesh/join.ts: the first pod of a mesh,
+   * or the join timeout passed): a starting node that hears no member stops waiting for one and
+   * decides as a node cut off does (L/N). A node that hears members still waits until they have
+   * heard it (docs/decision-rule.md, "Starting").
+   */
+  joined(): void {
+    this.core.joinedSaid = true;
+  }
+
+  /**
+   * True while the start gate is shut: this node expects peers and decides no global policy
+   * until the members it hears have heard it (see {@link joined}; docs/decision-rule.md,
+   * "Starting"). False for good once open.
+   */
+  starting(now?: number): boolean {
+    const core = this.core;
+    return !core.startOpen && !core.startGate(this.time(now));
   }
 
   /**
@@ -602,6 +623,7 @@ export class Engine implements RateLimiter {
     c.stalePeers = peers.stale.length;
     c.members = peers.knownN;
     c.fallback = peers.allStale;
+    c.starting = !core.startOpen && !core.startGate(core.lastNow);
     const fv: Record<string, number> = {};
     for (const rt of core.rtByWire) if (rt.foreign.length > 0) fv[rt.policy.name] = rt.foreign.length;
     const slowGossip: string[] = [];
@@ -916,6 +938,14 @@ function explainReason(x: Explanation): string {
       return h === undefined
         ? 'just joined: the start-up share holds until the members named are heard'
         : `just joined, a member named by the mesh not heard yet: own counts ${n(h.own)} + cost ${x.cost} pass the start-up share ${n(h.share)} for ${n(h.untilMs)} ms more`;
+    }
+    case 'starting': {
+      const st = x.starting;
+      return st === undefined
+        ? 'starting: the members heard have not all heard this node yet; it decides no global policy until they have'
+        : st.heard <= 1
+          ? `starting: no member of the ${n(st.expected)} expected heard yet; it decides no global policy until one has heard it or the join wait ends`
+          : `starting: ${n(st.heard)} of ${n(st.expected)} members heard (this node included); it decides no global policy until every one expected is heard and each has sent since our message reached it`;
     }
     case 'global-limit': {
       const s = x.seen;

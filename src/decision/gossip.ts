@@ -159,7 +159,11 @@ export class Gossip {
     const core = this.core;
     core.seq = seq;
     core.builtAt = now;
-    if (core.firstSentAt === Number.POSITIVE_INFINITY) core.firstSentAt = now;
+    if (!core.startOpen && !core.startGate(now)) {
+      if (core.firstSentAt === Number.POSITIVE_INFINITY) core.firstSentAt = now;
+      if (core.heardSentAt === Number.POSITIVE_INFINITY && core.peers.live.length > 0 && !core.peers.starting)
+        core.heardSentAt = now;
+    }
     const live = core.peers.live.length;
     const bytes = encodeGossip({
       policies: core.wireTable,

@@ -71,6 +71,13 @@ export interface EngineOptions {
    * {@link EngineCore.startOpen}). Default false.
    */
   rebuilt?: boolean;
+  /**
+   * A node that expects peers and hears none decides nothing on a global policy for this long
+   * after its first gossip message (or until {@link Engine.joined}), then decides as a node cut
+   * off (L/N): a running mesh it has not reached would not count what it admits. Default: the
+   * staleness period; a mesh node passes its join timeout (MeshOptions.joinTimeoutMs).
+   */
+  joinTimeoutMs?: number;
   /** Cap on tracked keys over all policies. Default 100,000. */
   maxKeys?: number;
   /** Cap on known origins (peers). Default 1,024 (about 1 KB each, plus 300-650 B per key it touches). */
@@ -131,6 +138,7 @@ export interface EngineConfig {
   readonly expectedMembers: number;
   readonly freshId: boolean;
   readonly rebuilt: boolean;
+  readonly joinTimeoutMs: number;
   readonly maxKeys: number;
   readonly maxPeers: number;
   readonly repeatTicks: number;
@@ -230,6 +238,7 @@ export function parseEngineOptions(opts: EngineOptions): EngineConfig {
     expectedMembers,
     freshId: opts.freshId === true,
     rebuilt: opts.rebuilt === true,
+    joinTimeoutMs: int(opts.joinTimeoutMs, 'joinTimeoutMs', staleAfterMs, 0),
     maxKeys,
     maxPeers,
     repeatTicks,

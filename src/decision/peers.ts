@@ -66,6 +66,11 @@ export interface PeerState {
   /** It left by a farewell (Gossip.receive) and has not been heard since: no member. */
   left: boolean;
   /**
+   * It has heard this node: its sync answer names this node (it counts the asker a member from
+   * its request on: Sync.answer). One way through the start gate (EngineCore.startGate).
+   */
+  heardUs: boolean;
+  /**
    * Until when (ours) it may hold counts of ours we did not merge: when it moved from another
    * version of one of our policies to ours, plus the longest window. Its farewell departs it at
    * once only after.
@@ -132,6 +137,10 @@ export class PeerTable {
     return this.awaiting;
   }
   private expected: number;
+  /** Members expected at the start, this node included (grows with {@link expect}). */
+  get expectedMembers(): number {
+    return this.expected;
+  }
   /** When the first peer was heard while starting. */
   private firstContact = Number.NEGATIVE_INFINITY;
   /**
@@ -223,6 +232,7 @@ export class PeerTable {
       strikeSince: Number.NEGATIVE_INFINITY,
       ignoredUntil: Number.NEGATIVE_INFINITY,
       left: false,
+      heardUs: false,
       switchedUntil: Number.NEGATIVE_INFINITY,
       policies: [],
       linkLostAt: Number.POSITIVE_INFINITY,

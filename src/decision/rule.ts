@@ -119,24 +119,6 @@ export class Rule {
     return own > 0 && own * this.tightPart(rt) >= TIGHT_PART * allowance;
   }
 
-  /**
-   * Still starting and not heard by the mesh yet (EngineCore.startOpen): true until every member
-   * expected is heard and each live member has sent since our first message reached it (our first
-   * send plus D), or, with no member heard at all, until a staleness period has passed since the
-   * start (cut off from the start: it then decides as a cut-off node does, L/N). Opens for good.
-   */
-  private starting(now: number): boolean {
-    const core = this.core;
-    const peers = core.peers;
-    const cfg = core.cfg;
-    const open =
-      peers.live.length > 0
-        ? !peers.starting && core.oldestSent >= core.firstSentAt + cfg.dataDelayMs
-        : now - core.startedAt >= 10_000;
-    if (open) core.startOpen = true;
-    return !open;
-  }
-
   private findNarrow(): void {
     const core = this.core;
     const live = core.peers.live;
@@ -285,16 +267,14 @@ export class Rule {
       return;
     }
     const peers = core.peers;
-    // Starting (EngineCore.startOpen): nothing until the members we hear have heard us. A running
+    // Starting (EngineCore.startGate): nothing until the members we hear have heard us. A running
     // mesh keeps no share for a member it has not heard, so one taken before would come on top of
     // L (a pod restarted into a running mesh and deciding at once: bench:join-running).
-    if (!core.startOpen && p.fallback && this.starting(now)) {
-      const untilMs =
-        peers.live.length > 0
-          ? core.cfg.gossipIntervalMs + core.cfg.dataDelayMs
-          : core.startedAt + core.cfg.staleAfterMs - now;
-      if (x !== undefined) x.startupHold = { share: 0, own: kw.ownEstimate(w), untilMs };
-      deny(out, 'startup-hold', 'fallback', 0, untilMs);
+    if (!core.startOpen && p.fallback && !core.startGate(now)) {
+      const waitingMs = core.startWait(now);
+      if (x !== undefined)
+        x.starting = { heard: peers.live.length + 1, expected: peers.expectedMembers, waitingMs };
+      deny(out, 'starting', 'fallback', 0, waitingMs);
       return;
     }
     if (peers.allStale && p.fallback) {

@@ -57,7 +57,7 @@ export class Sync {
     // Our own windows, and what we hold of the requester's own counts (a
     // restarted node learns what it admitted before).
     const origins = [core.nodeId];
-    const asker = typeof from === 'string' && from !== core.nodeId ? core.peers.get(from) : undefined;
+    const asker = this.heardAsker(from, now);
     if (asker !== undefined) {
       origins.push(asker.id);
       // a (re)starting node may number its gossip from 1 again, and its first messages may be
@@ -83,6 +83,32 @@ export class Sync {
       origins,
       entries,
     });
+  }
+
+  /**
+   * The asker of a sync request; one that is no member here (new, departed, or left) is counted a
+   * member from now on, heard now: a starting node decides nothing until every member it hears has
+   * heard it, and an answer naming it says this one has (EngineCore.startGate). Its data is as of
+   * now (it has admitted nothing since it started: it is gated). A member's standing is left as
+   * it is: only its gossip says how fresh its counts are. Undefined for this node's own id, a bad
+   * id, or a full table; a peer being ignored is returned as it is, no member.
+   */
+  private heardAsker(from: string, now: number): PeerState | undefined {
+    const core = this.core;
+    if (typeof from !== 'string' || from.length === 0 || from.length > 128 || from === core.nodeId)
+      return undefined;
+    const known = core.peers.get(from);
+    if (known !== undefined && (known.member || now < known.ignoredUntil)) return known;
+    const p = known ?? core.peers.ensure(from);
+    if (p === undefined) return undefined;
+    p.member = true;
+    p.left = false;
+    p.lastHeard = now;
+    // its delay is unknown until its gossip: the data's expected age
+    p.delayMs = core.cfg.dataDelayMs;
+    core.stamp++;
+    core.refresh(now);
+    return p;
   }
 
   /**
@@ -255,6 +281,8 @@ export class Sync {
       }
     // the responder is heard: an earlier answer that named it holds nothing for it now
     core.awaitNames.delete(from);
+    // it names us: it has heard us (the start gate)
+    if (self > 0) peer.heardUs = true;
     if (capped && this.gossip.strike(peer, now)) return { ok: true };
     // A sync answer is direct contact: the responder is a live member, and its
     // window is as of its answer (half the round trip ago).

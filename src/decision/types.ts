@@ -46,6 +46,8 @@ export interface EngineStats {
   stalePeers: number;
   members: number;
   fallback: boolean;
+  /** The start gate is shut: no global policy decided until the members heard have heard this node (Engine.starting). */
+  starting: boolean;
   clockBackwards: number;
   /** Per policy: members that run another version of it now (counted as spending at least L/N each, their counts not merged). */
   foreignVersion: Record<string, number>;
@@ -112,6 +114,7 @@ export function emptyEngineStats(): EngineStats {
     stalePeers: 0,
     members: 1,
     fallback: false,
+    starting: false,
     clockBackwards: 0,
     foreignVersion: {},
     foreignEntries: 0,

@@ -20,6 +20,10 @@ import type { Decision, Explanation, PolicySpec, RateLimiter } from '../types.js
 export interface MeshEngine extends RateLimiter {
   /** Still starting: this many members (itself included) are expected (see Engine.expectMembers). */
   expectMembers(members: number): void;
+  /** The mesh's join rule says this node joined: with no member heard, stop waiting (Engine.joined). */
+  joined(): void;
+  /** True while the start gate is shut: no global policy decided yet (Engine.starting). */
+  starting(): boolean;
   /** Every term of the decision a check would make now, changing nothing (see Engine.explain). */
   explain(policy: string, key: string, cost?: number, time?: number): Explanation;
   /** Policy-set version hash (informational: the wire carries one version per policy). */
@@ -122,6 +126,8 @@ export interface EngineInit {
   freshId?: boolean;
   /** Replaces an engine of this node its peers hear already: decides at once (EngineOptions.rebuilt). */
   rebuilt?: boolean;
+  /** With no member heard, how long a starting node waits after its first message (EngineOptions.joinTimeoutMs). */
+  joinTimeoutMs?: number;
   /** Relay mode: hops a member's gossip may take beyond the first (EngineOptions.relayHops); 0 or absent: broadcast. */
   relayHops?: number;
   /** Where the engine logs what an operator should see (a peer ignored, a peer departed). */

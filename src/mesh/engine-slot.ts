@@ -86,6 +86,9 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
     return this.inner;
   }
 
+  /** The mesh's join rule said this node joined (passed on to a rebuilt engine). */
+  private joinedSaid = false;
+
   /** The relayHops the engine in the slot was built with (0: broadcast). */
   get relayHops(): number {
     return this.init.relayHops ?? 0;
@@ -102,10 +105,11 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
       relayHops,
       // the new engine holds every member the old one counts to L/N until it hears them
       expectedMembers: Math.max(1, old.memberCount()),
-      // its peers hear this node already: it decides at once
-      rebuilt: true,
+      // its peers hear this node already: it decides at once, unless the old one did not yet
+      rebuilt: !old.starting(),
     };
     const next = this.factory(init);
+    if (this.joinedSaid) next.joined();
     if (this.policiesNow !== undefined) next.replacePolicies(this.policiesNow, now);
     if (this.ownerSecret !== undefined) next.setOwnerSecret?.(this.ownerSecret);
     if (this.ownerOn !== undefined) next.enableOwnerPlacement?.(this.ownerOn);
@@ -162,6 +166,13 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   }
   expectMembers(members: number): void {
     this.inner.expectMembers(members);
+  }
+  joined(): void {
+    this.joinedSaid = true;
+    this.inner.joined();
+  }
+  starting(): boolean {
+    return this.inner.starting();
   }
 
   explain(policy: string, key: string, cost?: number, time?: number): Explanation {

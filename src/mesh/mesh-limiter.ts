@@ -102,6 +102,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       departAfterMs: cfg.departAfterMs,
       expectedMembers: 1 + cfg.bootstrap.length,
       freshId: cfg.freshId,
+      joinTimeoutMs: cfg.joinTimeoutMs,
       relayHops: cfg.relayHops,
       logger: cfg.logger,
     });
@@ -401,16 +402,20 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       fallback = this.engine.stats(this.cfg.clock.now()).fallback;
     }
     const joined = state === 'running' && this.joined();
+    if (joined && state === 'running' && this.engine.starting()) this.engine.joined();
+    const starting = state === 'running' && this.engine.starting();
     let reason: string | undefined;
     if (this.shuttingDown !== undefined) reason = 'draining: shutting down';
     else if (state !== 'running') reason = `node ${state}`;
     else if (!this.engine.ready) reason = 'engine not ready';
     else if (!joined)
       reason = 'joining: other members found, waiting for the first sync answer from one of them';
+    else if (starting) reason = 'starting: waiting until the members heard have heard this node';
     const h: MeshHealth = {
       live: state !== 'stopped',
       ready: reason === undefined,
       joined,
+      starting,
       state,
       draining: this.shuttingDown !== undefined,
       fallback,
@@ -723,6 +728,8 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
         this.fastHeldUntil = now + FAST_HOLD_INTERVALS * this.cfg.gossipIntervalMs;
       }
     }
+    // the start gate: with no member heard, the join rule ends the wait (the first pod; its timeout)
+    if (this.engine.starting() && this.joined()) this.engine.joined();
     this.armTick();
     this.counters.gossip.ticks++;
     if (this.cfg.relayAuto) this.followMembership();

@@ -182,14 +182,19 @@ export interface MeshHealth {
   /**
    * The node can decide and has joined the mesh it was pointed at: running, not shutting down,
    * and alone (no bootstrap), or its bootstrap resolved to no other member (the first pod), or
-   * a sync answer from a member has been merged, or `joinTimeoutMs` passed since `start()`.
-   * The rule of the daemon's `/readyz` (src/mesh/join.ts). True in the L/N fallback too (a
-   * single replica, the first pod, every peer stale in a partition), and kept once joined.
-   * Only the probe waits: `check` decides from `start()` on (in the start-up share; restarted
-   * into a running mesh, that share can pass L by up to L/N until the others have heard this
-   * node: docs/decision-rule.md, "Known costs").
+   * a sync answer from a member has been merged, or `joinTimeoutMs` passed since `start()`; and
+   * past its start gate (`starting` false). The rule of the daemon's `/readyz`
+   * (src/mesh/join.ts). True in the L/N fallback too (a single replica, the first pod, every
+   * peer stale in a partition), and kept once joined. Until then `check` denies global
+   * policies with rule `starting` (docs/decision-rule.md, "Starting").
    */
   ready: boolean;
+  /**
+   * The start gate is shut: the node expects members and decides no global policy until every
+   * member it expects is heard and each has heard it (or, none heard, until it has joined: then
+   * L/N). A mesh that keeps nothing for a member it has not heard would not count what it admits.
+   */
+  starting: boolean;
   /** The node has joined the mesh (see `ready`); false before `start()`. */
   joined: boolean;
   state: MeshState;

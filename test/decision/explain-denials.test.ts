@@ -8,6 +8,7 @@ const RULES = [
   'headroom-share',
   'fallback-share',
   'startup-hold',
+  'starting',
   'left-mesh',
   'owner-unreachable',
 ];
@@ -24,7 +25,7 @@ describe('npm run explain:denials (bench/explain-denials.ts)', () => {
     for (const rule of RULES) expect(r.stdout).toContain(`== ${rule}\n`);
     expect(r.stdout).not.toContain('EXPECTED');
     // every denial explained in words, with its numbers
-    expect(r.stdout.match(/explain reason: /g)?.length).toBe(9);
+    expect(r.stdout.match(/explain reason: /g)?.length).toBe(10);
     expect(r.stdout).toContain('pass the limit 10');
     expect(r.stdout).toContain('owner {"id":"node-');
   });

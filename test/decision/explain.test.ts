@@ -86,8 +86,14 @@ describe('Engine.explain: every term of a decision, changing nothing', () => {
     expect(a.explain('front', 'k')).toMatchObject({ rule: 'local-limit', allowed: false });
     a.check('loc', 'k');
     expect(a.explain('loc', 'k')).toMatchObject({ rule: 'local-limit', mode: 'local' });
-    // a node that expects peers and has heard none keeps its own counts within L/N
+    // a node that expects peers decides nothing until they have heard it (the start gate)
     const b = new Engine({ policies, clock, nodeId: 'b', gossipIntervalMs: 100, expectedMembers: 5 });
+    const s = b.explain('g', 'k');
+    expect(s).toMatchObject({ rule: 'starting', mode: 'fallback', starting: { heard: 1, expected: 5 } });
+    expect(s.reason).toContain('no member of the 5 expected heard yet');
+    expect(b.check('g', 'k').rule).toBe('starting');
+    // then, cut off (none heard once the mesh said it joined), it keeps its own counts within L/N
+    b.joined();
     b.check('g', 'k');
     b.check('g', 'k');
     const f = b.explain('g', 'k');

@@ -12,10 +12,12 @@ const policies = [{ name: 'p', limit: 90, windowMs: 1_000 }];
 describe('narrow-view peers: their start-up share beyond their share of the headroom (issue 26)', () => {
   function mesh() {
     const clock = new ManualClock(1.7e12);
-    const opts = { clock, policies, gossipIntervalMs: 100, expectedDelayMs: 10, expectedMembers: 3 };
+    const opts = { clock, policies, gossipIntervalMs: 100, expectedDelayMs: 10 };
     const me = new Engine({ ...opts, nodeId: 'me' });
     const busy = new Engine({ ...opts, nodeId: 'busy' });
-    const fresh = new Engine({ ...opts, nodeId: 'fresh' });
+    // fresh expects 3 members and heard none when its join wait ended (cut off: L/N of its own counts)
+    const fresh = new Engine({ ...opts, nodeId: 'fresh', expectedMembers: 3 });
+    fresh.joined();
     return { clock, me, busy, fresh };
   }
 

@@ -29,7 +29,9 @@ describe('clock offset from a lopsided round trip', () => {
     expect(res).toBeInstanceOf(Uint8Array);
     ca.set(cb.now() + 10);
     expect(a.receiveSyncResponse('b', res as Uint8Array)).toEqual({ ok: true });
-    // then b admits the whole limit at T0 + 500 and gossips it (5 ms, as before)
+    // b counts the asker a member from its request on; here a leaves b's view (its link closed),
+    // so b decides alone: then b admits the whole limit at T0 + 500 and gossips it (5 ms, as before)
+    b.peerDeparted('a');
     cb.set(T0 + 500);
     expect(spend(b, 'p', 'k', 100)).toBe(100);
     for (let i = 0; i < 4; i++) {

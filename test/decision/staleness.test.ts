@@ -226,61 +226,88 @@ describe('staleness and fallback', () => {
   });
 });
 
-describe('a node that expects peers (restart)', () => {
-  it('enforces L/N with N = expectedMembers until it hears a peer, then decides globally', () => {
+describe('a node that expects peers (restart): the start gate', () => {
+  const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+  const opts = { policies, gossipIntervalMs: 10, expectedDelayMs: 10 };
+
+  it('decides nothing until every member expected is heard and each has sent since our message reached it (D after)', () => {
     const clock = new ManualClock(1_700_000_000_000);
-    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const fresh = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'fresh', expectedMembers: 4 });
-    let admitted = 0;
-    for (let i = 0; i < 100; i++) {
-      const d = fresh.check('p', 'k');
-      if (d.allowed) admitted++;
-      else expect(d).toMatchObject({ mode: 'fallback', rule: 'fallback-share' });
-    }
-    expect(admitted).toBe(25);
+    const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 4 });
     const peers = ['p1', 'p2', 'p3'].map(
-      (id) => new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: id, expectedMembers: 4 }),
+      (id) => new Engine({ ...opts, clock, nodeId: id, expectedMembers: 4 }),
     );
-    expect(fresh.receiveGossip('p1', peers[0]!.buildGossip())).toEqual({ ok: true });
-    // one of three expected peers heard: the others' shares are unseen, still L/N
-    expect(fresh.check('p', 'k').mode).toBe('fallback');
+    // a running mesh would keep nothing for a member it has not heard: nothing is admitted
+    expect(spend(fresh, 'p', 'k', 10)).toBe(0);
+    const first = fresh.check('p', 'k');
+    expect(first).toMatchObject({ allowed: false, mode: 'fallback', rule: 'starting' });
+    expect(first.retryAfterMs).toBe(20); // a round: g + D
+    expect(fresh.explain('p', 'k').starting).toEqual({ heard: 1, expected: 4, waitingMs: 20 });
+    expect(fresh.starting()).toBe(true);
+    expect(fresh.wantsFastGossip()).toBe(true); // heard and answered a round sooner
+    fresh.receiveGossip('p1', peers[0]!.buildGossip());
+    expect(fresh.explain('p', 'k').starting).toMatchObject({ heard: 2, expected: 4 });
     fresh.receiveGossip('p2', peers[1]!.buildGossip());
     fresh.receiveGossip('p3', peers[2]!.buildGossip());
-    // global now, but each peer said it heard no one: still starting, on its own L/N. Each is a
-    // sharer whose share of the headroom (a quarter of it, no demand heard) covers its L/N, so no
-    // reserve beyond it (the narrow-view excess); our 25 fallback admissions fill our quarter
-    const starting = fresh.check('p', 'k');
-    expect(starting).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
-    expect(fresh.explain('p', 'k').reserves?.narrowView).toBe(0);
-    // a peer that had admitted its L/N already is seen (no more to reserve); one whose share is
-    // smaller than what its start-up share leaves it is reserved the rest, off our allowance
-    // whole (test/decision/narrow.test.ts)
-    // they hear each other and fresh: no reserve; until its own demand has gone out in a tick, it
-    // claims only 1/N of the headroom, and its 25 fallback admissions already fill that
-    const all = [fresh, ...peers];
-    const msgs = all.map((e) => e.buildGossip());
-    for (let i = 0; i < all.length; i++)
-      for (let j = 0; j < all.length; j++) if (i !== j) all[j]!.receiveGossip(all[i]!.nodeId, msgs[i]!);
-    for (let i = 1; i < all.length; i++) fresh.receiveGossip(all[i]!.nodeId, all[i]!.buildGossip());
-    expect(fresh.explain('p', 'k').reserves?.narrowView).toBe(0);
-    expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
-    fresh.buildGossip(); // its demand is out, but no peer can hold it yet: still its part of the room
-    expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'global', rule: 'headroom-share' });
+    // every member heard; none has heard us yet
+    expect(fresh.check('p', 'k').rule).toBe('starting');
+    const ours = fresh.buildGossip();
+    for (const p of peers) p.receiveGossip('fresh', ours);
+    // their answers, placed at their arrival less their delay (D at most), sent less than D after
+    // ours: ours (D old at most when it arrives) may not have reached them
+    clock.advance(19);
+    for (const p of peers) fresh.receiveGossip(p.nodeId, p.buildGossip());
+    expect(fresh.check('p', 'k').rule).toBe('starting');
+    clock.advance(1);
+    fresh.receiveGossip('p1', peers[0]!.buildGossip());
+    fresh.receiveGossip('p2', peers[1]!.buildGossip());
+    expect(fresh.check('p', 'k').rule).toBe('starting'); // p3's newest is still too early
+    fresh.receiveGossip('p3', peers[2]!.buildGossip());
+    const open = fresh.check('p', 'k');
+    expect(open).toMatchObject({ allowed: true, mode: 'global' });
+    expect(fresh.starting()).toBe(false);
+    expect(fresh.wantsFastGossip()).toBe(false);
+    // open for good: a member going quiet later is staleness, not the start
+    clock.advance(200);
+    expect(fresh.check('p', 'k').rule).not.toBe('starting');
   });
 
-  it('a bootstrap name found to resolve to more members raises the start-up N while starting, and only then', () => {
+  it('a message of ours built before every member was heard proves nothing (it may have gone before they listened)', () => {
     const clock = new ManualClock(1_700_000_000_000);
-    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
+    const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 2 });
+    const peer = new Engine({ ...opts, clock, nodeId: 'peer' });
+    fresh.buildGossip(); // lost: nobody heard yet
+    clock.advance(50);
+    fresh.receiveGossip('peer', peer.buildGossip()); // sent 50 ms after our first message
+    expect(fresh.check('p', 'k').rule).toBe('starting');
+    peer.receiveGossip('fresh', fresh.buildGossip());
+    clock.advance(20);
+    fresh.receiveGossip('peer', peer.buildGossip());
+    expect(fresh.check('p', 'k')).toMatchObject({ allowed: true, mode: 'global' });
+  });
+
+  it('none heard: L/N (as a node cut off) once the mesh says it joined, or the join wait after its first message', () => {
+    const clock = new ManualClock(1_700_000_000_000);
     // one DNS name in the bootstrap list: 1 + 1 expected until discovery resolves it to 4 others
-    const fresh = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'fresh', expectedMembers: 2 });
+    const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 2 });
     fresh.expectMembers(5);
     fresh.expectMembers(3); // never lowered
-    let admitted = 0;
-    for (let i = 0; i < 100; i++) if (fresh.check('p', 'k').allowed) admitted++;
-    expect(admitted).toBe(20);
-    // once the start is over (every expected peer heard) it changes nothing
+    expect(fresh.check('p', 'k').rule).toBe('starting');
+    fresh.joined(); // the mesh's join rule: the first pod, or its join timeout
+    expect(spend(fresh, 'p', 'k', 100)).toBe(20); // L/5
+    expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'fallback', rule: 'fallback-share' });
+    // without the mesh: joinTimeoutMs (default the staleness period, 50 ms here) after its first message
+    const alone = new Engine({ ...opts, clock, nodeId: 'alone', expectedMembers: 4, joinTimeoutMs: 30 });
+    clock.advance(100);
+    expect(alone.check('p', 'k').rule).toBe('starting'); // no message yet: the wait has not begun
+    alone.buildGossip();
+    clock.advance(29);
+    expect(alone.check('p', 'k').rule).toBe('starting');
+    expect(alone.check('p', 'k').retryAfterMs).toBe(1);
+    clock.advance(1);
+    expect(spend(alone, 'p', 'k', 100)).toBe(25);
+    // once the start is over it changes nothing
     const peers = ['p1', 'p2', 'p3', 'p4'].map(
-      (id) => new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: id, expectedMembers: 5 }),
+      (id) => new Engine({ ...opts, clock, nodeId: id, expectedMembers: 5 }),
     );
     for (const p of peers) fresh.receiveGossip(p.nodeId, p.buildGossip());
     expect(fresh.stats().members).toBe(5);
@@ -288,18 +315,15 @@ describe('a node that expects peers (restart)', () => {
     expect(fresh.check('p', 'k').mode).toBe('global');
   });
 
-  it('in fallback, counts it already holds still bound it by L: a restarted node that pulled a full window admits only what is left', () => {
+  it('cut off at the start, counts it already holds still bound it by L: a restarted node that loaded a full window admits only what is left', () => {
     const clock = new ManualClock(1_700_000_000_000);
-    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const busy = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'busy' });
-    let spent = 0;
-    for (let i = 0; i < 90; i++) if (busy.check('p', 'k').allowed) spent++;
-    expect(spent).toBe(90);
-    const fresh = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'fresh', expectedMembers: 4 });
-    // it hears one of three expected peers (carrying 'busy''s window): still in L/N fallback
-    expect(fresh.receiveGossip('busy', busy.buildGossip())).toEqual({ ok: true });
-    let admitted = 0;
+    const busy = new Engine({ ...opts, clock, nodeId: 'busy' });
+    expect(spend(busy, 'p', 'k', 90)).toBe(90);
+    const fresh = new Engine({ ...opts, clock, nodeId: 'busy', expectedMembers: 4 });
+    fresh.restoreSnapshot(busy.snapshot());
+    fresh.joined();
     let last = fresh.check('p', 'k');
+    let admitted = 0;
     for (let i = 0; i < 100; i++) {
       const d = i === 0 ? last : fresh.check('p', 'k');
       last = d;
@@ -312,32 +336,61 @@ describe('a node that expects peers (restart)', () => {
     expect(last.retryAfterMs).toBeGreaterThan(0);
   });
 
-  it('gives up waiting for missing expected peers one staleness period after the first contact', () => {
+  it('stops waiting for missing expected members one staleness period after the first contact; still until the members heard have heard it', () => {
     const clock = new ManualClock(1_700_000_000_000);
-    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const opts = { policies, clock, gossipIntervalMs: 10, expectedDelayMs: 10 };
-    const fresh = new Engine({ ...opts, nodeId: 'fresh', expectedMembers: 4 });
-    const peer = new Engine({ ...opts, nodeId: 'peer' });
+    const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 4 });
+    const peer = new Engine({ ...opts, clock, nodeId: 'peer' });
     fresh.receiveGossip('peer', peer.buildGossip());
-    expect(fresh.check('p', 'k').mode).toBe('fallback');
     for (let t = 0; t < 6; t++) {
       clock.advance(10);
+      peer.receiveGossip('fresh', fresh.buildGossip());
       fresh.receiveGossip('peer', peer.buildGossip());
+      // staleAfter = 3g + 2d = 50 ms after the first contact, then our next message, then D
+      expect(fresh.check('p', 'k').rule).toBe('starting');
     }
-    // staleAfter = 3g + 2d = 50 ms after the first contact
+    peer.receiveGossip('fresh', fresh.buildGossip());
+    clock.advance(20);
+    fresh.receiveGossip('peer', peer.buildGossip());
+    expect(fresh.check('p', 'k')).toMatchObject({ allowed: true, mode: 'global' });
+  });
+
+  it('a sync answer counts as hearing the responder, and names the asker it has heard', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 2 });
+    const peer = new Engine({ ...opts, clock, nodeId: 'peer' });
+    expect(fresh.explain('p', 'k').starting).toMatchObject({ heard: 1, expected: 2 });
+    // the answerer counts the asker a member from its request on, and its answer names it
+    const answer = peer.answerSync('fresh', fresh.buildSyncRequest());
+    expect(answer).toBeInstanceOf(Uint8Array);
+    expect(peer.peerViews().map((v) => [v.id, v.stale])).toEqual([['fresh', false]]);
+    expect(fresh.receiveSyncResponse('peer', answer as Uint8Array)).toEqual({ ok: true });
+    expect(fresh.check('p', 'k')).toMatchObject({ allowed: true, mode: 'global' });
+    // a member's standing is left as it is by its request: only its gossip says how fresh it is
+    clock.advance(100);
+    expect(peer.peerViews()[0]!.stale).toBe(true);
+    peer.answerSync('fresh', fresh.buildSyncRequest());
+    expect(peer.peerViews()[0]!.stale).toBe(true);
+  });
+
+  it('an answer that does not name the asker proves nothing: the gate waits for gossip', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 2 });
+    const peer = new Engine({ ...opts, clock, nodeId: 'peer' });
+    // answered for another id (an answerer that did not take the asker in): fresh is not named
+    const answer = peer.answerSync('someone-else', fresh.buildSyncRequest());
+    expect(fresh.receiveSyncResponse('peer', answer as Uint8Array)).toEqual({ ok: true });
+    expect(fresh.check('p', 'k').rule).toBe('starting');
+    peer.receiveGossip('fresh', fresh.buildGossip());
+    clock.advance(20);
+    fresh.receiveGossip('peer', peer.buildGossip());
     expect(fresh.check('p', 'k').mode).toBe('global');
   });
 
-  it('a sync answer counts as hearing the responder', () => {
+  it('an engine rebuilt in place (its peers hear the node already) decides at once', () => {
     const clock = new ManualClock(1_700_000_000_000);
-    const policies = [{ name: 'p', limit: 100, windowMs: 1000 }];
-    const fresh = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'fresh', expectedMembers: 2 });
-    const peer = new Engine({ gossipIntervalMs: 10, policies, clock, nodeId: 'peer' });
-    expect(fresh.check('p', 'k').mode).toBe('fallback');
-    const answer = peer.answerSync('fresh', fresh.buildSyncRequest());
-    expect(answer).toBeInstanceOf(Uint8Array);
-    expect(fresh.receiveSyncResponse('peer', answer as Uint8Array)).toEqual({ ok: true });
-    expect(fresh.check('p', 'k').mode).toBe('global');
+    const e = new Engine({ ...opts, clock, nodeId: 'n', expectedMembers: 4, rebuilt: true });
+    expect(e.starting()).toBe(false);
+    expect(e.check('p', 'k')).toMatchObject({ allowed: true, mode: 'fallback' });
   });
 
   it('rejects a bad expectedMembers', () => {

@@ -8,6 +8,11 @@ import type { Decision } from '../../src/types.js';
 /** bench:scale's nodes series, shorter: one key, L = 1000 per 1 s, k = 50, 2,000 req/s uniform, g = 100, d = 10. */
 const L = 1000;
 const F = 4;
+/**
+ * Traffic starts once the mesh has formed, as bench:two-sided's rows do: a relay mesh's start gate
+ * (every member heard, and each has heard this node) takes 0.6-1.1 s at 32-64 nodes, the hops'.
+ */
+const WARM_MS = 1500;
 
 interface Run {
   admitted: number;
@@ -43,8 +48,10 @@ function run(
   const admitted: number[] = [];
   let staleViews = 0;
   let views = 0;
+  sim.runUntil(WARM_MS);
+  const warmDelivered = sim.delivered;
   for (let i = 0; i < 2000 * seconds; i++) {
-    const t = i / 2;
+    const t = WARM_MS + i / 2;
     sim.runUntil(t);
     arrivals.push(t);
     const node = Math.floor(prng.next() * nodes);
@@ -53,7 +60,7 @@ function run(
     onRequest?.(t, node, d);
     if (i % 200 === 0) {
       onTick?.(t, sim);
-      if (t < 1000) continue;
+      if (t < WARM_MS + 1000) continue;
       for (const e of sim.engines)
         for (const v of e.peerViews()) {
           views++;
@@ -65,7 +72,7 @@ function run(
     admitted: admitted.length,
     bound: slidingLogAdmits(arrivals, L, 1000).length,
     worst1s: worstRolling(admitted, 1000) - L,
-    msgsInPerSNode: sim.delivered / nodes / seconds,
+    msgsInPerSNode: (sim.delivered - warmDelivered) / nodes / seconds,
     sim,
     staleViews,
     views,
@@ -81,13 +88,16 @@ describe('relay (each node sends one batch a tick to f = 4 random peers)', () =>
       expect(broadcast.msgsInPerSNode).toBeGreaterThan(nodes * 9);
       expect(relay.worst1s).toBeLessThanOrEqual(L * 0.01);
       // relay's longer horizon delays when a node's own demand report is known held by every
-      // peer (selfDemand): measured 0.94 (32) and 0.89 (64) of broadcast
-      expect(relay.admitted).toBeGreaterThanOrEqual(0.85 * broadcast.admitted);
-      expect(relay.admitted / relay.bound).toBeGreaterThanOrEqual(0.85);
+      // peer (selfDemand): measured 0.91 (32) and 0.85 (64) of broadcast, 0.89 and 0.81 of the
+      // exact log, on a key fresh once the mesh has formed (the same with the start gate open
+      // from the start: the gate is over before the traffic)
+      expect(relay.admitted).toBeGreaterThanOrEqual(0.82 * broadcast.admitted);
+      expect(relay.admitted / relay.bound).toBeGreaterThanOrEqual(0.78);
     });
 
-    it(`N = ${nodes}, 10 % loss and node 3 cut from 1.5 s to 3.5 s: worst 1 s <= L + 1 %; the cut node falls back and is seen stale`, () => {
-      const cuts: Cut[] = [{ node: 3, fromMs: 1500, toMs: 3500 }];
+    it(`N = ${nodes}, 10 % loss and node 3 cut for 2 s 1.5 s into the traffic: worst 1 s <= L + 1 %; the cut node falls back and is seen stale`, () => {
+      const cut = { fromMs: WARM_MS + 1500, toMs: WARM_MS + 3500 };
+      const cuts: Cut[] = [{ node: 3, ...cut }];
       const modes = new Set<string>();
       let seenStale = 0;
       let seenBy = 0;
@@ -97,7 +107,7 @@ describe('relay (each node sends one batch a tick to f = 4 random peers)', () =>
         { relay: { fanout: F }, loss: 0.1, cuts },
         (t, sim) => {
           // one staleness period after the cut starts, until it ends
-          if (t < 2500 || t >= 3500) return;
+          if (t < cut.fromMs + 1000 || t >= cut.toMs) return;
           for (const [i, e] of sim.engines.entries()) {
             if (i === 3) continue;
             seenBy++;
@@ -105,15 +115,15 @@ describe('relay (each node sends one batch a tick to f = 4 random peers)', () =>
           }
         },
         (t, node, d) => {
-          if (node === 3 && t >= 2500 && t < 3500) modes.add(d.mode);
+          if (node === 3 && t >= cut.fromMs + 1000 && t < cut.toMs) modes.add(d.mode);
         },
       );
       expect(r.sim.lost).toBeGreaterThan(0);
       expect(r.worst1s).toBeLessThanOrEqual(L * 0.01);
       expect([...modes]).toEqual(['fallback']);
       expect(seenStale).toBe(seenBy);
-      // measured 0.86-0.87 (see above)
-      expect(r.admitted / r.bound).toBeGreaterThanOrEqual(0.8);
+      // measured 0.88 (32) and 0.79 (64) (see above)
+      expect(r.admitted / r.bound).toBeGreaterThanOrEqual(0.76);
     });
   }
 
