@@ -384,11 +384,10 @@ export class Engine implements RateLimiter {
    * True while some key is tight (a request's allowance holds it, and this node's own counts at
    * their average rate over the window would take half of it over two horizons at the configured
    * interval), and for two intervals after: the mesh then gossips every `fastGossipIntervalMs`
-   * (docs/decision-rule.md, "Rounds, and tight keys"). True as well while the start gate is shut
-   * ({@link joined}): the members hear this node, and it hears them answer, a round sooner.
+   * (docs/decision-rule.md, "Rounds, and tight keys").
    */
   wantsFastGossip(): boolean {
-    return this.core.lastNow < this.core.tightUntil || !this.core.startOpen;
+    return this.core.lastNow < this.core.tightUntil;
   }
 
   /**

@@ -243,7 +243,6 @@ describe('a node that expects peers (restart): the start gate', () => {
     expect(first.retryAfterMs).toBe(20); // a round: g + D
     expect(fresh.explain('p', 'k').starting).toEqual({ heard: 1, expected: 4, waitingMs: 20 });
     expect(fresh.starting()).toBe(true);
-    expect(fresh.wantsFastGossip()).toBe(true); // heard and answered a round sooner
     fresh.receiveGossip('p1', peers[0]!.buildGossip());
     expect(fresh.explain('p', 'k').starting).toMatchObject({ heard: 2, expected: 4 });
     fresh.receiveGossip('p2', peers[1]!.buildGossip());
@@ -265,7 +264,6 @@ describe('a node that expects peers (restart): the start gate', () => {
     const open = fresh.check('p', 'k');
     expect(open).toMatchObject({ allowed: true, mode: 'global' });
     expect(fresh.starting()).toBe(false);
-    expect(fresh.wantsFastGossip()).toBe(false);
     // open for good: a member going quiet later is staleness, not the start
     clock.advance(200);
     expect(fresh.check('p', 'k').rule).not.toBe('starting');

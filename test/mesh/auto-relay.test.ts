@@ -9,7 +9,7 @@ import {
 import type { EngineInit } from '../../src/mesh/engine-port.js';
 import { parseOptions } from '../../src/mesh/options.js';
 import type { MeshLimiter } from '../../src/mesh/types.js';
-import { Cluster, dialable, waitFor } from './helpers.js';
+import { Cluster, deciding, dialable, waitFor } from './helpers.js';
 
 const POLICY = { name: 'api', limit: 10_000, windowMs: 60_000 };
 
@@ -108,7 +108,9 @@ describe("relayFanout 'auto' (live, loopback): a mesh that grows past the thresh
     // every member known and every link's state pull answered before anyone admits (an answer
     // that comes after a node's first admissions echoes them: it would count them twice)
     await waitFor('4 nodes see 3 live members', () =>
-      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 3 && n.stats().sync.pullsOk >= 3),
+      nodes.every(
+        (n) => n.peers().filter((p) => !p.stale).length === 3 && n.stats().sync.pullsOk >= 3 && deciding(n),
+      ),
     );
     nodes.forEach((n, i) => {
       for (let j = 0; j < 10 * (i + 1); j++) expect(n.check('api', 'k').allowed).toBe(true);
@@ -190,7 +192,9 @@ describe("mixed modes (live, loopback): broadcasting and relaying members delive
     });
     const nodes = [a, r, b];
     await waitFor('every node sees 2 live members', () =>
-      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 2 && n.stats().sync.pullsOk >= 1),
+      nodes.every(
+        (n) => n.peers().filter((p) => !p.stale).length === 2 && n.stats().sync.pullsOk >= 1 && deciding(n),
+      ),
     );
     for (let j = 0; j < 7; j++) expect(a.check('api', 'k').allowed).toBe(true);
     for (let j = 0; j < 11; j++) expect(b.check('api', 'k').allowed).toBe(true);
@@ -230,7 +234,9 @@ describe("mixed modes (live, loopback): broadcasting and relaying members delive
     });
     const nodes = [r1, a, r2];
     await waitFor('every node sees 2 live members', () =>
-      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 2 && n.stats().sync.pullsOk >= 1),
+      nodes.every(
+        (n) => n.peers().filter((p) => !p.stale).length === 2 && n.stats().sync.pullsOk >= 1 && deciding(n),
+      ),
     );
     for (let j = 0; j < 7; j++) expect(r1.check('api', 'k').allowed).toBe(true);
     for (let j = 0; j < 11; j++) expect(r2.check('api', 'k').allowed).toBe(true);

@@ -43,6 +43,11 @@ export async function waitFor(
   }
 }
 
+/** Past its start gate: it decides global policies (EngineStats.starting false). */
+export function deciding(node: MeshLimiter): boolean {
+  return !node.stats().engine.starting;
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }

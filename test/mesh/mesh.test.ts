@@ -5,7 +5,7 @@ import { isRateMeshError } from '../../src/errors.js';
 import { createMeshLimiter } from '../../src/mesh/index.js';
 import type { MeshLimiter } from '../../src/mesh/types.js';
 import type { PolicySpec } from '../../src/types.js';
-import { Cluster, dialable, LOOPBACK, MemoryLogger, sleep, waitFor } from './helpers.js';
+import { Cluster, deciding, dialable, LOOPBACK, MemoryLogger, sleep, waitFor } from './helpers.js';
 
 /** A long window so nothing ages out while a test runs; naive so the sums are exact. */
 const NAIVE: PolicySpec[] = [{ name: 'api', limit: 100, windowMs: 60_000, overAdmission: 'naive' }];
@@ -144,7 +144,9 @@ describe('live mesh on loopback', () => {
     const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
     const c = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
     const nodes = [a, b, c];
-    await waitFor('every node sees two live peers', () => nodes.every((n) => livePeers(n) === 2));
+    await waitFor('every node sees two live peers, past its start gate', () =>
+      nodes.every((n) => livePeers(n) === 2 && deciding(n)),
+    );
     expect(nodes.every((n) => n.ready)).toBe(true);
 
     expect(spend(a, 60)).toBe(60);
@@ -202,7 +204,10 @@ describe('live mesh on loopback', () => {
     const s = await cluster.add({ policies: NAIVE });
     const a = await cluster.add({ policies: NAIVE, bootstrap: [dialable(s)] });
     const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(s)] });
-    await waitFor('A and B hear each other through S', () => livePeers(a) === 2 && livePeers(b) === 2);
+    await waitFor(
+      'A and B hear each other through S',
+      () => livePeers(a) === 2 && livePeers(b) === 2 && deciding(a) && deciding(b),
+    );
     expect(s.stats().gossip.relayed).toBeGreaterThan(0);
     expect(s.stats().peers.connected).toBe(2);
     expect(spend(a, 60)).toBe(60);
@@ -229,6 +234,8 @@ describe('live mesh on loopback', () => {
     const slow = { policies: NAIVE, gossipIntervalMs: 60_000 };
     const a = await cluster.add(slow);
     const b = await cluster.add({ ...slow, bootstrap: [dialable(a)] });
+    // b decides once a has heard it (a's sync answer names it: the start gate)
+    await waitFor('b past its start gate', () => deciding(b));
     expect(spend(a, 70)).toBe(70);
     expect(spend(b, 30)).toBe(30);
     const c = await cluster.add({ ...slow, bootstrap: [dialable(a), dialable(b)] });
@@ -268,7 +275,10 @@ describe('live mesh on loopback', () => {
     expect(stranger.topic).toBe(a.topic);
     expect(stranger.policyVersions().steady).toBe(a.policyVersions().steady);
     expect(stranger.policyVersions().api).not.toBe(a.policyVersions().api);
-    await waitFor('a and the stranger see each other', () => livePeers(a) === 1 && livePeers(stranger) === 1);
+    await waitFor(
+      'a and the stranger see each other',
+      () => livePeers(a) === 1 && livePeers(stranger) === 1 && deciding(stranger),
+    );
     await waitFor('a notices the other version of api', () => a.stats().versionMismatch.api !== undefined);
     expect(a.stats().versionMismatch.api!.peers[stranger.peerId]).toBe(stranger.policyVersions().api);
     expect(a.stats().versionMismatch.steady).toBeUndefined();
@@ -301,7 +311,10 @@ describe('live mesh on loopback', () => {
     const slow = { policies: NAIVE, gossipIntervalMs: 60_000 };
     const a = await cluster.add(slow);
     const b = await cluster.add({ ...slow, bootstrap: [dialable(a)] });
-    await waitFor('b synced from a', () => b.stats().sync.pullsOk >= 1 && a.stats().sync.pullsOk >= 1);
+    await waitFor(
+      'b synced from a',
+      () => b.stats().sync.pullsOk >= 1 && a.stats().sync.pullsOk >= 1 && deciding(b),
+    );
     expect(spend(b, 100)).toBe(100);
     await waitFor('b published early', () => b.stats().gossip.earlyPublishes >= 1);
     await waitFor('a received it', () => a.stats().gossip.msgsIn >= 1);
@@ -317,7 +330,9 @@ describe('live mesh on loopback', () => {
     const a = await cluster.add(slow);
     const b = await cluster.add({ ...slow, bootstrap: [dialable(a)] });
     const c = await cluster.add({ ...slow, bootstrap: [dialable(a)], fastGossipIntervalMs: 0 });
-    await waitFor('every node hears the other two', () => [a, b, c].every((n) => livePeers(n) === 2));
+    await waitFor('every node hears the other two', () =>
+      [a, b, c].every((n) => livePeers(n) === 2 && deciding(n)),
+    );
     const b0 = b.stats().gossip.ticks;
     const c0 = c.stats().gossip.ticks;
     const a0 = a.stats().gossip.ticks;

@@ -10,7 +10,7 @@ import {
 } from '../../src/mesh/owner-service.js';
 import type { MeshLimiter, OwnerMeshLimiter } from '../../src/mesh/types.js';
 import type { Decision, PolicySpec } from '../../src/types.js';
-import { Cluster, dialable, waitFor } from './helpers.js';
+import { Cluster, deciding, dialable, waitFor } from './helpers.js';
 
 /** A deadline no loaded machine misses: these tests assert outcomes, not latencies. */
 const LOGIN: PolicySpec[] = [{ name: 'login', limit: 5, windowMs: 60_000, ownerDeadlineMs: 5_000 }];
@@ -59,7 +59,7 @@ describe('live mesh: thin keys decided by their owner over the owner protocol (i
     })) as OwnerMeshLimiter;
     const nodes: [OwnerMeshLimiter, OwnerMeshLimiter, OwnerMeshLimiter] = [a, b, c];
     await waitFor('every node sees two live peers', () =>
-      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 2),
+      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 2 && deciding(n)),
     );
     if (!placed) return nodes;
     // the owners settle a hold period after the view formed (a few gossip intervals)

@@ -14,7 +14,7 @@ import { parseOptions } from '../../src/mesh/options.js';
 import { encodeBatch, FRAME_BATCH, pickWeighted, readBatch, writeSeq } from '../../src/mesh/relay-batch.js';
 import { MAC_ENTRY_BYTES, macDigest, macList, RelayMacs } from '../../src/mesh/relay-mac.js';
 import type { MeshLimiter } from '../../src/mesh/types.js';
-import { Cluster, dialable, waitFor } from './helpers.js';
+import { Cluster, deciding, dialable, waitFor } from './helpers.js';
 
 const POLICY = { name: 'api', limit: 1_000, windowMs: 10_000 };
 
@@ -136,7 +136,9 @@ describe('relay mode (live, loopback)', () => {
     }
     // every member known (and each link's state pull done) before anyone admits
     await waitFor('every node sees 4 live members', () =>
-      nodes.every((n) => n.peers().filter((p) => !p.stale).length === 4 && n.stats().sync.pullsOk >= 1),
+      nodes.every(
+        (n) => n.peers().filter((p) => !p.stale).length === 4 && n.stats().sync.pullsOk >= 1 && deciding(n),
+      ),
     );
     // node i admits 10 * (i + 1): 150 in all
     nodes.forEach((n, i) => {

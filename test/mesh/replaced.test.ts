@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { isolateForTests } from '../../src/mesh/mesh-limiter.js';
 import type { MeshLimiter } from '../../src/mesh/types.js';
 import type { PolicySpec } from '../../src/types.js';
-import { Cluster, dialable, waitFor } from './helpers.js';
+import { Cluster, deciding, dialable, waitFor } from './helpers.js';
 
 /** A long window so nothing ages out while the test runs; naive so the sums are exact. */
 const NAIVE: PolicySpec[] = [{ name: 'api', limit: 100, windowMs: 60_000, overAdmission: 'naive' }];
@@ -28,7 +28,9 @@ describe('live mesh: a pod replaced with a fresh id', () => {
     const b = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a)] });
     const c = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
     const live = (n: MeshLimiter) => n.peers().filter((p) => !p.stale).length;
-    await waitFor('every node sees two live peers', () => [a, b, c].every((n) => live(n) === 2));
+    await waitFor('every node sees two live peers', () =>
+      [a, b, c].every((n) => live(n) === 2 && deciding(n)),
+    );
     expect(spend(c, 70)).toBe(70);
     await waitFor('a and b hold the 70', () => left(a) === 30 && left(b) === 30);
     return [a, b, c];
@@ -37,11 +39,14 @@ describe('live mesh: a pod replaced with a fresh id', () => {
   /** Its successor, a fresh id: it must see the 70 and be allowed the 30 left. */
   async function successorGets30(a: MeshLimiter, b: MeshLimiter, gone: string): Promise<void> {
     const d = await cluster.add({ policies: NAIVE, bootstrap: [dialable(a), dialable(b)] });
-    await waitFor('the successor synced the pod gone', () => d.stats().engine.goneSynced > 0);
+    await waitFor('the successor synced the pod gone', () => d.stats().engine.goneSynced > 0 && deciding(d));
     // before sync answers carried members gone: 100 left here, and 100 more admitted (170 in the window)
     expect(left(d)).toBe(30);
     expect(d.peers().map((p) => p.id)).not.toContain(gone);
-    await waitFor('the successor sees two live peers', () => d.peers().filter((p) => !p.stale).length === 2);
+    await waitFor(
+      'the successor sees two live peers',
+      () => d.peers().filter((p) => !p.stale).length === 2 && deciding(d),
+    );
     expect(spend(d, 100)).toBe(30);
   }
 
