@@ -1,6 +1,7 @@
 /**
- * A pod that joins a running mesh and decides at once (docs/decision-rule.md, "Known costs": a
- * node that decides before its mesh has heard it), in the simulator with the production engine:
+ * A pod that joins a running mesh and takes requests at once (docs/decision-rule.md, "Starting":
+ * the start gate, which keeps it from deciding until the members it hears have heard it; before
+ * the gate it took its start-up share on top of L), in the simulator with the production engine:
  * 8 nodes (defaultMesh), one key of L = 1,000 per 1 s offered 4,000/s (node 0 40 %, the other
  * seven 60 % evenly), node 0 silent from 3 s (killed: no requests, no messages) and replaced at
  * 9 s by a fresh pod that pulls its peers' state by sync and takes node 0's requests at once.
