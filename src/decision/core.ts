@@ -127,8 +127,6 @@ export class EngineCore {
   joinedSaid = false;
   /** When (ours) this engine's first gossip message was built (+Infinity: none yet). */
   firstSentAt = Number.POSITIVE_INFINITY;
-  /** When (ours) its first message after every expected member was heard was built (+Infinity: none yet). */
-  heardSentAt = Number.POSITIVE_INFINITY;
   /** Min over live peers of the time (ours) their newest data was sent. */
   oldestSent = Number.POSITIVE_INFINITY;
   /**
@@ -346,29 +344,48 @@ export class EngineCore {
   }
 
   /**
-   * The start gate at `now`: true (and kept) once this node may decide global policies. With a
-   * live member heard: once every member expected is heard and each live one has heard this
-   * node, by its sync answer naming it (the answerer counts the asker a member from its request
-   * on) or by a message sent D or more after our first message built once all were heard (ours
-   * had reached it): every member we hear then counts what we admit. With none heard: once the
-   * mesh's join rule says so (Engine.joined: the first pod, or its join timeout) or
-   * `joinTimeoutMs` after our first message; it then decides as a node cut off does (L/N).
+   * The start gate at `now`: true (and kept) once this node may decide global policies.
+   *
+   * With no member ever heard: once the mesh's join rule says so (Engine.joined: the first pod,
+   * or its join timeout) or `joinTimeoutMs` after our first message; it then decides as a node
+   * cut off does (L/N). Else once every member it knows of has heard it ({@link heardUs}), every
+   * member expected is heard, no member a sync answer named is unheard (until the late sync,
+   * EngineCore.awaitNames), and no live member says it hears more members than we know of
+   * (until the join wait after our first message has passed): every member that decides then
+   * counts what we admit.
    */
   startGate(now: number): boolean {
     if (this.startOpen) return true;
     const peers = this.peers;
     let open: boolean;
-    if (peers.live.length === 0) open = this.joinedSaid || now - this.firstSentAt >= this.cfg.joinTimeoutMs;
-    else {
-      open = !peers.starting;
-      const reached = this.heardSentAt + this.cfg.dataDelayMs;
-      for (const p of peers.live) if (open && !p.heardUs && this.sentOf(p) < reached) open = false;
-    }
+    if (peers.live.length === 0 && peers.stale.length === 0)
+      open = this.joinedSaid || now - this.firstSentAt >= this.cfg.joinTimeoutMs;
+    else
+      open = !peers.starting && !(this.awaitNames.size > 0 && now < this.holdUntil) && this.heardByAll(now);
     if (open) {
       this.startOpen = true;
       this.stamp++;
     }
     return open;
+  }
+
+  /**
+   * Every member we know of has heard us: its sync answer named this node (the answerer counts
+   * the asker a member from its request on), or its newest message was sent D or more after the
+   * first message we built with it live (ours had reached it by then). And no live one reports
+   * more live members than we know of, until the join wait after our first message has passed.
+   */
+  private heardByAll(now: number): boolean {
+    const peers = this.peers;
+    const d = this.cfg.dataDelayMs;
+    const known = peers.live.length + peers.stale.length + 1;
+    const waited = now - this.firstSentAt >= this.cfg.joinTimeoutMs;
+    for (const p of peers.live) {
+      if (!p.heardUs && this.sentOf(p) < p.sentToAt + d) return false;
+      if (p.members > known && !waited) return false;
+    }
+    for (const p of peers.stale) if (!p.heardUs && this.sentOf(p) < p.sentToAt + d) return false;
+    return true;
   }
 
   /**

@@ -22,7 +22,7 @@ import type { PeerView } from './peers.js';
 import { replacePolicies, versionMismatches } from './replace.js';
 import { type Eval, newEval, Rule } from './rule.js';
 import { Sync } from './sync.js';
-import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from './types.js';
+import type { EngineStats, PolicyReplacement, ReceiveResult, StartState, VersionMismatch } from './types.js';
 
 export type { EngineOptions } from './options.js';
 export type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from './types.js';
@@ -400,6 +400,33 @@ export class Engine implements RateLimiter {
     this.core.joinedSaid = true;
   }
 
+  /** The start gate's state, for an engine rebuilt in place while this node starts (EngineSlot.rebuild). */
+  startState(): StartState {
+    const core = this.core;
+    const peers: StartState['peers'] = [];
+    for (const p of core.peers.byIdx)
+      if (p !== undefined) peers.push({ id: p.id, heardUs: p.heardUs, sentToAt: p.sentToAt });
+    return { firstSentAt: core.firstSentAt, joined: core.joinedSaid, peers };
+  }
+
+  /**
+   * Take on the start gate's state of the engine this one replaces (EngineSlot.rebuild, after its
+   * handover): which members have heard the node, and when. The handover's answers are the old
+   * engine's, relabelled: they prove nothing about the members.
+   */
+  adoptStart(state: StartState): void {
+    const core = this.core;
+    const byId = new Map(state.peers.map((x) => [x.id, x]));
+    for (const p of core.peers.byIdx) {
+      if (p === undefined) continue;
+      const x = byId.get(p.id);
+      p.heardUs = x?.heardUs === true;
+      p.sentToAt = x?.sentToAt ?? Number.POSITIVE_INFINITY;
+    }
+    core.firstSentAt = state.firstSentAt;
+    if (state.joined) core.joinedSaid = true;
+  }
+
   /**
    * True while the start gate is shut: this node expects peers and decides no global policy
    * until the members it hears have heard it (see {@link joined}; docs/decision-rule.md,
@@ -659,7 +686,8 @@ export class Engine implements RateLimiter {
    * An ask from member `from` (the transport's authenticated peer): decide `cost` on (`policy`,
    * `key`) as its owner and spend it here when allowed (cost 0: look without spending). Refused
    * with a reason, nothing spent, when `from` is not a live member, the input is bad, the policy
-   * is not placed on owners, or this node is not the key's owner in its own view (`not-owner`).
+   * is not placed on owners, this node is not the key's owner in its own view (`not-owner`), or
+   * it is still starting (`starting`: the start gate).
    */
   answerAsk(
     from: string,
@@ -690,6 +718,8 @@ export class Engine implements RateLimiter {
       return refuse('bad-cost');
     }
     if (owners.ownerOf(rt, key, t) !== this.nodeId) return refuse('not-owner');
+    // starting (the start gate): it decides nothing yet, as owner neither
+    if (!this.core.startGate(t)) return refuse('starting');
     const e = newEval();
     const info = owners.evaluate(rt, key, cost, t, e);
     if (e.allowed && cost > 0) {

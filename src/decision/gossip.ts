@@ -160,9 +160,9 @@ export class Gossip {
     core.seq = seq;
     core.builtAt = now;
     if (!core.startOpen && !core.startGate(now)) {
+      // the start gate: a member has heard us once it sends D after our first message with it live
       if (core.firstSentAt === Number.POSITIVE_INFINITY) core.firstSentAt = now;
-      if (core.heardSentAt === Number.POSITIVE_INFINITY && core.peers.live.length > 0 && !core.peers.starting)
-        core.heardSentAt = now;
+      for (const p of core.peers.live) if (p.sentToAt === Number.POSITIVE_INFINITY) p.sentToAt = now;
     }
     const live = core.peers.live.length;
     const bytes = encodeGossip({

@@ -245,7 +245,8 @@ export class Owners {
    */
   settled(rt: PolicyRuntime, key: string, now: number): boolean {
     const peers = this.core.peers;
-    if (peers.allStale) return false;
+    // starting (EngineCore.startGate): decides nothing, as owner neither
+    if (peers.allStale || !this.core.startGate(now)) return false;
     this.refreshView(now);
     // a member heard anew (a join, a heal, a start) may have decided under a view without us,
     // until its newest message names the members we have: it then decides with this view (asks

@@ -71,6 +71,11 @@ export interface PeerState {
    */
   heardUs: boolean;
   /**
+   * While this node starts: when (ours) it first built a message with this peer live (+Infinity:
+   * not yet). The peer's own message sent D or more after it has heard that one (EngineCore.startGate).
+   */
+  sentToAt: number;
+  /**
    * Until when (ours) it may hold counts of ours we did not merge: when it moved from another
    * version of one of our policies to ours, plus the longest window. Its farewell departs it at
    * once only after.
@@ -233,6 +238,7 @@ export class PeerTable {
       ignoredUntil: Number.NEGATIVE_INFINITY,
       left: false,
       heardUs: false,
+      sentToAt: Number.POSITIVE_INFINITY,
       switchedUntil: Number.NEGATIVE_INFINITY,
       policies: [],
       linkLostAt: Number.POSITIVE_INFINITY,

@@ -126,7 +126,8 @@ export class Rule {
     let out = NO_PEERS;
     for (let i = 0; i < live.length; i++) {
       const p = live[i]!;
-      if (p.members >= n) continue;
+      // one that never gossiped (a sync asker, starting: gated) decides nothing yet
+      if (p.members >= n || p.messages === 0) continue;
       if (out === NO_PEERS) out = [];
       out.push(p);
     }

@@ -90,19 +90,24 @@ export class Sync {
    * member from now on, heard now: a starting node decides nothing until every member it hears has
    * heard it, and an answer naming it says this one has (EngineCore.startGate). Its data is as of
    * now (it has admitted nothing since it started: it is gated). A member's standing is left as
-   * it is: only its gossip says how fresh its counts are. Undefined for this node's own id, a bad
-   * id, or a full table; a peer being ignored is returned as it is, no member.
+   * it is: only its gossip says how fresh its counts are. Undefined (not named in the answer) for
+   * this node's own id, a bad id, a peer being ignored, or a full table.
    */
   private heardAsker(from: string, now: number): PeerState | undefined {
     const core = this.core;
     if (typeof from !== 'string' || from.length === 0 || from.length > 128 || from === core.nodeId)
       return undefined;
     const known = core.peers.get(from);
-    if (known !== undefined && (known.member || now < known.ignoredUntil)) return known;
+    // not named: its counts are dropped here, so an answer naming it would say it is counted
+    if (known !== undefined && now < known.ignoredUntil) return undefined;
+    if (known?.member === true) return known;
     const p = known ?? core.peers.ensure(from);
     if (p === undefined) return undefined;
     p.member = true;
     p.left = false;
+    // a member gone speaks for itself now; what answers passed on of it stays, max-merged with
+    // what its gossip brings
+    p.gone = false;
     p.lastHeard = now;
     // its delay is unknown until its gossip: the data's expected age
     p.delayMs = core.cfg.dataDelayMs;

@@ -84,6 +84,19 @@ export interface VersionMismatch {
   peers: Record<string, string>;
 }
 
+/**
+ * The start gate's state of an engine (Engine.startState): what an engine rebuilt in place while
+ * its node starts carries on (EngineSlot), so the handover's answers prove no member heard it.
+ */
+export interface StartState {
+  /** When its first gossip message was built (+Infinity: none yet). */
+  firstSentAt: number;
+  /** The mesh's join rule said the node joined (Engine.joined). */
+  joined: boolean;
+  /** Per member: it has heard this node (its sync answer named it), and when we first built a message with it live. */
+  peers: { id: string; heardUs: boolean; sentToAt: number }[];
+}
+
 /** A fresh set of counters: nothing decided, nothing heard. */
 export function emptyEngineStats(): EngineStats {
   return {

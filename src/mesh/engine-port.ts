@@ -1,7 +1,13 @@
 import type { Clock } from '../clock.js';
 import type { OwnerStats } from '../decision/owner.js';
 import type { PeerView } from '../decision/peers.js';
-import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from '../decision/types.js';
+import type {
+  EngineStats,
+  PolicyReplacement,
+  ReceiveResult,
+  StartState,
+  VersionMismatch,
+} from '../decision/types.js';
 import type { WarnLogger } from '../logger.js';
 import type { PolicySet } from '../policy/index.js';
 import type { Decision, Explanation, PolicySpec, RateLimiter } from '../types.js';
@@ -24,6 +30,10 @@ export interface MeshEngine extends RateLimiter {
   joined(): void;
   /** True while the start gate is shut: no global policy decided yet (Engine.starting). */
   starting(): boolean;
+  /** The start gate's state (Engine.startState), carried to an engine rebuilt while starting. */
+  startState?(): StartState;
+  /** Take on a replaced engine's start gate state (Engine.adoptStart). */
+  adoptStart?(state: StartState): void;
   /** Every term of the decision a check would make now, changing nothing (see Engine.explain). */
   explain(policy: string, key: string, cost?: number, time?: number): Explanation;
   /** Policy-set version hash (informational: the wire carries one version per policy). */

@@ -100,13 +100,14 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
    */
   rebuild(relayHops: number, now: number): number {
     const old = this.inner;
+    const starting = old.starting();
     const init: EngineInit = {
       ...this.init,
       relayHops,
       // the new engine holds every member the old one counts to L/N until it hears them
       expectedMembers: Math.max(1, old.memberCount()),
       // its peers hear this node already: it decides at once, unless the old one did not yet
-      rebuilt: !old.starting(),
+      rebuilt: !starting,
     };
     const next = this.factory(init);
     if (this.joinedSaid) next.joined();
@@ -126,6 +127,11 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
       if (relabelled === undefined) continue;
       withGone = false;
       if (next.receiveSyncResponse(p.id, relabelled, now).ok) handed++;
+    }
+    // still starting: the gate as the old engine had it (the relabelled answers prove nothing)
+    if (starting) {
+      const state = old.startState?.();
+      if (state !== undefined) next.adoptStart?.(state);
     }
     this.init = init;
     this.inner = next;

@@ -49,7 +49,16 @@ const RULES: readonly DecisionRule[] = [
   'cost-exceeds-limit',
   'owner-unreachable',
 ];
-const REFUSALS = ['not-owner', 'not-member', 'bad-policy', 'bad-key', 'bad-cost', 'not-placed', 'error'];
+const REFUSALS = [
+  'not-owner',
+  'not-member',
+  'bad-policy',
+  'bad-key',
+  'bad-cost',
+  'not-placed',
+  'error',
+  'starting',
+];
 
 /** What the owner protocol needs of the engine. */
 export interface OwnerEngine {

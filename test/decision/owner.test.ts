@@ -173,6 +173,29 @@ describe('owner placement in the engine (issue 27)', () => {
     expect(admitted).toBeLessThanOrEqual(5);
   });
 
+  it('a starting node decides nothing as owner: it neither decides its keys exactly nor answers asks', () => {
+    const clock = new ManualClock(T0);
+    const policies: PolicySpec[] = [{ name: 'o', limit: 20, windowMs: 10_000, placement: 'owner' }];
+    const base = { clock, policies, gossipIntervalMs: 10, expectedDelayMs: 1 };
+    const { a: m, b: p } = pair(policies);
+    // x joins: both answer its sync (it is a member at each from its request on) and it hears both
+    const x = new Engine({ ...base, nodeId: 'x', expectedMembers: 3 });
+    x.enableOwnerPlacement();
+    m.answerSync('x', x.buildSyncRequest());
+    p.answerSync('x', x.buildSyncRequest());
+    clock.advance(5);
+    x.receiveGossip('a', m.buildGossip());
+    x.receiveGossip('b', p.buildGossip());
+    expect(x.starting()).toBe(true);
+    const own = Array.from({ length: 200 }, (_, u) => `k${u}`).find(
+      (k) => x.remoteOwner('o', k) === undefined,
+    )!;
+    const d = x.check('o', own);
+    expect(d).toMatchObject({ allowed: false, rule: 'starting' });
+    expect(d.owner?.decidedBy).not.toBe('owner');
+    expect(x.answerAsk('a', 'o', own, 1)).toEqual({ refused: 'starting' });
+  });
+
   it('answers asks only as the owner, from a live member, with valid input; counts each refusal', () => {
     const { a, b } = pair([{ name: 'login', limit: 5, windowMs: 60_000 }]);
     const onB = ownedBy(a, 'b', 'login');

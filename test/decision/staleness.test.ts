@@ -334,22 +334,65 @@ describe('a node that expects peers (restart): the start gate', () => {
     expect(last.retryAfterMs).toBeGreaterThan(0);
   });
 
-  it('stops waiting for missing expected members one staleness period after the first contact; still until the members heard have heard it', () => {
+  it('stops waiting for missing expected members one staleness period after the first contact, once the members heard have heard it', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 4 });
     const peer = new Engine({ ...opts, clock, nodeId: 'peer' });
     fresh.receiveGossip('peer', peer.buildGossip());
-    for (let t = 0; t < 6; t++) {
+    // staleAfter = 3g + 2d = 50 ms after the first contact; the peer has heard us from 20 ms on
+    for (let t = 0; t < 5; t++) {
       clock.advance(10);
       peer.receiveGossip('fresh', fresh.buildGossip());
       fresh.receiveGossip('peer', peer.buildGossip());
-      // staleAfter = 3g + 2d = 50 ms after the first contact, then our next message, then D
       expect(fresh.check('p', 'k').rule).toBe('starting');
     }
-    peer.receiveGossip('fresh', fresh.buildGossip());
-    clock.advance(20);
+    clock.advance(10);
     fresh.receiveGossip('peer', peer.buildGossip());
     expect(fresh.check('p', 'k')).toMatchObject({ allowed: true, mode: 'global' });
+  });
+
+  it('a member heard later must hear us too: its own first message is no proof', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 2 });
+    const [a, b] = ['a', 'b'].map((id) => new Engine({ ...opts, clock, nodeId: id }));
+    fresh.receiveGossip('a', a!.buildGossip());
+    a!.receiveGossip('fresh', fresh.buildGossip());
+    clock.advance(20);
+    // b, heard only now (it never had a message of ours), and a, which has heard us
+    fresh.receiveGossip('a', a!.buildGossip());
+    fresh.receiveGossip('b', b!.buildGossip());
+    expect(fresh.check('p', 'k').rule).toBe('starting');
+    b!.receiveGossip('fresh', fresh.buildGossip());
+    clock.advance(20);
+    fresh.receiveGossip('b', b!.buildGossip());
+    expect(fresh.check('p', 'k').mode).toBe('global');
+  });
+
+  it('a member that hears more members than we do keeps the gate shut (one we cannot hear yet has not heard us)', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 2, joinTimeoutMs: 10_000 });
+    const [a, b] = ['a', 'b'].map((id) => new Engine({ ...opts, clock, nodeId: id }));
+    a!.receiveGossip('b', b!.buildGossip());
+    // a's answer names fresh; its gossip says it hears 3 members (b, fresh, itself), we hear 2
+    fresh.receiveSyncResponse('a', a!.answerSync('fresh', fresh.buildSyncRequest()) as Uint8Array);
+    fresh.receiveGossip('a', a!.buildGossip());
+    expect(fresh.check('p', 'k').rule).toBe('starting');
+    // past the late sync's hold for the members named: the count a reports still holds it
+    for (let t = 0; t < 20; t++) {
+      clock.advance(10);
+      a!.receiveGossip('b', b!.buildGossip());
+      a!.receiveGossip('fresh', fresh.buildGossip());
+      fresh.receiveGossip('a', a!.buildGossip());
+      expect(fresh.check('p', 'k').rule).toBe('starting');
+    }
+    // b heard, and it hears us
+    fresh.receiveGossip('b', b!.buildGossip());
+    b!.receiveGossip('fresh', fresh.buildGossip());
+    clock.advance(20);
+    a!.receiveGossip('b', b!.buildGossip());
+    fresh.receiveGossip('a', a!.buildGossip());
+    fresh.receiveGossip('b', b!.buildGossip());
+    expect(fresh.check('p', 'k').mode).toBe('global');
   });
 
   it('a sync answer counts as hearing the responder, and names the asker it has heard', () => {
@@ -376,8 +419,14 @@ describe('a node that expects peers (restart): the start gate', () => {
     const peer = new Engine({ ...opts, clock, nodeId: 'peer' });
     // answered for another id (an answerer that did not take the asker in): fresh is not named
     const answer = peer.answerSync('someone-else', fresh.buildSyncRequest());
+    peer.peerDeparted('someone-else');
     expect(fresh.receiveSyncResponse('peer', answer as Uint8Array)).toEqual({ ok: true });
-    expect(fresh.check('p', 'k').rule).toBe('starting');
+    // past the late sync's hold for the member the answer named; the peer's gossip alone is no proof
+    for (let t = 0; t < 15; t++) {
+      clock.advance(10);
+      fresh.receiveGossip('peer', peer.buildGossip());
+      expect(fresh.check('p', 'k').rule).toBe('starting');
+    }
     peer.receiveGossip('fresh', fresh.buildGossip());
     clock.advance(20);
     fresh.receiveGossip('peer', peer.buildGossip());

@@ -135,3 +135,33 @@ describe('EngineSlot: an engine rebuilt with other relayHops keeps what the old 
     expect(a.policy('login')?.limit).toBe(5);
   });
 });
+
+describe('EngineSlot: rebuilt while its node starts', () => {
+  it('keeps the start gate as it was: the handover proves no member heard the node', () => {
+    const clock = { t: 1.7e12, now: () => clock.t };
+    const base = { policies, clock, gossipIntervalMs: 10, expectedDelayMs: 10 };
+    const peer = new Engine({ ...base, nodeId: 'peer' });
+    const fresh = new EngineSlot((init) => new Engine(init), {
+      ...base,
+      nodeId: 'fresh',
+      expectedMembers: 2,
+    });
+    // fresh hears peer; peer has not heard fresh
+    fresh.receiveGossip('peer', peer.buildGossip(clock.t, 1), clock.t);
+    expect(fresh.check('api', 'k').rule).toBe('starting');
+    fresh.rebuild(2, clock.t);
+    expect(fresh.starting()).toBe(true);
+    expect(fresh.check('api', 'k').rule).toBe('starting');
+    // the gate opens as it would have: peer hears fresh, and sends D after (D = 10 + 2 hops x 15 ms)
+    peer.receiveGossip('fresh', fresh.buildGossip(clock.t, 2), clock.t);
+    clock.t += 39;
+    fresh.receiveGossip('peer', peer.buildGossip(clock.t, 2), clock.t);
+    expect(fresh.check('api', 'k').rule).toBe('starting');
+    clock.t += 1;
+    fresh.receiveGossip('peer', peer.buildGossip(clock.t, 2), clock.t);
+    expect(fresh.check('api', 'k').allowed).toBe(true);
+    // once open, a rebuild keeps it open
+    fresh.rebuild(3, clock.t);
+    expect(fresh.starting()).toBe(false);
+  });
+});
