@@ -139,7 +139,7 @@ describe('EngineSlot: an engine rebuilt with other relayHops keeps what the old 
 describe('EngineSlot: rebuilt while its node starts', () => {
   it('keeps the start gate as it was: the handover proves no member heard the node', () => {
     const clock = { t: 1.7e12, now: () => clock.t };
-    const base = { policies, clock, gossipIntervalMs: 10, expectedDelayMs: 10 };
+    const base = { policies, clock, gossipIntervalMs: 10, expectedDelayMs: 10, departAfterMs: 5_000 };
     const peer = new Engine({ ...base, nodeId: 'peer' });
     const fresh = new EngineSlot((init) => new Engine(init), {
       ...base,
