@@ -474,6 +474,9 @@ export function defaultMesh(nodes: number, seed = 7): Omit<SimOptions, 'policies
     relay: 'auto',
     // the mesh's default: faster ticks while a key is tight, as broadcast's message budget allows
     fastGossipMs: fastGossipIntervalMs(nodes, g, d),
+    // each node pulls every other's state at its start, as a mesh node does from each member it
+    // connects to: their answers name it (the start gate, docs/decision-rule.md "Starting")
+    syncAtStart: true,
     engine: { expectedMembers: nodes },
   };
 }
