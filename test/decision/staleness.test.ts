@@ -269,7 +269,7 @@ describe('a node that expects peers (restart): the start gate', () => {
     expect(fresh.check('p', 'k').rule).not.toBe('starting');
   });
 
-  it('a message of ours built before every member was heard proves nothing (it may have gone before they listened)', () => {
+  it('a message of ours built before the member was heard proves nothing (it may have gone before it listened)', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const fresh = new Engine({ ...opts, clock, nodeId: 'fresh', expectedMembers: 2 });
     const peer = new Engine({ ...opts, clock, nodeId: 'peer' });
