@@ -848,7 +848,7 @@ function printReport(rep: Report): void {
       "auto (the same policy on a mesh that asks owners: placement 'auto' puts L < 4 N on the key's owner, docs/owner.md), " +
       "naive (overAdmission 'naive'), " +
       'exact (a sliding-window log over the same arrivals); simulator g = 100 ms, d = 10 ms, every member expected, ' +
-      'the mesh as a node runs it by default (spread rounds; fast ticks while a key is tight: every (N - 1) ms, at least 10, up to 51 members; relay from 102 members)' +
+      'the mesh as a node runs it by default (spread rounds; fast ticks while a key is tight: every (N - 1) ms, at least 10, up to 51 members; relay from 102 members; each node pulls the state of every other by sync at its start, as a mesh node does from each member it connects to)' +
       ', on timers up to 2 ms late and links up to 1 ms slower (defaultMesh); traffic from ' +
       `${WARMUP_MS / S} s after the mesh starts, once it has formed (the cold-start family and the seed trace: from its start).\n` +
       'false den %: of the requests the exact limiter admits on the same arrivals, the % this limiter denied ' +
