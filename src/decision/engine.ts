@@ -974,7 +974,7 @@ function explainReason(x: Explanation): string {
         ? 'starting: the members heard have not all heard this node yet; it decides no global policy until they have'
         : st.heard <= 1
           ? `starting: no member of the ${n(st.expected)} expected heard yet; it decides no global policy until one has heard it or the join wait ends`
-          : `starting: ${n(st.heard)} of ${n(st.expected)} members heard (this node included); it decides no global policy until every one expected is heard and each has sent since our message reached it`;
+          : `starting: ${n(st.heard)} of ${n(st.expected)} members heard (this node included); it decides no global policy until every member it knows of has heard it (its sync answer names this node, or its gossip comes D after our first message with it live)`;
     }
     case 'global-limit': {
       const s = x.seen;
