@@ -454,10 +454,15 @@ function num(v: number | undefined): number {
  * limiter cannot say (its stats() threw).
  */
 export function fallbackActive(limiter: MeshLimiter): boolean {
+  return engineStatsOf(limiter)?.fallback === true;
+}
+
+/** The engine's stats (the fallback, the start gate), or undefined when the limiter cannot say (its stats() threw). */
+export function engineStatsOf(limiter: MeshLimiter): EngineStats | undefined {
   try {
-    return limiter.stats().engine.fallback;
+    return limiter.stats().engine;
   } catch {
-    return false;
+    return undefined;
   }
 }
 

@@ -2,12 +2,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { systemClock } from '../clock.js';
 import { ErrorCodes, errorInfo, isRateMeshError, RateMeshError } from '../errors.js';
 import { retryAfterSeconds } from '../http/headers.js';
-import { JOIN_TIMEOUT_MS, JoinWatch } from '../mesh/join.js';
+import { JOIN_TIMEOUT_MS, JoinWatch, STARTING_REASON } from '../mesh/join.js';
 import type { Logger, MeshLimiter } from '../mesh/types.js';
 import type { Decision, KeyOutcome } from '../types.js';
 import { fieldPath, isPlainObject, jsonDepth, shown } from '../validate.js';
 import type { HotKeys } from './hot-keys.js';
-import { type DaemonMetrics, fallbackActive, type RouteLabel, viewAgeMs } from './metrics.js';
+import { type DaemonMetrics, engineStatsOf, fallbackActive, type RouteLabel, viewAgeMs } from './metrics.js';
 import {
   type CheckRequest,
   checkContentType,
@@ -456,20 +456,10 @@ function readiness(deps: CheckServerDeps, state: ServerState): { ok: boolean; bo
   else if (!deps.limiter.ready) reason = 'limiter not started';
   else if (!state.join.joined(performance.now(), () => deps.limiter.stats()))
     reason = 'joining: other members found, waiting for the first sync answer from one of them';
-  else if (startingNow(deps.limiter))
-    reason = 'starting: waiting until the members heard have heard this node';
+  else if (engineStatsOf(deps.limiter)?.starting === true) reason = STARTING_REASON;
   return reason === undefined
     ? { ok: true, body: { status: 'ok', ...view } }
     : { ok: false, body: { status: 'unavailable', reason, ...view } };
-}
-
-/** The engine's start gate is shut (EngineStats.starting); false when the limiter cannot say. */
-function startingNow(limiter: MeshLimiter): boolean {
-  try {
-    return limiter.stats().engine.starting === true;
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -377,15 +377,16 @@ export class EngineCore {
    */
   private heardByAll(now: number): boolean {
     const peers = this.peers;
-    const d = this.cfg.dataDelayMs;
     const known = peers.live.length + peers.stale.length + 1;
     const waited = now - this.firstSentAt >= this.cfg.joinTimeoutMs;
-    for (const p of peers.live) {
-      if (!p.heardUs && this.sentOf(p) < p.sentToAt + d) return false;
-      if (p.members > known && !waited) return false;
-    }
-    for (const p of peers.stale) if (!p.heardUs && this.sentOf(p) < p.sentToAt + d) return false;
+    for (const p of peers.live) if (!this.hasHeardUs(p) || (p.members > known && !waited)) return false;
+    for (const p of peers.stale) if (!this.hasHeardUs(p)) return false;
     return true;
+  }
+
+  /** Member `p` has heard us: its sync answer named us, or it sent D after our first message with it live. */
+  private hasHeardUs(p: PeerState): boolean {
+    return p.heardUs || this.sentOf(p) >= p.sentToAt + this.cfg.dataDelayMs;
   }
 
   /**

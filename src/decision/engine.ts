@@ -433,8 +433,7 @@ export class Engine implements RateLimiter {
    * "Starting"). False for good once open.
    */
   starting(now?: number): boolean {
-    const core = this.core;
-    return !core.startOpen && !core.startGate(this.time(now));
+    return !this.core.startGate(this.time(now));
   }
 
   /**
@@ -649,7 +648,7 @@ export class Engine implements RateLimiter {
     c.stalePeers = peers.stale.length;
     c.members = peers.knownN;
     c.fallback = peers.allStale;
-    c.starting = !core.startOpen && !core.startGate(core.lastNow);
+    c.starting = !core.startGate(core.lastNow);
     const fv: Record<string, number> = {};
     for (const rt of core.rtByWire) if (rt.foreign.length > 0) fv[rt.policy.name] = rt.foreign.length;
     const slowGossip: string[] = [];

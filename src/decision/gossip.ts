@@ -159,7 +159,7 @@ export class Gossip {
     const core = this.core;
     core.seq = seq;
     core.builtAt = now;
-    if (!core.startOpen && !core.startGate(now)) {
+    if (!core.startGate(now)) {
       // the start gate: a member has heard us once it sends D after our first message with it live
       if (core.firstSentAt === Number.POSITIVE_INFINITY) core.firstSentAt = now;
       for (const p of core.peers.live) if (p.sentToAt === Number.POSITIVE_INFINITY) p.sentToAt = now;

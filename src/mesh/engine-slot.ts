@@ -86,9 +86,6 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
     return this.inner;
   }
 
-  /** The mesh's join rule said this node joined (passed on to a rebuilt engine). */
-  private joinedSaid = false;
-
   /** The relayHops the engine in the slot was built with (0: broadcast). */
   get relayHops(): number {
     return this.init.relayHops ?? 0;
@@ -110,7 +107,6 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
       rebuilt: !starting,
     };
     const next = this.factory(init);
-    if (this.joinedSaid) next.joined();
     if (this.policiesNow !== undefined) next.replacePolicies(this.policiesNow, now);
     if (this.ownerSecret !== undefined) next.setOwnerSecret?.(this.ownerSecret);
     if (this.ownerOn !== undefined) next.enableOwnerPlacement?.(this.ownerOn);
@@ -174,7 +170,6 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
     this.inner.expectMembers(members);
   }
   joined(): void {
-    this.joinedSaid = true;
     this.inner.joined();
   }
   starting(): boolean {

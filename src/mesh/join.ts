@@ -7,6 +7,9 @@
 /** How long readiness waits at start to join the mesh, ms, by default (then ready in the L/N fallback). */
 export const JOIN_TIMEOUT_MS = 10_000;
 
+/** Why a node is not ready while its start gate is shut (EngineStats.starting): `/readyz` and `health()`. */
+export const STARTING_REASON = 'starting: waiting until the members heard have heard this node';
+
 /** What {@link JoinWatch} reads of a node's stats (a subset of MeshStats). */
 export interface JoinSignals {
   sync: { pullsOk: number };

@@ -20,7 +20,7 @@ import type { EngineFactory, MeshEngine } from './engine-port.js';
 import { EngineSlot } from './engine-slot.js';
 import { bump, GossipIn } from './gossip-in.js';
 import { peerIdOf } from './identity.js';
-import { JoinWatch } from './join.js';
+import { JoinWatch, STARTING_REASON } from './join.js';
 import { PeerLinks } from './links.js';
 import { createMeshNode, directGossipOf, type MeshNode } from './node.js';
 import { type MeshConfig, parseOptions } from './options.js';
@@ -402,7 +402,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       fallback = this.engine.stats(this.cfg.clock.now()).fallback;
     }
     const joined = state === 'running' && this.joined();
-    if (joined && state === 'running' && this.engine.starting()) this.engine.joined();
+    if (joined) this.engine.joined();
     const starting = state === 'running' && this.engine.starting();
     let reason: string | undefined;
     if (this.shuttingDown !== undefined) reason = 'draining: shutting down';
@@ -410,7 +410,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     else if (!this.engine.ready) reason = 'engine not ready';
     else if (!joined)
       reason = 'joining: other members found, waiting for the first sync answer from one of them';
-    else if (starting) reason = 'starting: waiting until the members heard have heard this node';
+    else if (starting) reason = STARTING_REASON;
     const h: MeshHealth = {
       live: state !== 'stopped',
       ready: reason === undefined,
