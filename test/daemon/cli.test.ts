@@ -258,9 +258,9 @@ describe('ratemesh CLI', () => {
   it('two daemons form a mesh: one spends the shared limit, the other denies', async () => {
     const a = await startNode(['--config', file('a.yaml', CONFIG)]);
     const b = await startNode(['--config', file('b.yaml', CONFIG), '--bootstrap', a.multiaddrs[0] ?? '']);
-    await until('b to see a as a live peer', async () => {
+    await until('b to see a as a live peer and decide (past its start gate: ready)', async () => {
       const r = (await (await fetch(`${b.url}/v1/peers`)).json()) as { live: number };
-      return r.live >= 1 ? true : undefined;
+      return r.live >= 1 && (await fetch(`${b.url}/readyz`)).status === 200 ? true : undefined;
     });
     expect((await fetch(`${b.url}/healthz`)).status).toBe(200);
 

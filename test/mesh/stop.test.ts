@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createMeshLimiter } from '../../src/mesh/index.js';
 import type { PolicySpec } from '../../src/types.js';
-import { dialable, LOOPBACK, MemoryLogger, sleep, waitFor } from './helpers.js';
+import { deciding, dialable, LOOPBACK, MemoryLogger, sleep, waitFor } from './helpers.js';
 
 const POLICIES: PolicySpec[] = [{ name: 'api', limit: 100, windowMs: 1_000 }];
 
@@ -65,7 +65,10 @@ describe('stop()', () => {
     await b.start();
     const id = b.peerId;
     const before = a.stats().sync.served;
-    await waitFor('b resyncs after restart', () => a.stats().sync.served > before && b.stats().running);
+    await waitFor(
+      'b resyncs after restart and a has heard it',
+      () => a.stats().sync.served > before && b.stats().running && deciding(b),
+    );
     expect(b.peerId).toBe(id);
     // its farewell taken back: b decides again, and a counts it a member again
     expect(b.check('api', 'k').allowed).toBe(true);
