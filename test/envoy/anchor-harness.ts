@@ -119,9 +119,13 @@ ${grpcExtra}`,
       }
       if (n === 2) {
         // each has heard the other say it hears two members: no peer of a narrower view (still
-        // starting: the rule reserves L/N for it) is left
+        // starting: the rule reserves L/N for it) is left, and each is past its start gate
         await waitFor('the two nodes see each other live', () =>
-          daemons.every((d) => d.limiter.peers().filter((p) => !p.stale && p.members === 2).length === 1),
+          daemons.every(
+            (d) =>
+              d.limiter.peers().filter((p) => !p.stale && p.members === 2).length === 1 &&
+              !d.limiter.stats().engine.starting,
+          ),
         );
       }
     } catch (err) {
