@@ -125,6 +125,8 @@ export class EngineCore {
   startOpen: boolean;
   /** The mesh's join rule said this node joined (Engine.joined): with no member heard, stop waiting. */
   joinedSaid = false;
+  /** When the mesh's join wait ends (Engine.joinWaitEnds; +Infinity: not told): the gate's Retry-After with no member heard. */
+  joinEndsAt = Number.POSITIVE_INFINITY;
   /** When (ours) this engine's first gossip message was built (+Infinity: none yet). */
   firstSentAt = Number.POSITIVE_INFINITY;
   /** Min over live peers of the time (ours) their newest data was sent. */
@@ -390,14 +392,17 @@ export class EngineCore {
   }
 
   /**
-   * How long the start gate may stay shut from `now` if nothing else arrives, ms (an estimate):
-   * with no member heard, what is left of the join wait; else a round, our next message and D.
+   * How long the start gate may stay shut from `now`, ms: with no member known, what is left of
+   * the join wait (the mesh's, or ours from our first message): nothing arriving, it opens then;
+   * with members known, a round (our next message and D), as their answers come.
    */
   startWait(now: number): number {
     const cfg = this.cfg;
     const round = cfg.gossipIntervalMs + cfg.dataDelayMs;
-    if (this.peers.live.length > 0 || this.firstSentAt === Number.POSITIVE_INFINITY) return round;
-    return Math.max(1, Math.min(this.firstSentAt + cfg.joinTimeoutMs - now, round));
+    if (this.peers.live.length > 0 || this.peers.stale.length > 0) return round;
+    const ends = Math.min(this.firstSentAt + cfg.joinTimeoutMs, this.joinEndsAt);
+    if (ends === Number.POSITIVE_INFINITY) return round;
+    return Math.max(1, Math.ceil(ends - now));
   }
 
   /** Count and log a member's departure. */

@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js';
+import { type Clock, checkTime } from '../clock.js';
 import { peekGossipReach, type WirePolicy } from '../crdt/codec.js';
 import { ErrorCodes, RateMeshError } from '../errors.js';
 import { validateKey } from '../keys/key.js';
@@ -400,13 +400,21 @@ export class Engine implements RateLimiter {
     this.core.joinedSaid = true;
   }
 
+  /**
+   * When the mesh's join wait ends (its start plus `joinTimeoutMs`): by then, with no member
+   * heard, {@link joined} is said. Only the `Retry-After` of a `starting` denial reads it.
+   */
+  joinWaitEnds(at: number): void {
+    this.core.joinEndsAt = checkTime(at);
+  }
+
   /** The start gate's state, for an engine rebuilt in place while this node starts (EngineSlot.rebuild). */
   startState(): StartState {
     const core = this.core;
     const peers: StartState['peers'] = [];
     for (const p of core.peers.byIdx)
       if (p !== undefined) peers.push({ id: p.id, heardUs: p.heardUs, sentToAt: p.sentToAt });
-    return { firstSentAt: core.firstSentAt, joined: core.joinedSaid, peers };
+    return { firstSentAt: core.firstSentAt, joined: core.joinedSaid, joinEndsAt: core.joinEndsAt, peers };
   }
 
   /**
@@ -425,6 +433,7 @@ export class Engine implements RateLimiter {
     }
     core.firstSentAt = state.firstSentAt;
     if (state.joined) core.joinedSaid = true;
+    core.joinEndsAt = state.joinEndsAt;
   }
 
   /**

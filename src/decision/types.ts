@@ -93,6 +93,8 @@ export interface StartState {
   firstSentAt: number;
   /** The mesh's join rule said the node joined (Engine.joined). */
   joined: boolean;
+  /** When the mesh's join wait ends (Engine.joinWaitEnds; +Infinity: not told). */
+  joinEndsAt: number;
   /** Per member: it has heard this node (its sync answer named it), and when we first built a message with it live. */
   peers: { id: string; heardUs: boolean; sentToAt: number }[];
 }

@@ -172,6 +172,9 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   joined(): void {
     this.inner.joined();
   }
+  joinWaitEnds(at: number): void {
+    this.inner.joinWaitEnds(at);
+  }
   starting(): boolean {
     return this.inner.starting();
   }

@@ -548,7 +548,9 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
         onRound: (others) => this.engine.expectMembers(1 + others),
       });
       loadSnapshot(this.engine, cfg.snapshotFile, cfg.logger, cfg.clock.now());
-      this.join = new JoinWatch(cfg.bootstrap.length === 0, cfg.joinTimeoutMs, cfg.clock.now());
+      const joinSince = cfg.clock.now();
+      this.join = new JoinWatch(cfg.bootstrap.length === 0, cfg.joinTimeoutMs, joinSince);
+      this.engine.joinWaitEnds(joinSince + cfg.joinTimeoutMs);
       this.state = 'running';
       if (this.owners !== undefined) this.engine.enableOwnerPlacement?.(true);
       this.armTick();

@@ -290,6 +290,11 @@ describe('a node that expects peers (restart): the start gate', () => {
     fresh.expectMembers(5);
     fresh.expectMembers(3); // never lowered
     expect(fresh.check('p', 'k').rule).toBe('starting');
+    // hearing no member, the time after which it decides if nothing arrives: the mesh's join wait
+    expect(fresh.check('p', 'k').retryAfterMs).toBe(20); // not told when it ends: a round (g + D)
+    fresh.joinWaitEnds(clock.now() + 10_000);
+    clock.advance(2_500);
+    expect(fresh.check('p', 'k')).toMatchObject({ rule: 'starting', retryAfterMs: 7_500 });
     fresh.joined(); // the mesh's join rule: the first pod, or its join timeout
     expect(spend(fresh, 'p', 'k', 100)).toBe(20); // L/5
     expect(fresh.check('p', 'k')).toMatchObject({ allowed: false, mode: 'fallback', rule: 'fallback-share' });

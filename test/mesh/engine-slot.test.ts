@@ -164,4 +164,22 @@ describe('EngineSlot: rebuilt while its node starts', () => {
     fresh.rebuild(3, clock.t);
     expect(fresh.starting()).toBe(false);
   });
+
+  it("hearing no member, keeps the mesh's join wait: its denials' Retry-After is what is left of it", () => {
+    const clock = { t: 1.7e12, now: () => clock.t };
+    const base = { policies, clock, gossipIntervalMs: 10, expectedDelayMs: 10, departAfterMs: 5_000 };
+    const fresh = new EngineSlot((init) => new Engine(init), {
+      ...base,
+      nodeId: 'fresh',
+      expectedMembers: 3,
+    });
+    fresh.joinWaitEnds(clock.t + 10_000);
+    clock.t += 1_000;
+    expect(fresh.check('api', 'k')).toMatchObject({ rule: 'starting', retryAfterMs: 9_000 });
+    fresh.rebuild(2, clock.t);
+    clock.t += 500;
+    expect(fresh.check('api', 'k')).toMatchObject({ rule: 'starting', retryAfterMs: 8_500 });
+    fresh.joined();
+    expect(fresh.check('api', 'k')).toMatchObject({ allowed: true, mode: 'fallback' });
+  });
 });
