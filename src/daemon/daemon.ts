@@ -194,7 +194,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       clock,
       onDecision: (d, seconds, pairs, costs) => {
         const result = !d.limited ? 'allowed' : d.allowed ? 'shadow' : 'limited';
-        metrics.decision(d.policy, result, d.mode, seconds);
+        metrics.decision(d.policy, result, d.mode, seconds, d.rule);
         if (d.allowed)
           for (let i = 0; i < pairs.length; i++)
             if (costs[i]! > 0) hotKeys.add(pairs[i]![0], pairs[i]![1], costs[i]!);

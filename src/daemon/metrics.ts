@@ -1,7 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { EngineStats } from '../decision/types.js';
 import type { MeshLimiter, MeshStats } from '../mesh/types.js';
-import type { DecisionMode } from '../types.js';
+import type { DecisionMode, DecisionRule } from '../types.js';
 
 /** `allowed`; `limited` (denied); `shadow` (limited, but allowed because the policy is in shadow mode). */
 export type DecisionResult = 'allowed' | 'limited' | 'shadow';
@@ -60,6 +60,7 @@ const LATENCY_BUCKETS = [1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1
 export class DaemonMetrics {
   readonly registry = new Registry();
   private readonly decisions: Counter<'policy' | 'result' | 'mode'>;
+  private readonly denials: Counter<'policy' | 'rule'>;
   private readonly latency: Histogram<string>;
   private readonly checkErrors: Counter<'code'>;
   private readonly requests: Counter<'route' | 'status'>;
@@ -76,6 +77,12 @@ export class DaemonMetrics {
       name: 'ratemesh_decisions_total',
       help: 'Checks decided, by deciding policy, result (allowed, limited, shadow) and mode (global, fallback, local).',
       labelNames: ['policy', 'result', 'mode'],
+      registers,
+    });
+    this.denials = new Counter({
+      name: 'ratemesh_denials_total',
+      help: 'Checks limited (denied, or let through in shadow mode), by deciding policy and rule: why (headroom-share, global-limit, starting, fallback-share, startup-hold, left-mesh, local-limit, cost-exceeds-limit, owner-unreachable; docs/decision-rule.md).',
+      labelNames: ['policy', 'rule'],
       registers,
     });
     this.latency = new Histogram({
@@ -411,9 +418,16 @@ export class DaemonMetrics {
     });
   }
 
-  /** Records one decision and how long the limiter took, seconds. */
-  decision(policy: string, result: DecisionResult, mode: DecisionMode, seconds: number): void {
+  /** Records one decision (`rule`: why, when limited) and how long the limiter took, seconds. */
+  decision(
+    policy: string,
+    result: DecisionResult,
+    mode: DecisionMode,
+    seconds: number,
+    rule: DecisionRule,
+  ): void {
     this.decisions.inc({ policy, result, mode });
+    if (result !== 'allowed') this.denials.inc({ policy, rule });
     this.latency.observe(seconds);
   }
 

@@ -346,7 +346,7 @@ async function decide(
   const seconds = (performance.now() - started) / 1000;
 
   const result = !decision.limited ? 'allowed' : decision.allowed ? 'shadow' : 'limited';
-  deps.metrics.decision(decision.policy, result, decision.mode, seconds);
+  deps.metrics.decision(decision.policy, result, decision.mode, seconds, decision.rule);
   if (decision.allowed) {
     const cost = request.cost ?? 1;
     if (request.kind === 'one') for (const k of request.keys) deps.hotKeys.add(request.policy, k, cost);

@@ -541,6 +541,7 @@ describe('GET /metrics', () => {
     for (const line of [
       'ratemesh_decisions_total{policy="api",result="allowed",mode="global"} 3',
       'ratemesh_decisions_total{policy="api",result="limited",mode="global"} 1',
+      'ratemesh_denials_total{policy="api",rule="global-limit"} 1',
       'ratemesh_decision_duration_seconds_count 4',
       'ratemesh_check_errors_total{code="ERR_POLICY_UNKNOWN"} 1',
       'ratemesh_http_requests_total{route="/v1/check",status="429"} 1',

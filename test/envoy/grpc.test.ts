@@ -136,6 +136,9 @@ describe('Envoy RLS v3 over gRPC, a real client against a real daemon', () => {
       descriptors: [ip('198.51.100.1', 0)],
     });
     expect(other.res.statuses[0].limit_remaining).toBe(2);
+    // the refusal counted by why
+    const metrics = await (await fetch(`${daemon!.http.url}/metrics`)).text();
+    expect(metrics).toMatch(/^ratemesh_denials_total\{policy="[^"]+",rule="global-limit"\} 1$/m);
   });
 
   it('refuses bad requests with a clear status and keeps serving', async () => {
