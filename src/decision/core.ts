@@ -125,7 +125,7 @@ export class EngineCore {
   startOpen: boolean;
   /** The mesh's join rule said this node joined (Engine.joined): with no member heard, stop waiting. */
   joinedSaid = false;
-  /** When the mesh's join wait ends (Engine.joinWaitEnds; +Infinity: not told): the gate's Retry-After with no member heard. */
+  /** When the mesh's join wait ends (Engine.joinWaitEnds; +Infinity: not told): with no member heard, the gate opens then, and its Retry-After counts down to it. */
   joinEndsAt = Number.POSITIVE_INFINITY;
   /** When (ours) this engine's first gossip message was built (+Infinity: none yet). */
   firstSentAt = Number.POSITIVE_INFINITY;
@@ -361,7 +361,7 @@ export class EngineCore {
     const peers = this.peers;
     let open: boolean;
     if (peers.live.length === 0 && peers.stale.length === 0)
-      open = this.joinedSaid || now - this.firstSentAt >= this.cfg.joinTimeoutMs;
+      open = this.joinedSaid || now >= this.joinEndsAt || now - this.firstSentAt >= this.cfg.joinTimeoutMs;
     else
       open = !peers.starting && !(this.awaitNames.size > 0 && now < this.holdUntil) && this.heardByAll(now);
     if (open) {

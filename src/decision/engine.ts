@@ -401,8 +401,9 @@ export class Engine implements RateLimiter {
   }
 
   /**
-   * When the mesh's join wait ends (its start plus `joinTimeoutMs`): by then, with no member
-   * heard, {@link joined} is said. Only the `Retry-After` of a `starting` denial reads it.
+   * When the mesh's join wait ends (its start plus `joinTimeoutMs`): hearing no member, the node
+   * decides from then on as if {@link joined} were said (the mesh says it on its next tick), and
+   * a `starting` denial's `Retry-After` is what is left of it.
    */
   joinWaitEnds(at: number): void {
     this.core.joinEndsAt = checkTime(at);

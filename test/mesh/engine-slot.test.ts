@@ -179,7 +179,10 @@ describe('EngineSlot: rebuilt while its node starts', () => {
     fresh.rebuild(2, clock.t);
     clock.t += 500;
     expect(fresh.check('api', 'k')).toMatchObject({ rule: 'starting', retryAfterMs: 8_500 });
-    fresh.joined();
+    // nothing arriving, it decides then: at the time its Retry-After said, not a tick later
+    clock.t += 8_499;
+    expect(fresh.check('api', 'k')).toMatchObject({ rule: 'starting', retryAfterMs: 1 });
+    clock.t += 1;
     expect(fresh.check('api', 'k')).toMatchObject({ allowed: true, mode: 'fallback' });
   });
 });
