@@ -360,7 +360,8 @@ export function loadConfig(src: ConfigSources): DaemonConfig {
 }
 
 const TOP_FIELDS = ['http', 'mesh', 'log', 'stats', 'policies', 'policyFile', 'envoy', 'grpc'] as const;
-const HTTP_FIELDS = [
+/** The fields of `http` a config file takes (each restart-only: src/daemon/reload.ts). */
+export const HTTP_FIELDS = [
   'host',
   'port',
   'maxBodyBytes',
@@ -369,7 +370,8 @@ const HTTP_FIELDS = [
   'headersTimeoutMs',
   'requestTimeoutMs',
 ] as const;
-const MESH_FIELDS = [
+/** The fields of `mesh` a config file takes (each restart-only: src/daemon/reload.ts). */
+export const MESH_FIELDS = [
   'listen',
   'bootstrap',
   'gossipIntervalMs',

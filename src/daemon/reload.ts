@@ -50,6 +50,7 @@ const RESTART_ONLY: readonly [string, (c: DaemonConfig) => unknown][] = [
   ['config.mesh.insecure', (c) => c.mesh.insecure ?? false],
   ['config.mesh.injectDelayMs', (c) => c.mesh.injectDelayMs],
   ['config.mesh.injectLoss', (c) => c.mesh.injectLoss],
+  ['config.mesh.snapshotFile', (c) => c.mesh.snapshotFile],
   ['config.stats.hotKeys', (c) => c.stats.hotKeys],
   ['config.grpc', (c) => c.grpc !== undefined],
   ['config.grpc.host', (c) => c.grpc?.host],

@@ -21,7 +21,7 @@ import type { EngineFactory, EngineInit, MeshEngine } from './engine-port.js';
  * test/mesh/auto-relay.test.ts) and, for every member, the old engine's answer to that member's sync request (what
  * it holds of the member's own counts) presented as the member's own answer. Policies
  * replaced at run time and owner placement carry over. What does not: the counts of
- * `mode: 'local'` policies (in no snapshot: such a limit starts a new window at a switch, as
+ * `scope: 'local'` policies (in no snapshot: such a limit starts a new window at a switch, as
  * after a restart) and per-peer estimates the new engine measures again (clock offsets,
  * delays).
  */

@@ -3,8 +3,9 @@ import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/daemon/config.js';
+import { HTTP_FIELDS, loadConfig, MESH_FIELDS } from '../../src/daemon/config.js';
 import { type Daemon, startDaemon } from '../../src/daemon/daemon.js';
+import { restartOnlyChange } from '../../src/daemon/reload.js';
 import type { MeshLimiterOptions } from '../../src/mesh/types.js';
 import { EngineLimiter } from '../envoy/helpers.js';
 import { memoryLogger } from './fake-limiter.js';
@@ -244,5 +245,21 @@ describe('daemon config reload', () => {
     while (d.lastReload === undefined && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
     expect(d.lastReload).toMatchObject({ ok: true, trigger: 'file-changed' });
     expect((await check(d, 'api')).body.limit).toBe(3);
+  });
+});
+
+describe('restart-only settings', () => {
+  it('every http.* and mesh.* field a config file takes is refused on reload, naming it (none ignored until a restart)', () => {
+    const text = `${BASE}policies: [{ name: api, limit: 2, windowMs: 60000 }]\n`;
+    const base = loadConfig({ argv: ['--config', file('fields.yaml', text)], env: {}, cwd: dir });
+    const fields = [
+      ...HTTP_FIELDS.map((f) => ['http', f] as const),
+      ...MESH_FIELDS.map((f) => ['mesh', f] as const),
+    ];
+    for (const [section, f] of fields) {
+      const next = structuredClone(base);
+      (next[section] as Record<string, unknown>)[f] = `changed-${f}`;
+      expect(restartOnlyChange(base, next), `${section}.${f}`).toBe(`config.${section}.${f}`);
+    }
   });
 });
