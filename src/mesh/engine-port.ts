@@ -29,7 +29,7 @@ export interface MeshEngine extends RateLimiter {
   /** The mesh's join rule says this node joined: with no member heard, stop waiting (Engine.joined). */
   joined(): void;
   /** When the mesh's join wait ends: the `Retry-After` of a starting node that hears no member (Engine.joinWaitEnds). */
-  joinWaitEnds(at: number): void;
+  joinWaitEnds?(at: number): void;
   /** True while the start gate is shut: no global policy decided yet (Engine.starting). */
   starting(): boolean;
   /** The start gate's state (Engine.startState), carried to an engine rebuilt while starting. */

@@ -173,7 +173,7 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
     this.inner.joined();
   }
   joinWaitEnds(at: number): void {
-    this.inner.joinWaitEnds(at);
+    this.inner.joinWaitEnds?.(at);
   }
   starting(): boolean {
     return this.inner.starting();
