@@ -86,7 +86,7 @@ export class Rule {
   /**
    * Live peers whose newest message reports fewer live members than this node has (itself
    * included): still starting (deciding on the start-up share, L/N of its own counts, not on a
-   * share of the headroom), or not hearing members we hear. Kept per view stamp; see {@link narrowReserve}.
+   * share of the headroom), or not hearing members we hear. Kept per view stamp; see {@link narrowExcess}.
    */
   private narrow: PeerState[] = [];
   private narrowStamp = -1;

@@ -2,9 +2,17 @@ import { decodeMessage, encodeSyncResponse, TYPE_SYNC_RESPONSE, type WireEntry }
 import type { OwnerStats } from '../decision/owner.js';
 import type { PeerView } from '../decision/peers.js';
 import type { EngineStats, PolicyReplacement, ReceiveResult, VersionMismatch } from '../decision/types.js';
-import type { CountingLimiter, CountMode } from '../envoy/counting.js';
 import type { PolicySet } from '../policy/index.js';
-import type { Decision, Explanation, KeyOutcome, Policy, PolicyKey, PolicySpec } from '../types.js';
+import type {
+  CountingLimiter,
+  CountMode,
+  Decision,
+  Explanation,
+  KeyOutcome,
+  Policy,
+  PolicyKey,
+  PolicySpec,
+} from '../types.js';
 import type { EngineFactory, EngineInit, MeshEngine } from './engine-port.js';
 
 /**

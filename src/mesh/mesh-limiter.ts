@@ -1,9 +1,10 @@
 import './polyfill.js';
 import type { PeerView } from '../decision/peers.js';
 import type { PolicyReplacement } from '../decision/types.js';
-import type { CountingLimiter, CountMode } from '../envoy/counting.js';
 import type { PolicySet } from '../policy/index.js';
 import type {
+  CountingLimiter,
+  CountMode,
   Decision,
   Explanation,
   KeyOutcome,
