@@ -163,8 +163,8 @@ export async function replay(trace: Trace, key: string, hooks: ReplayHooks): Pro
   };
   const item = JSON.stringify({ policy: SEED.name, key, cost: 1 });
   const body = Buffer.from(item);
-  // A batch must fit the daemon's body cap (http.maxBodyBytes, 16 KiB by default): backpressure
-  // grows batches behind a slow replica, and a 413 would answer none of them.
+  // A batch must fit the batch endpoint's body cap (BATCH_BODY_BYTES, 640 KiB) and count (MAX_BATCH):
+  // backpressure grows batches behind a slow replica, and a 413 would answer none of them.
   const perBatch = Math.max(1, Math.min(MAX_BATCH, Math.floor((MAX_BODY_BYTES - 32) / (item.length + 1))));
   const agents = new Map<string, Agent>();
   const targetIdx = new Map<Target, number>();
