@@ -202,6 +202,26 @@ export class Writer {
   }
 
   str(s: string): void {
+    const len = s.length;
+    // ASCII under 128 characters (peer ids, most keys and names): the same bytes written as they
+    // are, its length one varint byte; no encoder call, no array made (a sync answer names every
+    // member: 256 of them per answer on a 256-node mesh)
+    if (len < 0x80) {
+      this.ensure(1 + len);
+      const buf = this.buf;
+      const at = this.pos + 1;
+      let i = 0;
+      for (; i < len; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) break;
+        buf[at + i] = c;
+      }
+      if (i === len) {
+        buf[this.pos] = len;
+        this.pos = at + len;
+        return;
+      }
+    }
     const b = encoder.encode(s);
     this.varint(b.length);
     this.bytes(b);

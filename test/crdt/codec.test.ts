@@ -590,3 +590,54 @@ describe('codec rejects malformed input whole, never throwing', () => {
     );
   });
 });
+
+describe('Writer.str', () => {
+  /** What str wrote before its ASCII path: the varint of the UTF-8 length, then the bytes. */
+  function reference(s: string): Uint8Array {
+    const b = new TextEncoder().encode(s);
+    const w = new Writer();
+    w.varint(b.length);
+    w.bytes(b);
+    return w.finish();
+  }
+  const str = (s: string) => {
+    const w = new Writer();
+    w.u8(7); // not at the buffer's start
+    w.str(s);
+    return w.finish().subarray(1);
+  };
+
+  it('writes the same bytes as the UTF-8 encoder for any string, ASCII or not, around the one-byte length', () => {
+    for (const s of [
+      '',
+      'a',
+      'x'.repeat(127),
+      'x'.repeat(128),
+      `${'x'.repeat(126)}é`,
+      'é',
+      '12D3KooW…',
+      'a\u{1F600}b',
+    ])
+      expect(str(s)).toEqual(reference(s));
+    fc.assert(
+      fc.property(fc.string({ maxLength: 300, unit: 'binary' }), (s) => {
+        expect(str(s)).toEqual(reference(s));
+      }),
+    );
+    fc.assert(
+      fc.property(fc.string({ maxLength: 200 }), (s) => {
+        expect(str(s)).toEqual(reference(s));
+      }),
+    );
+  });
+
+  it('grows its buffer as it writes', () => {
+    const w = new Writer();
+    const names = Array.from({ length: 300 }, (_, i) => `12D3KooW${String(i).padStart(44, 'x')}`);
+    for (const n of names) w.str(n);
+    const out = w.finish();
+    expect(out.length).toBe(300 * 53);
+    expect(new TextDecoder().decode(out.subarray(1, 53))).toBe(names[0]);
+    expect(new TextDecoder().decode(out.subarray(299 * 53 + 1))).toBe(names[299]);
+  });
+});
