@@ -122,6 +122,18 @@ function cases(): Case[] {
     });
   }
   {
+    // no member heard yet, 2.5 s into the mesh's join wait of 10 s: the Retry-After is the rest of it
+    const e = new Engine({ policies, clock, nodeId: 'first', gossipIntervalMs: 100, expectedMembers: 3 });
+    e.joinWaitEnds(clock.now() + 7_500);
+    const { x, d } = explained(e, 'api', 'k');
+    out.push({
+      rule: 'starting',
+      setup: "expectedMembers 3, no member heard, 7.5 s left of the mesh's join wait",
+      decision: d,
+      explanation: x,
+    });
+  }
+  {
     // a node told to expect 5 members that has heard none once the mesh said it joined: L/N
     const e = new Engine({ policies, clock, nodeId: 'lonely', gossipIntervalMs: 100, expectedMembers: 5 });
     e.joined();
