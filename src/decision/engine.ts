@@ -5,6 +5,7 @@ import { validateKey } from '../keys/key.js';
 import { checkCost, type PolicySet } from '../policy/index.js';
 import type {
   Decision,
+  DecisionRule,
   Explanation,
   KeyOutcome,
   OwnerInfo,
@@ -354,6 +355,7 @@ export class Engine implements RateLimiter {
     else if (e.mode === 'fallback') c.byMode.fallback++;
     else c.byMode.local++;
     if (limited) {
+      c.limitedByRule[e.rule as Exclude<DecisionRule, 'allow'>]++;
       if (allowed) c.shadowLimited++;
       else c.limited++;
     } else c.allowed++;
@@ -666,6 +668,7 @@ export class Engine implements RateLimiter {
     return {
       ...c,
       byMode: { ...c.byMode },
+      limitedByRule: { ...c.limitedByRule },
       dropped: { ...c.dropped },
       foreignVersion: fv,
       slowGossip,

@@ -1,4 +1,4 @@
-import type { DecisionMode } from '../types.js';
+import type { DecisionMode, DecisionRule } from '../types.js';
 
 /** What happened to bytes handed to the engine (gossip, sync, a snapshot): it never throws, it counts and explains. */
 export interface ReceiveResult {
@@ -13,6 +13,8 @@ export interface EngineStats {
   limited: number;
   shadowLimited: number;
   byMode: Record<DecisionMode, number>;
+  /** Decisions limited (denied, or let through in shadow mode), by rule: why (docs/decision-rule.md). */
+  limitedByRule: Record<Exclude<DecisionRule, 'allow'>, number>;
   gossipOut: number;
   gossipBytesOut: number;
   gossipIn: number;
@@ -107,6 +109,17 @@ export function emptyEngineStats(): EngineStats {
     limited: 0,
     shadowLimited: 0,
     byMode: { global: 0, fallback: 0, local: 0 },
+    limitedByRule: {
+      'global-limit': 0,
+      'headroom-share': 0,
+      'fallback-share': 0,
+      'local-limit': 0,
+      'cost-exceeds-limit': 0,
+      'left-mesh': 0,
+      'startup-hold': 0,
+      starting: 0,
+      'owner-unreachable': 0,
+    },
     gossipOut: 0,
     gossipBytesOut: 0,
     gossipIn: 0,

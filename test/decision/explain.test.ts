@@ -103,4 +103,26 @@ describe('Engine.explain: every term of a decision, changing nothing', () => {
     expect(a.explain('g', 'other')).toMatchObject({ rule: 'left-mesh', retryAfterMs: -1 });
     expect(a.check('g', 'other').rule).toBe('left-mesh');
   });
+
+  it('counts the decisions it limits by rule (stats().limitedByRule), explain changing nothing', () => {
+    const clock = new ManualClock(T0);
+    const policies = [
+      { name: 'g', limit: 2, windowMs: 1000, maxCost: 5 },
+      { name: 'sh', limit: 1, windowMs: 1000, shadow: true },
+    ];
+    const e = new Engine({ policies, clock, nodeId: 'a', gossipIntervalMs: 100 });
+    for (let i = 0; i < 5; i++) e.check('g', 'k');
+    e.check('g', 'k', 3);
+    e.explain('g', 'k');
+    e.check('sh', 'k');
+    e.check('sh', 'k');
+    const s = e.stats();
+    expect(s.limitedByRule).toMatchObject({ 'global-limit': 4, 'cost-exceeds-limit': 1, starting: 0 });
+    expect(s.limited + s.shadowLimited).toBe(5);
+    expect(Object.values(s.limitedByRule).reduce((a, b) => a + b, 0)).toBe(5);
+    // a copy: the caller's object does not move with the engine
+    e.check('g', 'k');
+    expect(s.limitedByRule['global-limit']).toBe(4);
+    expect(e.stats().limitedByRule['global-limit']).toBe(5);
+  });
 });
