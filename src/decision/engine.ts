@@ -411,6 +411,20 @@ export class Engine implements RateLimiter {
     this.core.joinEndsAt = checkTime(at);
   }
 
+  /**
+   * The mesh's discovery has resolved its name to this node alone for a join wait, and no peer
+   * was ever heard (a single replica, or the first pod until a second appears): it expects no
+   * member, and decides every key on the whole of L as a lone node does, where it held L/N for
+   * the members its bootstrap entries might be. One heard later is a member as any (its start
+   * gate keeps it from deciding until this node has heard it). Nothing once a peer was heard.
+   */
+  alone(): void {
+    const core = this.core;
+    if (!core.peers.expectAlone()) return;
+    core.joinedSaid = true;
+    core.stamp++;
+  }
+
   /** The start gate's state, for an engine rebuilt in place while this node starts (EngineSlot.rebuild). */
   startState(): StartState {
     const core = this.core;
@@ -436,7 +450,7 @@ export class Engine implements RateLimiter {
     }
     core.firstSentAt = state.firstSentAt;
     if (state.joined) core.joinedSaid = true;
-    core.joinEndsAt = state.joinEndsAt;
+    core.joinEndsAt = state.joinEndsAt ?? Number.POSITIVE_INFINITY;
   }
 
   /**

@@ -169,6 +169,20 @@ export class PeerTable {
     return true;
   }
 
+  /**
+   * Discovery has resolved the mesh's name to this node alone for a join wait, and no peer was
+   * ever heard: no member is expected (the start-up L/N ends: the whole of L is this node's, as a
+   * lone node's). A peer heard since the start keeps the start as it is. True when it changed it.
+   */
+  expectAlone(): boolean {
+    if (!this.awaiting || this.byId.size > 0) return false;
+    this.awaiting = false;
+    this.expected = 1;
+    this.knownN = 1;
+    this.allStale = false;
+    return true;
+  }
+
   constructor(
     readonly selfId: string,
     private readonly staleAfterMs: number,

@@ -30,6 +30,8 @@ export interface MeshEngine extends RateLimiter {
   joined(): void;
   /** When the mesh's join wait ends: the `Retry-After` of a starting node that hears no member (Engine.joinWaitEnds). */
   joinWaitEnds?(at: number): void;
+  /** Discovery found this node alone for a join wait, no peer ever heard: the whole of L (Engine.alone). */
+  alone?(): void;
   /** True while the start gate is shut: no global policy decided yet (Engine.starting). */
   starting(): boolean;
   /** The start gate's state (Engine.startState), carried to an engine rebuilt while starting. */

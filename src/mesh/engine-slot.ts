@@ -183,6 +183,9 @@ export class EngineSlot implements MeshEngine, CountingLimiter {
   joinWaitEnds(at: number): void {
     this.inner.joinWaitEnds?.(at);
   }
+  alone(): void {
+    this.inner.alone?.();
+  }
   starting(): boolean {
     return this.inner.starting();
   }

@@ -68,6 +68,8 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
   private discovery: Discovery | undefined;
   /** Readiness at start (join.ts, the daemon's `/readyz` rule): made when the node runs. */
   private join: JoinWatch | undefined;
+  /** Since when every discovery round resolved the bootstrap to this node alone (undefined: not now). */
+  private aloneSince: number | undefined;
   private tickTimer: NodeJS.Timeout | undefined;
   /** When (the clock's) the armed tick is due, after what interval, and whether the fast one. */
   private tickAt = 0;
@@ -546,10 +548,26 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
         logger: cfg.logger,
         // a bootstrap name counts as one member until it resolves: a start-up share of L over
         // every address it resolves to, not over 1 + the entries
-        onRound: (others) => this.engine.expectMembers(1 + others),
+        onRound: (others) => {
+          this.engine.expectMembers(1 + others);
+          // resolved, to this node alone (not a failed or empty lookup)
+          if (others > 0 || (this.discovery?.stats.lastResolved ?? 0) === 0) {
+            this.aloneSince = undefined;
+            return;
+          }
+          // the first pod: its start gate opens now, not on the next tick (a starting node's
+          // Retry-After is the whole join wait)
+          if (this.engine.starting() && this.joined()) this.engine.joined();
+          // alone for a join wait, every round: a single replica, whose L is its own (two pods
+          // started together find each other within a discovery interval and DNS's cache)
+          const now = this.cfg.clock.now();
+          this.aloneSince ??= now;
+          if (now - this.aloneSince >= this.cfg.joinTimeoutMs) this.engine.alone();
+        },
       });
       loadSnapshot(this.engine, cfg.snapshotFile, cfg.logger, cfg.clock.now());
       const joinSince = cfg.clock.now();
+      this.aloneSince = undefined;
       this.join = new JoinWatch(cfg.bootstrap.length === 0, cfg.joinTimeoutMs, joinSince);
       this.engine.joinWaitEnds(joinSince + cfg.joinTimeoutMs);
       this.state = 'running';

@@ -318,6 +318,26 @@ describe('a node that expects peers (restart): the start gate', () => {
     expect(fresh.check('p', 'k').mode).toBe('global');
   });
 
+  it('alone by discovery (its name resolved to itself alone for a join wait, no peer ever heard): the whole of L; nothing once a peer was heard', () => {
+    const clock = new ManualClock(1_700_000_000_000);
+    // a single replica: its bootstrap name counted as one more member until then, L/2
+    const solo = new Engine({ ...opts, clock, nodeId: 'solo', expectedMembers: 2 });
+    solo.joined();
+    expect(spend(solo, 'p', 'k', 100)).toBe(50);
+    expect(solo.check('p', 'k')).toMatchObject({ allowed: false, mode: 'fallback', rule: 'fallback-share' });
+    solo.alone();
+    expect(solo.stats()).toMatchObject({ fallback: false, members: 1, starting: false });
+    expect(spend(solo, 'p', 'k', 100)).toBe(50); // the rest of L = 100
+    expect(solo.check('p', 'k')).toMatchObject({ allowed: false, mode: 'global', rule: 'global-limit' });
+    // a peer heard first: alone changes nothing (it stays on its start-up rule)
+    const other = new Engine({ ...opts, clock, nodeId: 'other', expectedMembers: 3 });
+    const peer = new Engine({ ...opts, clock, nodeId: 'peer', expectedMembers: 3 });
+    other.receiveGossip(peer.nodeId, peer.buildGossip());
+    other.alone();
+    expect(other.stats().members).toBe(3);
+    expect(other.check('p', 'k').mode).not.toBe('global');
+  });
+
   it('cut off at the start, counts it already holds still bound it by L: a restarted node that loaded a full window admits only what is left', () => {
     const clock = new ManualClock(1_700_000_000_000);
     const busy = new Engine({ ...opts, clock, nodeId: 'busy' });

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer } from 'node:net';
 import { generateKeyPair, privateKeyToProtobuf } from '@libp2p/crypto/keys';
 import { generateKey } from '@libp2p/pnet';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -355,6 +356,52 @@ describe('live mesh on loopback', () => {
     const b = await cluster.add({ policies: NAIVE, bootstrap: [`dns:localhost:${port}`] });
     await waitFor('b connects to a by name', () => livePeers(b) === 1 && livePeers(a) === 1);
     expect(b.stats().discovery.lastResolved).toBeGreaterThanOrEqual(1);
+  });
+
+  it('the first pod (its dns: name resolves to itself alone): decides at the first discovery round, on the whole of L once alone for a join wait', async () => {
+    const port: number = await new Promise((done) => {
+      const srv = createServer();
+      srv.listen(0, '127.0.0.1', () => {
+        const p = (srv.address() as AddressInfo).port;
+        srv.close(() => done(p));
+      });
+    });
+    // ticks 10 s apart: the gate opens from the discovery round itself
+    const a = await cluster.add({
+      policies: [{ name: 'api', limit: 100, windowMs: 60_000 }],
+      listen: [`/ip4/127.0.0.1/tcp/${port}`],
+      bootstrap: [`dns:localhost:${port}`],
+      gossipIntervalMs: 10_000,
+      discoveryIntervalMs: 200,
+      joinTimeoutMs: 1_000,
+    });
+    await waitFor('its first discovery round', () => a.stats().discovery.rounds >= 1, 9_000);
+    expect(a.stats().discovery.lastOthers).toBe(0);
+    expect(a.stats().engine.starting).toBe(false);
+    // its name counted as one more member until then: L/2
+    expect(a.check('api', 'k')).toMatchObject({ allowed: true, mode: 'fallback' });
+    // alone for the join wait, every round: the whole of L, decided as a lone node's
+    await waitFor('alone: the whole of L', () => a.explain('api', 'k2').mode === 'global', 9_000);
+    let admitted = 0;
+    while (admitted < 200 && a.check('api', 'k2').allowed) admitted++;
+    expect(admitted).toBe(100);
+  });
+
+  it('a bootstrap name that does not resolve is never taken for being alone', async () => {
+    const a = await cluster.add({
+      policies: [{ name: 'api', limit: 100, windowMs: 60_000 }],
+      bootstrap: ['dns:ratemesh-no-such-name.invalid:4001'],
+      insecure: true, // a name that is not loopback (it never resolves: nothing is dialled)
+      discoveryIntervalMs: 100,
+      joinTimeoutMs: 300,
+    });
+    await waitFor(
+      'a few failed lookups, past the join wait',
+      () => a.stats().discovery.dnsErrors >= 3,
+      20_000,
+    );
+    await sleep(400);
+    expect(a.explain('api', 'k')).toMatchObject({ mode: 'fallback', fallback: { share: 50 } });
   });
 
   it('drops oversized gossip at the transport and counts it', async () => {
