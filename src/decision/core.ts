@@ -360,8 +360,7 @@ export class EngineCore {
     if (this.startOpen) return true;
     const peers = this.peers;
     let open: boolean;
-    if (peers.live.length === 0 && peers.stale.length === 0)
-      open = this.joinedSaid || now >= this.joinEndsAt || now - this.firstSentAt >= this.cfg.joinTimeoutMs;
+    if (peers.live.length === 0 && peers.stale.length === 0) open = this.joinedSaid || now >= this.joinEnds();
     else
       open = !peers.starting && !(this.awaitNames.size > 0 && now < this.holdUntil) && this.heardByAll(now);
     if (open) {
@@ -400,9 +399,14 @@ export class EngineCore {
     const cfg = this.cfg;
     const round = cfg.gossipIntervalMs + cfg.dataDelayMs;
     if (this.peers.live.length > 0 || this.peers.stale.length > 0) return round;
-    const ends = Math.min(this.firstSentAt + cfg.joinTimeoutMs, this.joinEndsAt);
+    const ends = this.joinEnds();
     if (ends === Number.POSITIVE_INFINITY) return round;
     return Math.max(1, Math.ceil(ends - now));
+  }
+
+  /** When the join wait ends with no member heard: the mesh's, or ours from our first message, whichever first (+Infinity: neither). */
+  private joinEnds(): number {
+    return Math.min(this.joinEndsAt, this.firstSentAt + this.cfg.joinTimeoutMs);
   }
 
   /** Count and log a member's departure. */

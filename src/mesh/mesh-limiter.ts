@@ -405,7 +405,6 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       fallback = this.engine.stats(this.cfg.clock.now()).fallback;
     }
     const joined = state === 'running' && this.joined();
-    if (joined) this.engine.joined();
     const starting = state === 'running' && this.engine.starting();
     let reason: string | undefined;
     if (this.shuttingDown !== undefined) reason = 'draining: shutting down';
@@ -428,14 +427,19 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
     return h;
   }
 
-  /** The daemon's join rule (join.ts) over this node's sync and discovery counters. */
+  /**
+   * The daemon's join rule (join.ts) over this node's sync and discovery counters; once it says
+   * joined, the engine is told (with no member heard, its start gate opens: Engine.joined).
+   */
   private joined(): boolean {
     const join = this.join;
     if (join === undefined) return false;
-    return join.joined(this.cfg.clock.now(), () => ({
+    const joined = join.joined(this.cfg.clock.now(), () => ({
       sync: this.sync?.stats ?? { pullsOk: 0 },
       discovery: this.discovery?.stats ?? emptyDiscoveryStats(),
     }));
+    if (joined && this.engine.starting()) this.engine.joined();
+    return joined;
   }
 
   shutdown(options?: ShutdownOptions): Promise<void> {
@@ -557,7 +561,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
           }
           // the first pod: its start gate opens now, not on the next tick (a starting node's
           // Retry-After is the whole join wait)
-          if (this.engine.starting() && this.joined()) this.engine.joined();
+          this.joined();
           // alone for a join wait, every round: a single replica, whose L is its own (two pods
           // started together find each other within a discovery interval and DNS's cache)
           const now = this.cfg.clock.now();
@@ -750,7 +754,7 @@ class MeshLimiterImpl implements EmbeddedMeshLimiter {
       }
     }
     // the start gate: with no member heard, the join rule ends the wait (the first pod; its timeout)
-    if (this.engine.starting() && this.joined()) this.engine.joined();
+    this.joined();
     this.armTick();
     this.counters.gossip.ticks++;
     if (this.cfg.relayAuto) this.followMembership();
