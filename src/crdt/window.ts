@@ -514,10 +514,13 @@ export class KeyWindow {
       const sh = TIME_BITS * (j % TIMES_A_WORD);
       if (q > ((word >>> sh) & TIME_STEP)) parts[t] = (word & ~(TIME_STEP << sh)) | (q << sh);
     }
-    this.d[this.ob + SLOT * s] = this.d[this.ob + SLOT * s]! + cost;
-    this.d[this.sb + SLOT * s] = this.d[this.sb + SLOT * s]! + cost;
-    this.full += cost;
-    this.ownFull += cost;
+    const d = this.d;
+    const o = this.ob + SLOT * s;
+    const a = this.sb + SLOT * s;
+    d[o] = d[o]! + cost;
+    d[a] = d[a]! + cost;
+    d[FULL] = d[FULL]! + cost;
+    d[OWN_FULL] = d[OWN_FULL]! + cost;
   }
 
   /** Own cost without a time in slot `s`: spread evenly over its parts, each to its end. */

@@ -138,13 +138,7 @@ export class Engine implements RateLimiter {
   explain(policy: string, key: string, cost = 1, time?: number): Explanation {
     const core = this.core;
     const rt = core.rtByName.get(policy);
-    if (rt === undefined) {
-      throw new RateMeshError(
-        ErrorCodes.POLICY_UNKNOWN,
-        `no policy named ${JSON.stringify(String(policy))}`,
-        'policy',
-      );
-    }
+    if (rt === undefined) throw unknownPolicy(policy);
     checkCost(cost, rt.policy);
     const now = core.at(time ?? this.clock.now());
     const p = rt.policy;
@@ -195,13 +189,7 @@ export class Engine implements RateLimiter {
     const core = this.core;
     let rt = core.lastRt;
     if (rt === undefined || policy !== rt.policy.name) rt = core.rtByName.get(policy);
-    if (rt === undefined) {
-      throw new RateMeshError(
-        ErrorCodes.POLICY_UNKNOWN,
-        `no policy named ${JSON.stringify(String(policy))}`,
-        'policy',
-      );
-    }
+    if (rt === undefined) throw unknownPolicy(policy);
     core.lastRt = rt;
     checkCost(cost, rt.policy);
     const now = core.at(time);
@@ -212,7 +200,8 @@ export class Engine implements RateLimiter {
         rt.policy.placement !== 'local' && this.owners.placed(rt)
           ? this.owners.evaluate(rt, keys, cost, now, e)
           : undefined;
-      if (info === undefined) this.rule.evaluate(rt, keys, cost, now, e, true);
+      if (info === undefined && !this.rule.evaluateFast(rt, keys, cost, now, e))
+        this.rule.evaluate(rt, keys, cost, now, e, true);
       if (e.allowed) {
         this.rule.commit(e, cost, now);
         if (info !== undefined) this.owners.committed(e, cost, now);
@@ -221,6 +210,14 @@ export class Engine implements RateLimiter {
       if (info !== undefined) d.owner = info;
       return d;
     }
+    return this.checkKeys(rt, keys, cost, now);
+  }
+
+  /**
+   * {@link checkAt} of several keys of one policy. Apart from it: its closures would make every
+   * single key's check allocate their variables' context.
+   */
+  private checkKeys(rt: PolicyRuntime, keys: readonly string[], cost: number, now: number): Decision {
     if (!Array.isArray(keys) || keys.length === 0) {
       throw new RateMeshError(ErrorCodes.KEY_INVALID, 'must be a key or a non-empty array of keys', 'keys');
     }
@@ -883,13 +880,7 @@ export class Engine implements RateLimiter {
     for (let i = 0; i < pairs.length; i++) {
       const pair = pairs[i];
       const rt = Array.isArray(pair) ? this.core.rtByName.get(pair[0]) : undefined;
-      if (rt === undefined) {
-        throw new RateMeshError(
-          ErrorCodes.POLICY_UNKNOWN,
-          `no policy named ${JSON.stringify(String(Array.isArray(pair) ? pair[0] : pair))}`,
-          `pairs[${i}]`,
-        );
-      }
+      if (rt === undefined) throw unknownPolicy(Array.isArray(pair) ? pair[0] : pair, `pairs[${i}]`);
       // In a list of costs, 0 evaluates the pair without spending on it (a peek).
       if (costs === undefined) checkCost(cost, rt.policy);
       else if (costs[i] !== 0) checkCost(costs[i], rt.policy);
@@ -973,6 +964,15 @@ export class Engine implements RateLimiter {
 }
 
 /** The rule of an explained decision in words, with its numbers. */
+/** A check naming no policy in force. */
+function unknownPolicy(policy: unknown, field = 'policy'): RateMeshError {
+  return new RateMeshError(
+    ErrorCodes.POLICY_UNKNOWN,
+    `no policy named ${JSON.stringify(String(policy))}`,
+    field,
+  );
+}
+
 function explainReason(x: Explanation): string {
   const n = (v: number) => String(Math.round(v * 100) / 100);
   switch (x.rule) {

@@ -380,6 +380,7 @@ export class Owners {
     out.key = key;
     out.ks = ks;
     out.entry = undefined;
+    out.fast = false;
     out.delayMs = 0;
     out.resetMs = Math.ceil((kw.cur + rt.policy.buckets + 1) * bw - now);
     deny(
@@ -423,6 +424,7 @@ export class Owners {
     out.key = key;
     out.ks = ks;
     out.entry = undefined;
+    out.fast = false;
     out.delayMs = 0;
     const kw = ks.window;
     const c = Math.floor(now / rt.bw);

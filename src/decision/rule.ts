@@ -21,6 +21,8 @@ export interface Eval {
   entry: LocalKeyState | undefined;
   /** Decided on the fast path (PolicyRuntime.fastKs): its commit takes the cost off what is left there. */
   fast: boolean;
+  /** On the fast path: the time in buckets (now / bw), for its commit. */
+  pos: number;
 }
 
 export function newEval(): Eval {
@@ -37,6 +39,7 @@ export function newEval(): Eval {
     ks: undefined,
     entry: undefined,
     fast: false,
+    pos: 0,
   };
 }
 
@@ -183,6 +186,37 @@ export class Rule {
    * so the fast path may decide it (two evaluations of one key before either commits would each
    * count on the same room).
    */
+  /**
+   * The fast path (PolicyRuntime.fastKs): a single key's check on the policy's hot key, within
+   * what the last full evaluation of that key left, on the same view and in the same bucket, is
+   * allowed without evaluating the rule again. Decides as {@link evaluate} would and returns true
+   * where it holds; returns false, having changed nothing, where it does not (then evaluate).
+   */
+  evaluateFast(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval): boolean {
+    const ks = rt.fastKs;
+    if (ks === undefined || key !== ks.key || !this.fastPath || this.x !== undefined) return false;
+    const core = this.core;
+    if (rt.fastStamp !== core.stamp || rt.fastRefresh !== core.refreshes || cost > rt.fastRoom) return false;
+    // the bucket its full evaluation rolled the window to (so no roll is due)
+    const pos = now / rt.bw;
+    if (rt.fastBucket !== Math.floor(pos)) return false;
+    out.pos = pos;
+    out.rt = rt;
+    out.key = key;
+    out.delayMs = 0;
+    out.fast = true;
+    out.ks = ks;
+    out.entry = undefined;
+    ks.ref = true;
+    rt.hotKey = key;
+    rt.hotKs = ks;
+    ks.addOffered(cost);
+    core.touch(ks);
+    allow(out, 'global', rt.fastRemaining - cost);
+    out.resetMs = Math.ceil((ks.cur + rt.policy.buckets + 1) * rt.bw - now);
+    return true;
+  }
+
   evaluate(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval, fast = false): void {
     out.rt = rt;
     out.key = key;
@@ -222,22 +256,9 @@ export class Rule {
     if (x === undefined) {
       kw.addOffered(cost);
       core.touch(ks);
-      // the fast path: within what the last full evaluation of this key left, on the same view
-      // and in the same bucket (PolicyRuntime.fastKs)
-      if (
-        fast &&
-        rt.fastKs === ks &&
-        this.fastPath &&
-        rt.fastStamp === core.stamp &&
-        rt.fastRefresh === core.refreshes &&
-        rt.fastBucket === c &&
-        cost <= rt.fastRoom
-      ) {
-        out.fast = true;
-        allow(out, 'global', rt.fastRemaining - cost);
-        out.resetMs = Math.ceil((kw.cur + p.buckets + 1) * rt.bw - now);
-        return;
-      }
+      // what the fast path kept of this key holds no more once a request is decided without it
+      // (one it could not hold, or after another key): keepFast, below, keeps it anew
+      if (rt.fastKs === ks) rt.fastKs = undefined;
     }
     // weight of the oldest bucket still inside the window (after the fast path, which needs none)
     // the fraction from the bucket start, not from now / bw: exact at epoch-sized times
@@ -501,11 +522,13 @@ export class Rule {
     }
     const ks = e.ks!;
     const kw = ks.window;
+    let pos: number;
     if (e.fast && rt.fastKs === ks) {
       rt.fastRoom -= cost;
       rt.fastRemaining -= cost;
-    }
-    kw.addOwn(cost, now / rt.bw - kw.cur);
+      pos = e.pos;
+    } else pos = now / rt.bw;
+    kw.addOwn(cost, pos - kw.cur);
     ks.unsynced += cost;
     if (ks.local !== undefined) rt.algo!.commit(ks.local, cost, now);
     if (ks.unsynced >= rt.earlyAt) this.core.early = true;
