@@ -3,13 +3,15 @@
  * much, the controlled rule over-admits where views disagree (bursts, jitter, loss, slow
  * gossip). A measurement, not a test: it prints what it finds.
  *
- *   npm run bench:limit-fuzz -- [--seeds 300] [--from 0]
+ *   npm run bench:limit-fuzz -- [--seeds 300] [--from 0] [--costs M]
  *
  * Each seed draws N in {3, 4, 6, 8, 12, 16}, L in [N, 4N), g in {50, 100, 250} ms, d = 10 ms,
  * jitter up to 60 ms on half the seeds, loss up to 30 % on 30 %, W = 10 s, 60 s of traffic; each
  * node steady (0.2 to 20 a second), bursty (20 bursts of 1 to 10, one in five up to 200) or a
  * burst of up to 50 about once a window. Each mesh ticks fast while a key is tight at the interval
  * the live mesh picks (fastGossipIntervalMs 'auto'); `--fast-gossip off`: every tick g apart.
+ * `--costs M`: each request costs 1 to M (uniform, from a generator of its own, so the mesh and
+ * the arrivals are the seed's), L is M times as large, and windows are summed in units of cost.
  */
 import { fastGossipIntervalMs } from '../src/mesh/auto-relay.js';
 import { fuzzMesh, fuzzTraffic, replayFuzz } from '../src/sim/fuzz.js';
@@ -32,13 +34,16 @@ const seeds = arg('--seeds', 300);
 const from = arg('--from', 0);
 const fi = process.argv.indexOf('--fast-gossip');
 const fastOff = fi >= 0 && process.argv[fi + 1] === 'off';
+const maxCost = Math.max(1, arg('--costs', 1));
 let over = 0;
 let excess = 0;
 let admittedAll = 0;
 let exceeding: string[] = [];
 for (let seed = from + 1; seed <= from + seeds; seed++) {
   const rng = new Prng(seed * 104729);
-  const { nodes: N, limit: L, jitterMs, loss, gossipIntervalMs: g } = fuzzMesh(rng);
+  const { nodes: N, limit: units, jitterMs, loss, gossipIntervalMs: g } = fuzzMesh(rng);
+  const L = units * maxCost;
+  const costs = new Prng(seed * 7919);
   const sim = new Simulator({
     nodes: N,
     policies: [
@@ -52,7 +57,11 @@ for (let seed = from + 1; seed <= from + seeds; seed++) {
     fastGossipMs: fastOff ? 0 : fastGossipIntervalMs(N, g, 10),
     engine: { expectedMembers: N },
   });
-  const admitted = replayFuzz(sim, fuzzTraffic(rng, N, T, W));
+  const admitted = replayFuzz(
+    sim,
+    fuzzTraffic(rng, N, T, W),
+    maxCost > 1 ? () => 1 + Math.floor(costs.next() * maxCost) : undefined,
+  );
   admittedAll += admitted.length;
   const worst = worstRolling(admitted, W);
   if (worst > L) {
@@ -63,6 +72,6 @@ for (let seed = from + 1; seed <= from + seeds; seed++) {
 }
 if (exceeding.length > 40) exceeding = [...exceeding.slice(0, 40), '...'];
 console.log(
-  `seeds ${from + 1}-${from + seeds}${fastOff ? ' (fast gossip off)' : ''}: ${over} with a window past L (sum of excess ${excess}), admitted ${admittedAll}`,
+  `seeds ${from + 1}-${from + seeds}${fastOff ? ' (fast gossip off)' : ''}${maxCost > 1 ? ` (costs 1-${maxCost}, L ${maxCost} times as large, in units)` : ''}: ${over} with a window past L (sum of excess ${excess}), admitted ${admittedAll}`,
 );
 if (exceeding.length > 0) console.log(`past L: ${exceeding.join(', ')}`);

@@ -58,12 +58,21 @@ export function fuzzTraffic(rng: Prng, nodes: number, T: number, W: number): { t
   return ev;
 }
 
-/** Each event a request of key `k` of policy `p` at its node; the admitted times. */
-export function replayFuzz(sim: Simulator, ev: readonly { t: number; n: number }[]): number[] {
+/**
+ * Each event a request of key `k` of policy `p` at its node; the admitted times, one a unit of
+ * cost (a request of cost 3 admitted at t: t three times). `cost` draws each request's cost (1
+ * without it).
+ */
+export function replayFuzz(
+  sim: Simulator,
+  ev: readonly { t: number; n: number }[],
+  cost?: () => number,
+): number[] {
   const admitted: number[] = [];
   for (const e of ev) {
     sim.runUntil(e.t);
-    if (sim.request(e.n, 'p', 'k').allowed) admitted.push(e.t);
+    const c = cost === undefined ? 1 : cost();
+    if (sim.request(e.n, 'p', 'k', c).allowed) for (let u = 0; u < c; u++) admitted.push(e.t);
   }
   return admitted;
 }
