@@ -315,7 +315,7 @@ export class KeyWindow {
   estimateWhole(w: number): number {
     const o = this.oldest;
     const own = this.d[this.ob + SLOT * o]!;
-    return this.full + (this.d[this.sb + SLOT * o]! - own) + own * this.ownWeight(w);
+    return this.full + (this.d[this.sb + SLOT * o]! - own) + this.ownInside(own, w);
   }
 
   /**
@@ -330,7 +330,7 @@ export class KeyWindow {
       sp === undefined || sp[o] === 0 ? (this.d[this.sb + SLOT * o]! - own) * w : this.othersLeft(w);
     const sk = this.skews;
     if (sk !== undefined && sk[o]! > 0) others = Math.min(this.d[this.sb + SLOT * o]! - own, others + sk[o]!);
-    return this.full + others + own * this.ownWeight(w);
+    return this.full + others + this.ownInside(own, w);
   }
 
   /**
@@ -390,7 +390,16 @@ export class KeyWindow {
 
   /** This node's own admitted cost in the window, weighted by when it was admitted. */
   ownEstimate(w: number): number {
-    return this.ownFull + this.d[this.ob + SLOT * this.oldest]! * this.ownWeight(w);
+    return this.ownFull + this.ownInside(this.d[this.ob + SLOT * this.oldest]!, w);
+  }
+
+  /**
+   * Of `own`, our own admissions in the oldest bucket, what is still inside the window (see
+   * {@link ownWeight}); none to weigh where there are none (an oldest bucket without own counts
+   * is the common case, and has no interval to keep its weight for).
+   */
+  private ownInside(own: number, w: number): number {
+    return own > 0 ? own * this.ownWeight(w) : 0;
   }
 
   /**
