@@ -68,11 +68,27 @@ export function replayFuzz(
   ev: readonly { t: number; n: number }[],
   cost?: () => number,
 ): number[] {
-  const admitted: number[] = [];
+  return replayFuzzKeys(sim, ev, 1, () => 0, cost)[0]!;
+}
+
+/**
+ * {@link replayFuzz} over `keys` keys: each request for key `k<i>`, i from `pick` (0: `k`, the
+ * key of {@link replayFuzz}); the admitted times, one a unit of cost, by key.
+ */
+export function replayFuzzKeys(
+  sim: Simulator,
+  ev: readonly { t: number; n: number }[],
+  keys: number,
+  pick: () => number,
+  cost?: () => number,
+): number[][] {
+  const names = Array.from({ length: keys }, (_, i) => (i === 0 ? 'k' : `k${i}`));
+  const admitted = names.map((): number[] => []);
   for (const e of ev) {
     sim.runUntil(e.t);
     const c = cost === undefined ? 1 : cost();
-    if (sim.request(e.n, 'p', 'k', c).allowed) for (let u = 0; u < c; u++) admitted.push(e.t);
+    const i = pick();
+    if (sim.request(e.n, 'p', names[i]!, c).allowed) for (let u = 0; u < c; u++) admitted[i]!.push(e.t);
   }
   return admitted;
 }
