@@ -33,11 +33,12 @@ export interface PolicyRuntime {
   hotKey: string | undefined;
   hotKs: KeyState | undefined;
   /**
-   * The fast path (Rule.evaluate): the key whose last full evaluation admitted, on which view
+   * The fast path (Rule.evaluateFast): the key whose last full evaluation admitted, on which view
    * (stamp, refreshes) and in which bucket, and what it left of the two checks (the global one and
    * this node's share) and of `remaining`: until the view or the bucket changes, time only adds
    * room (the window sheds counts; the line between seen and unseen counts stays), so a request
-   * within what is left passes without the full evaluation.
+   * within what is left passes without the full evaluation. Any full evaluation of the key drops
+   * it (Rule.evaluate), so no decision on the key is taken without the room knowing.
    */
   fastKs: KeyState | undefined;
   fastStamp: number;

@@ -4,7 +4,7 @@ import { Prng } from '../../src/sim/prng.js';
 import { Simulator } from '../../src/sim/simulator.js';
 
 /**
- * The hot key's fast path (Rule.evaluate, PolicyRuntime.fastKs): a request within what the last
+ * The hot key's fast path (Rule.evaluateFast, PolicyRuntime.fastKs): a request within what the last
  * full evaluation left, on the same view and in the same bucket, passes without the full
  * evaluation. It must decide every request as the full evaluation does.
  */
