@@ -963,7 +963,6 @@ export class Engine implements RateLimiter {
   }
 }
 
-/** The rule of an explained decision in words, with its numbers. */
 /** A check naming no policy in force. */
 function unknownPolicy(policy: unknown, field = 'policy'): RateMeshError {
   return new RateMeshError(
@@ -973,6 +972,7 @@ function unknownPolicy(policy: unknown, field = 'policy'): RateMeshError {
   );
 }
 
+/** The rule of an explained decision in words, with its numbers. */
 function explainReason(x: Explanation): string {
   const n = (v: number) => String(Math.round(v * 100) / 100);
   switch (x.rule) {

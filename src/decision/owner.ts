@@ -3,7 +3,7 @@ import { validateKey } from '../keys/key.js';
 import type { DecisionRule, OwnerInfo } from '../types.js';
 import type { EngineCore, PolicyRuntime } from './core.js';
 import type { KeyState } from './key-state.js';
-import type { Eval, Rule } from './rule.js';
+import { beginEval, type Eval, type Rule } from './rule.js';
 
 /**
  * Thin keys decided by their owner (issue 27, docs/owner.md).
@@ -376,12 +376,7 @@ export class Owners {
         break;
       }
     }
-    out.rt = rt;
-    out.key = key;
-    out.ks = ks;
-    out.entry = undefined;
-    out.fast = false;
-    out.delayMs = 0;
+    beginEval(out, rt, key, ks, false);
     out.resetMs = Math.ceil((kw.cur + rt.policy.buckets + 1) * bw - now);
     deny(
       out,
@@ -420,12 +415,7 @@ export class Owners {
     let ks = rt.windows.get(key);
     if (ks === undefined) ks = core.createKey(rt, validateKey(key));
     else ks.ref = true;
-    out.rt = rt;
-    out.key = key;
-    out.ks = ks;
-    out.entry = undefined;
-    out.fast = false;
-    out.delayMs = 0;
+    beginEval(out, rt, key, ks, false);
     const kw = ks.window;
     const c = Math.floor(now / rt.bw);
     if (c > kw.cur) kw.roll(c);

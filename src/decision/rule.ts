@@ -25,6 +25,25 @@ export interface Eval {
   pos: number;
 }
 
+/**
+ * Starts `out` for a decision on `key` of `rt` (its key state `ks` where known): the fields every
+ * evaluation sets, the rule's and the owner's alike, so none is left from the decision before.
+ */
+export function beginEval(
+  out: Eval,
+  rt: PolicyRuntime,
+  key: string,
+  ks: KeyState | undefined,
+  fast: boolean,
+): void {
+  out.rt = rt;
+  out.key = key;
+  out.delayMs = 0;
+  out.fast = fast;
+  out.ks = ks;
+  out.entry = undefined;
+}
+
 export function newEval(): Eval {
   return {
     allowed: false,
@@ -181,12 +200,6 @@ export class Rule {
   }
 
   /**
-   * Evaluate `cost` on (`rt`, `key`) at `now` into `out`; nothing is spent (see {@link commit}).
-   * `fast`: the caller commits this evaluation before evaluating another (a single key's check),
-   * so the fast path may decide it (two evaluations of one key before either commits would each
-   * count on the same room).
-   */
-  /**
    * The fast path (PolicyRuntime.fastKs): a single key's check on the policy's hot key, within
    * what the last full evaluation of that key left, on the same view and in the same bucket, is
    * allowed without evaluating the rule again. Decides as {@link evaluate} would and returns true
@@ -200,13 +213,8 @@ export class Rule {
     // the bucket its full evaluation rolled the window to (so no roll is due)
     const pos = now / rt.bw;
     if (rt.fastBucket !== Math.floor(pos)) return false;
+    beginEval(out, rt, key, ks, true);
     out.pos = pos;
-    out.rt = rt;
-    out.key = key;
-    out.delayMs = 0;
-    out.fast = true;
-    out.ks = ks;
-    out.entry = undefined;
     ks.ref = true;
     rt.hotKey = key;
     rt.hotKs = ks;
@@ -217,13 +225,14 @@ export class Rule {
     return true;
   }
 
+  /**
+   * Evaluate `cost` on (`rt`, `key`) at `now` into `out`; nothing is spent (see {@link commit}).
+   * `fast`: the caller commits this evaluation before evaluating another (a single key's check),
+   * so what it leaves may be kept for the fast path (two evaluations of one key before either
+   * commits would each count on the same room).
+   */
   evaluate(rt: PolicyRuntime, key: string, cost: number, now: number, out: Eval, fast = false): void {
-    out.rt = rt;
-    out.key = key;
-    out.delayMs = 0;
-    out.fast = false;
-    out.ks = undefined;
-    out.entry = undefined;
+    beginEval(out, rt, key, undefined, false);
     if (rt.local) {
       this.evaluateLocal(rt, key, cost, now, out);
       return;

@@ -58,22 +58,15 @@ export function fuzzTraffic(rng: Prng, nodes: number, T: number, W: number): { t
   return ev;
 }
 
-/**
- * Each event a request of key `k` of policy `p` at its node; the admitted times, one a unit of
- * cost (a request of cost 3 admitted at t: t three times). `cost` draws each request's cost (1
- * without it).
- */
-export function replayFuzz(
-  sim: Simulator,
-  ev: readonly { t: number; n: number }[],
-  cost?: () => number,
-): number[] {
-  return replayFuzzKeys(sim, ev, 1, () => 0, cost)[0]!;
+/** Each event a request of key `k` of policy `p` at its node, of cost 1; the admitted times. */
+export function replayFuzz(sim: Simulator, ev: readonly { t: number; n: number }[]): number[] {
+  return replayFuzzKeys(sim, ev, 1, () => 0)[0]!;
 }
 
 /**
  * {@link replayFuzz} over `keys` keys: each request for key `k<i>`, i from `pick` (0: `k`, the
- * key of {@link replayFuzz}); the admitted times, one a unit of cost, by key.
+ * key of {@link replayFuzz}), of a cost `cost` draws (1 without it); the admitted times by key,
+ * one a unit of cost (a request of cost 3 admitted at t: t three times).
  */
 export function replayFuzzKeys(
   sim: Simulator,
